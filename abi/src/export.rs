@@ -1,0 +1,232 @@
+//! Exporting a Rust type as a plugin: the [`Allocator`] trait and the
+//! [`export_handler!`](crate::export_handler) macro.
+//!
+//! The macro generates the `extern "C"` entry function and trampolines. Every
+//! trampoline runs the trait method under [`std::panic::catch_unwind`]: a
+//! panic in an allocation returns NULL (the host reports an allocation
+//! error), a panic in `free` is swallowed, and a panic while creating the
+//! state makes the entry return NULL (the host refuses the plugin). Nothing
+//! unwinds into the host.
+//!
+//! This file and the macro's expansion are the only unsafe code of the ABI
+//! crate.
+
+use crate::{MemplugHandler, MemplugStats};
+use core::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::OnceLock;
+
+/// An allocator that [`export_handler!`](crate::export_handler) turns into a
+/// plugin.
+///
+/// One value is created (by [`Allocator::create`]) the first time the host
+/// calls the entry function and lives for the rest of the process; the
+/// handler's `ctx` points at it. Unless [`Allocator::FLAGS`] contains
+/// [`FLAG_THREAD_SAFE`](crate::FLAG_THREAD_SAFE), the host never calls into it
+/// from two threads at once — but it may call from different threads in
+/// turn, hence `Send + Sync`.
+pub trait Allocator: Send + Sync + Sized + 'static {
+    /// The handler's unique name: 1–127 bytes of `[A-Za-z0-9_.-]`.
+    const NAME: &'static str;
+    /// The plugin's version, a semver string such as `"1.0.0"`.
+    const VERSION: &'static str;
+    /// `FLAG_*` bits, e.g. [`FLAG_THREAD_SAFE`](crate::FLAG_THREAD_SAFE).
+    const FLAGS: u32 = 0;
+
+    /// Build the allocator's state. Called once, on first use of the entry.
+    fn create() -> Self;
+
+    /// A block of at least `size` bytes (`size > 0`), or null.
+    fn malloc(&self, size: usize) -> *mut u8;
+
+    /// A zeroed block of `nelem * elsize` bytes, or null. The host never
+    /// passes an overflowing product. The default calls
+    /// [`malloc`](Allocator::malloc) and zeroes the block.
+    fn calloc(&self, nelem: usize, elsize: usize) -> *mut u8 {
+        let Some(size) = nelem.checked_mul(elsize) else {
+            return core::ptr::null_mut();
+        };
+        let p = self.malloc(size);
+        if !p.is_null() {
+            // SAFETY: `malloc` returned a block of at least `size` writable bytes.
+            unsafe { core::ptr::write_bytes(p, 0, size) };
+        }
+        p
+    }
+
+    /// Resize a block, keeping `min(old_size, new_size)` bytes; null on
+    /// failure, leaving the old block as it was. The default allocates,
+    /// copies and frees.
+    ///
+    /// # Safety
+    /// `ptr` was returned by this allocator for `old_size` bytes and is not
+    /// used again if a non-null pointer is returned.
+    unsafe fn realloc(&self, ptr: *mut u8, old_size: usize, new_size: usize) -> *mut u8 {
+        let q = self.malloc(new_size);
+        if !q.is_null() {
+            // SAFETY: both blocks are valid for `min(old, new)` bytes and distinct.
+            unsafe { core::ptr::copy_nonoverlapping(ptr, q, old_size.min(new_size)) };
+            // SAFETY: the caller guarantees `ptr` came from this allocator with `old_size`.
+            unsafe { self.free(ptr, old_size) };
+        }
+        q
+    }
+
+    /// Release a block.
+    ///
+    /// # Safety
+    /// `ptr` was returned by this allocator for `size` bytes (or last
+    /// resized to `size`) and is not used afterwards.
+    unsafe fn free(&self, ptr: *mut u8, size: usize);
+
+    /// Statistics, if the allocator keeps them. Exported as the entry's
+    /// `_stats` companion.
+    fn stats(&self) -> Option<MemplugStats> {
+        None
+    }
+}
+
+/// Copy `s` into a fixed, NUL-terminated byte array, cutting it to `N - 1`
+/// bytes. Usable in constants.
+pub const fn fixed_str<const N: usize>(s: &str) -> [u8; N] {
+    let bytes = s.as_bytes();
+    let mut out = [0u8; N];
+    let mut i = 0;
+    while i < bytes.len() && i + 1 < N {
+        out[i] = bytes[i];
+        i += 1;
+    }
+    out
+}
+
+/// A handler in a `static`. The raw `ctx` pointer makes
+/// [`MemplugHandler`] `!Sync`; this wrapper is shared read-only.
+#[doc(hidden)]
+pub struct StaticHandler(MemplugHandler);
+
+// SAFETY: the handler is written once inside a `OnceLock` and only read
+// afterwards; its `ctx` points at an `Allocator`, which is `Sync`.
+unsafe impl Sync for StaticHandler {}
+// SAFETY: as above; moving the plain data between threads is harmless.
+unsafe impl Send for StaticHandler {}
+
+/// The body of a generated entry function. Not public API.
+#[doc(hidden)]
+pub fn entry<A: Allocator>(state: &'static OnceLock<A>, handler: &'static OnceLock<StaticHandler>) -> *const MemplugHandler {
+    let built = catch_unwind(AssertUnwindSafe(|| {
+        let a: &'static A = state.get_or_init(A::create);
+        let h = handler.get_or_init(|| {
+            let mut h = MemplugHandler::new(A::NAME, A::VERSION, A::FLAGS);
+            h.ctx = a as *const A as *mut c_void;
+            h.malloc = Some(malloc_tramp::<A>);
+            h.calloc = Some(calloc_tramp::<A>);
+            h.realloc = Some(realloc_tramp::<A>);
+            h.free = Some(free_tramp::<A>);
+            StaticHandler(h)
+        });
+        &h.0 as *const MemplugHandler
+    }));
+    built.unwrap_or(core::ptr::null())
+}
+
+/// The body of a generated statistics companion. Not public API.
+///
+/// # Safety
+/// `ctx` is null or the `ctx` of a handler built by [`entry::<A>`]; `out` is
+/// null or points at a writable [`MemplugStats`] whose `struct_size` is set.
+#[doc(hidden)]
+pub unsafe fn stats<A: Allocator>(ctx: *mut c_void, out: *mut MemplugStats) -> i32 {
+    if ctx.is_null() || out.is_null() {
+        return -1;
+    }
+    // SAFETY: per the contract, a non-null `ctx` is that of a handler built by
+    // `entry::<A>`, pointing at the `'static` `A` in its `OnceLock`.
+    let a = unsafe { state::<A>(ctx) };
+    match catch_unwind(AssertUnwindSafe(|| a.stats())) {
+        Ok(Some(s)) => {
+            // SAFETY: `out` is non-null and the host gives a properly aligned
+            // `MemplugStats` whose `struct_size` says how much of it exists.
+            let size = unsafe { (*out).struct_size } as usize;
+            let n = size.min(core::mem::size_of::<MemplugStats>());
+            let filled = MemplugStats { struct_size: n as u64, ..s };
+            // SAFETY: copy only the `n` bytes the caller's struct has.
+            unsafe { core::ptr::copy_nonoverlapping(&filled as *const MemplugStats as *const u8, out as *mut u8, n) };
+            0
+        }
+        _ => 1,
+    }
+}
+
+/// Recover the state from a `ctx` handed back by the host.
+///
+/// # Safety
+/// `ctx` is the `ctx` of a handler built by [`entry::<A>`].
+unsafe fn state<'a, A: Allocator>(ctx: *mut c_void) -> &'a A {
+    // SAFETY: per this function's contract `ctx` points at a live `A`.
+    unsafe { &*(ctx as *const A) }
+}
+
+unsafe extern "C" fn malloc_tramp<A: Allocator>(ctx: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: the host only calls with the ctx of this handler.
+    let a = unsafe { state::<A>(ctx) };
+    catch_unwind(AssertUnwindSafe(|| a.malloc(size))).unwrap_or(core::ptr::null_mut()) as *mut c_void
+}
+
+unsafe extern "C" fn calloc_tramp<A: Allocator>(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
+    // SAFETY: the host only calls with the ctx of this handler.
+    let a = unsafe { state::<A>(ctx) };
+    catch_unwind(AssertUnwindSafe(|| a.calloc(nelem, elsize))).unwrap_or(core::ptr::null_mut()) as *mut c_void
+}
+
+unsafe extern "C" fn realloc_tramp<A: Allocator>(ctx: *mut c_void, ptr: *mut c_void, old: usize, new: usize) -> *mut c_void {
+    // SAFETY: the host only calls with the ctx of this handler.
+    let a = unsafe { state::<A>(ctx) };
+    // SAFETY: the host passes a block this handler made with size `old`.
+    catch_unwind(AssertUnwindSafe(|| unsafe { a.realloc(ptr as *mut u8, old, new) })).unwrap_or(core::ptr::null_mut())
+        as *mut c_void
+}
+
+unsafe extern "C" fn free_tramp<A: Allocator>(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
+    // SAFETY: the host only calls with the ctx of this handler.
+    let a = unsafe { state::<A>(ctx) };
+    // SAFETY: the host passes a block this handler made with size `size`.
+    let _ = catch_unwind(AssertUnwindSafe(|| unsafe { a.free(ptr as *mut u8, size) }));
+}
+
+/// Export a type implementing [`Allocator`] as a memplug plugin.
+///
+/// `export_handler!(MyAlloc)` defines the entry function `memplug_handler`
+/// and its statistics companion `memplug_handler_stats`.
+/// `export_handler!(MyAlloc, my_entry, my_entry_stats)` uses other symbol
+/// names, so one library can export several handlers (the host is then told
+/// the entry's name).
+///
+/// The crate must be built as a `cdylib`. See the crate documentation for a
+/// complete example.
+#[macro_export]
+macro_rules! export_handler {
+    ($alloc:ty) => {
+        $crate::export_handler!($alloc, memplug_handler, memplug_handler_stats);
+    };
+    ($alloc:ty, $entry:ident, $stats:ident) => {
+        /// The memplug entry function: a pointer to this plugin's handler, or
+        /// NULL if building its state panicked.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $entry() -> *const $crate::MemplugHandler {
+            static STATE: ::std::sync::OnceLock<$alloc> = ::std::sync::OnceLock::new();
+            static HANDLER: ::std::sync::OnceLock<$crate::export::StaticHandler> = ::std::sync::OnceLock::new();
+            $crate::export::entry::<$alloc>(&STATE, &HANDLER)
+        }
+
+        /// The statistics companion of the entry function.
+        ///
+        /// # Safety
+        /// `ctx` is the `ctx` of this plugin's handler; `out` points at a
+        /// writable `MemplugStats` whose `struct_size` is set.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "C" fn $stats(ctx: *mut ::core::ffi::c_void, out: *mut $crate::MemplugStats) -> i32 {
+            // SAFETY: forwarded unchanged from this function's own contract.
+            unsafe { $crate::export::stats::<$alloc>(ctx, out) }
+        }
+    };
+}

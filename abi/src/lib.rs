@@ -1,0 +1,242 @@
+//! The stable ABI between the memplug host and allocator plugins.
+//!
+//! Everything that crosses the plugin boundary is defined here: `#[repr(C)]`
+//! data and `extern "C"` function pointers, nothing else. The C header
+//! [`HEADER`] (`abi/include/memplug.h`) declares the same types for C
+//! plugins; a test compiles it and checks that every size and field offset
+//! agrees with the Rust mirror.
+//!
+//! # ABI 1.0 in one paragraph
+//! A plugin is a shared library exporting an entry function (by default
+//! [`ENTRY_SYMBOL`], `memplug_handler`) that returns a pointer to a
+//! [`MemplugHandler`] living as long as the process. The handler carries a
+//! magic number, the ABI version it was compiled against, its own size, flags,
+//! a unique name, its semver version and the allocator itself: a `ctx` pointer
+//! and `malloc`/`calloc`/`realloc`/`free` functions taking that `ctx`. Newer
+//! minors only append fields; the host reads the plugin's declared size.
+//!
+//! # Writing a plugin in Rust
+//! Implement [`Allocator`] and call [`export_handler!`] in a `cdylib` crate:
+//!
+//! ```
+//! use std::alloc::{GlobalAlloc, Layout, System};
+//! use memplug_abi::{export_handler, Allocator, FLAG_THREAD_SAFE};
+//!
+//! /// libc through Rust's `System`, 16-byte aligned. memplug passes the size
+//! /// back to `free`, so the layout can be rebuilt there.
+//! struct Sixteen;
+//!
+//! impl Allocator for Sixteen {
+//!     const NAME: &'static str = "sixteen";
+//!     const VERSION: &'static str = "0.1.0";
+//!     const FLAGS: u32 = FLAG_THREAD_SAFE;
+//!
+//!     fn create() -> Self {
+//!         Sixteen
+//!     }
+//!     fn malloc(&self, size: usize) -> *mut u8 {
+//!         match Layout::from_size_align(size, 16) {
+//!             // SAFETY: the host never asks for 0 bytes, so the layout is non-zero.
+//!             Ok(layout) => unsafe { System.alloc(layout) },
+//!             Err(_) => std::ptr::null_mut(),
+//!         }
+//!     }
+//!     unsafe fn free(&self, ptr: *mut u8, size: usize) {
+//!         // SAFETY: `ptr` came from `malloc(size)` above, which used this layout.
+//!         unsafe { System.dealloc(ptr, Layout::from_size_align_unchecked(size, 16)) }
+//!     }
+//! }
+//!
+//! export_handler!(Sixteen);
+//!
+//! // The entry function the host will call:
+//! // SAFETY: the entry returns a pointer to a static handler (or NULL).
+//! let handler = unsafe { &*memplug_handler() };
+//! assert_eq!(handler.name_str(), Some("sixteen"));
+//! let malloc = handler.malloc.unwrap();
+//! let free = handler.free.unwrap();
+//! // SAFETY: ctx and the functions come from the same handler.
+//! unsafe {
+//!     let p = malloc(handler.ctx, 100);
+//!     assert!(!p.is_null());
+//!     free(handler.ctx, p, 100);
+//! }
+//! ```
+
+#![deny(unsafe_code)]
+
+#[allow(unsafe_code)]
+pub mod export;
+
+pub use export::{Allocator, fixed_str};
+
+use core::ffi::c_void;
+
+/// The magic number every handler starts with: `"MPLG"` read as a
+/// little-endian `u32`.
+pub const MAGIC: u32 = 0x474C_504D;
+/// The ABI major version this crate describes. A plugin of another major is
+/// refused.
+pub const ABI_MAJOR: u16 = 1;
+/// The newest ABI minor version this crate describes.
+pub const ABI_MINOR: u16 = 0;
+/// The default name of the entry function a plugin exports.
+pub const ENTRY_SYMBOL: &str = "memplug_handler";
+/// Suffix of the optional statistics companion of an entry function
+/// (`memplug_handler_stats` for the default entry).
+pub const STATS_SUFFIX: &str = "_stats";
+/// Capacity of [`MemplugHandler::name`], NUL included: names are 1–127 bytes.
+pub const NAME_CAP: usize = 128;
+/// Capacity of [`MemplugHandler::version`], NUL included.
+pub const VERSION_CAP: usize = 64;
+
+/// Flag: every function of the handler may be called from any thread at the
+/// same time. Without it the host serialises all calls into the handler.
+pub const FLAG_THREAD_SAFE: u32 = 1 << 0;
+/// Every flag bit ABI 1.0 defines.
+pub const KNOWN_FLAGS: u32 = FLAG_THREAD_SAFE;
+
+/// The C header for plugin authors, as shipped in `abi/include/memplug.h`.
+pub const HEADER: &str = include_str!("../include/memplug.h");
+
+/// `malloc(ctx, size)`: a block of at least `size` bytes, or NULL.
+pub type MallocFn = unsafe extern "C" fn(ctx: *mut c_void, size: usize) -> *mut c_void;
+/// `calloc(ctx, nelem, elsize)`: a zeroed block of `nelem * elsize` bytes, or
+/// NULL. The host never passes a product that overflows.
+pub type CallocFn = unsafe extern "C" fn(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void;
+/// `realloc(ctx, ptr, old_size, new_size)`: resize a block this handler made,
+/// keeping `min(old_size, new_size)` bytes; NULL on failure (the old block is
+/// then untouched).
+pub type ReallocFn = unsafe extern "C" fn(ctx: *mut c_void, ptr: *mut c_void, old_size: usize, new_size: usize) -> *mut c_void;
+/// `free(ctx, ptr, size)`: release a block this handler made, with the size it
+/// was allocated (or last reallocated) with.
+pub type FreeFn = unsafe extern "C" fn(ctx: *mut c_void, ptr: *mut c_void, size: usize);
+/// The entry function a plugin exports.
+pub type EntryFn = unsafe extern "C" fn() -> *const MemplugHandler;
+/// The optional statistics companion: fill `out`, return 0; non-zero when the
+/// handler has no statistics.
+pub type StatsFn = unsafe extern "C" fn(ctx: *mut c_void, out: *mut MemplugStats) -> i32;
+
+/// A handler as laid out in memory (ABI 1.0, 248 bytes on 64-bit targets).
+///
+/// Mirrors `memplug_handler_t` of [`HEADER`]. The order of these fields is
+/// frozen; a newer minor only appends.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MemplugHandler {
+    /// Must be [`MAGIC`].
+    pub magic: u32,
+    /// The ABI major the plugin was compiled against.
+    pub abi_major: u16,
+    /// The ABI minor the plugin was compiled against.
+    pub abi_minor: u16,
+    /// `size_of::<MemplugHandler>()` as the plugin compiled it.
+    pub struct_size: u32,
+    /// `FLAG_*` bits.
+    pub flags: u32,
+    /// The handler's unique name: 1–127 bytes of `[A-Za-z0-9_.-]`, then NUL.
+    pub name: [u8; NAME_CAP],
+    /// The plugin's own version, a semver string, NUL-terminated.
+    pub version: [u8; VERSION_CAP],
+    /// Passed back unchanged as the first argument of every function.
+    pub ctx: *mut c_void,
+    /// See [`MallocFn`].
+    pub malloc: Option<MallocFn>,
+    /// See [`CallocFn`].
+    pub calloc: Option<CallocFn>,
+    /// See [`ReallocFn`].
+    pub realloc: Option<ReallocFn>,
+    /// See [`FreeFn`].
+    pub free: Option<FreeFn>,
+}
+
+/// The size of an ABI 1.0 handler: the smallest `struct_size` the host accepts.
+pub const SIZE_V1_0: usize = core::mem::size_of::<MemplugHandler>();
+
+/// The fixed prefix every version of the handler starts with: magic, version,
+/// size and flags. The host reads these 16 bytes first and decides from them
+/// how much more to read.
+pub const PREFIX_LEN: usize = 16;
+
+impl MemplugHandler {
+    /// A handler header with the current magic, version and size, the given
+    /// name, version and flags, and no functions yet. Names or versions too
+    /// long for their field are cut (the host will then refuse them).
+    pub const fn new(name: &str, version: &str, flags: u32) -> Self {
+        MemplugHandler {
+            magic: MAGIC,
+            abi_major: ABI_MAJOR,
+            abi_minor: ABI_MINOR,
+            struct_size: SIZE_V1_0 as u32,
+            flags,
+            name: fixed_str(name),
+            version: fixed_str(version),
+            ctx: core::ptr::null_mut(),
+            malloc: None,
+            calloc: None,
+            realloc: None,
+            free: None,
+        }
+    }
+
+    /// The name up to its NUL, if it is valid UTF-8 and NUL-terminated.
+    pub fn name_str(&self) -> Option<&str> {
+        c_field(&self.name)
+    }
+
+    /// The version string up to its NUL, if valid UTF-8 and NUL-terminated.
+    pub fn version_str(&self) -> Option<&str> {
+        c_field(&self.version)
+    }
+}
+
+fn c_field(bytes: &[u8]) -> Option<&str> {
+    let end = bytes.iter().position(|&b| b == 0)?;
+    core::str::from_utf8(&bytes[..end]).ok()
+}
+
+/// Allocator statistics, filled by a plugin's optional statistics companion.
+///
+/// Mirrors `memplug_stats_t`. The host sets `struct_size`; a plugin writes
+/// only fields that fit in it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemplugStats {
+    /// Set by the caller to `size_of::<MemplugStats>()`.
+    pub struct_size: u64,
+    /// Bytes currently allocated.
+    pub live_bytes: u64,
+    /// The highest `live_bytes` seen.
+    pub peak_bytes: u64,
+    /// Successful `malloc`/`calloc` calls (a `realloc` is not counted).
+    pub total_allocations: u64,
+    /// Blocks currently allocated.
+    pub live_count: u64,
+    /// Frees of pointers this allocator did not make.
+    pub bad_frees: u64,
+    /// Frees or reallocs whose size differs from the size allocated.
+    pub size_mismatches: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_is_the_first_four_fields() {
+        assert_eq!(core::mem::offset_of!(MemplugHandler, name), PREFIX_LEN);
+    }
+
+    #[test]
+    fn v1_0_size_on_lp64() {
+        #[cfg(target_pointer_width = "64")]
+        assert_eq!(SIZE_V1_0, 248);
+    }
+
+    #[test]
+    fn names_round_trip() {
+        let h = MemplugHandler::new("system", "1.2.3", FLAG_THREAD_SAFE);
+        assert_eq!(h.name_str(), Some("system"));
+        assert_eq!(h.version_str(), Some("1.2.3"));
+    }
+}

@@ -1,0 +1,221 @@
+//! The conformance pass `memplug check` runs on every accepted handler.
+//!
+//! Each check exercises the handler through the host's dispatch and records
+//! a verdict; a failing check never panics or aborts the pass. Checks:
+//! - `alignment`: blocks of many sizes are non-null and aligned to the ABI's
+//!   minimum (16 bytes for ABI 1.0, what C `malloc` guarantees);
+//! - `zero-size`: a 0-byte request gives a unique, freeable pointer;
+//! - `zeroed`: the zeroed allocation is all zero, even over dirtied memory;
+//! - `realloc-preserves`: growing and shrinking keep the contents;
+//! - `no-overlap`: many live blocks keep distinct patterns;
+//! - `overflow-refused`: an overflowing `nelem * elsize` is refused by the
+//!   host before the plugin is called;
+//! - `free-size`: with a plugin that reports statistics, every byte is
+//!   returned and no free was of a wrong size or unknown pointer (skipped
+//!   when the plugin has no statistics).
+
+use crate::error::AllocError;
+use crate::handler::Handler;
+use crate::raw::buffer::Block;
+use serde::Serialize;
+
+/// The least alignment every block must have under ABI 1.0.
+pub const MIN_ALIGNMENT_V1_0: usize = 16;
+
+/// The verdict of one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// It held.
+    Passed,
+    /// It did not.
+    Failed,
+    /// It could not be run for this handler.
+    Skipped,
+}
+
+/// One check's result.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckResult {
+    /// The check's name, e.g. `zeroed`.
+    pub name: &'static str,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// What was seen, for a failure or skip.
+    pub detail: String,
+}
+
+/// Counts over a pass.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tally {
+    /// Checks that held.
+    pub passed: usize,
+    /// Checks that failed.
+    pub failed: usize,
+    /// Checks skipped.
+    pub skipped: usize,
+}
+
+/// Count the verdicts of a pass.
+pub fn tally(results: &[CheckResult]) -> Tally {
+    let mut t = Tally::default();
+    for r in results {
+        match r.verdict {
+            Verdict::Passed => t.passed += 1,
+            Verdict::Failed => t.failed += 1,
+            Verdict::Skipped => t.skipped += 1,
+        }
+    }
+    t
+}
+
+type Check = fn(Handler) -> Result<(), String>;
+
+/// Run every check on `handler`.
+pub fn conformance(handler: Handler) -> Vec<CheckResult> {
+    let before = handler.stats();
+    let checks: [(&'static str, Check); 6] = [
+        ("alignment", check_alignment),
+        ("zero-size", check_zero_size),
+        ("zeroed", check_zeroed),
+        ("realloc-preserves", check_realloc),
+        ("no-overlap", check_no_overlap),
+        ("overflow-refused", check_overflow),
+    ];
+    let mut out: Vec<CheckResult> = checks
+        .iter()
+        .map(|&(name, f)| {
+            let r = f(handler);
+            tracing::debug!(handler = handler.name(), check = name, ok = r.is_ok(), "conformance");
+            match r {
+                Ok(()) => CheckResult { name, verdict: Verdict::Passed, detail: String::new() },
+                Err(detail) => CheckResult { name, verdict: Verdict::Failed, detail },
+            }
+        })
+        .collect();
+    out.push(match (before, handler.stats()) {
+        (Some(b), Some(a)) => {
+            let mut problems = Vec::new();
+            if a.live_bytes != b.live_bytes || a.live_count != b.live_count {
+                problems.push(format!(
+                    "live bytes/count went from {}/{} to {}/{} over the pass",
+                    b.live_bytes, b.live_count, a.live_bytes, a.live_count
+                ));
+            }
+            if a.size_mismatches != b.size_mismatches {
+                problems.push(format!("{} frees with a wrong size", a.size_mismatches - b.size_mismatches));
+            }
+            if a.bad_frees != b.bad_frees {
+                problems.push(format!("{} frees of unknown pointers", a.bad_frees - b.bad_frees));
+            }
+            if problems.is_empty() {
+                CheckResult { name: "free-size", verdict: Verdict::Passed, detail: String::new() }
+            } else {
+                CheckResult { name: "free-size", verdict: Verdict::Failed, detail: problems.join("; ") }
+            }
+        }
+        _ => CheckResult {
+            name: "free-size",
+            verdict: Verdict::Skipped,
+            detail: "the plugin reports no statistics".into(),
+        },
+    });
+    out
+}
+
+fn pattern(seed: usize, i: usize) -> u8 {
+    (seed.wrapping_mul(31).wrapping_add(i.wrapping_mul(7)) % 251) as u8
+}
+
+fn fill(b: &mut [u8], seed: usize) {
+    for (i, x) in b.iter_mut().enumerate() {
+        *x = pattern(seed, i);
+    }
+}
+
+fn verify(b: &[u8], seed: usize, what: &str) -> Result<(), String> {
+    match b.iter().enumerate().find(|&(i, &x)| x != pattern(seed, i)) {
+        None => Ok(()),
+        Some((i, &x)) => Err(format!("{what}: byte {i} is {x:#04x}, expected {:#04x}", pattern(seed, i))),
+    }
+}
+
+const SIZES: [usize; 10] = [1, 7, 16, 24, 64, 100, 4096, 4097, 65536, 1 << 20];
+
+fn check_alignment(h: Handler) -> Result<(), String> {
+    for size in SIZES {
+        let mut b = Block::new(h, size).map_err(|e| e.to_string())?;
+        let addr = b.addr();
+        if addr % MIN_ALIGNMENT_V1_0 != 0 {
+            return Err(format!("a {size}-byte block at {addr:#x} is not {MIN_ALIGNMENT_V1_0}-byte aligned"));
+        }
+        fill(b.bytes(), size);
+        verify(b.bytes(), size, "write then read")?;
+    }
+    Ok(())
+}
+
+fn check_zero_size(h: Handler) -> Result<(), String> {
+    let a = Block::new(h, 0).map_err(|e| e.to_string())?;
+    let b = Block::new(h, 0).map_err(|e| e.to_string())?;
+    if a.addr() == b.addr() {
+        return Err("two live 0-byte blocks share one address".into());
+    }
+    Ok(())
+}
+
+fn check_zeroed(h: Handler) -> Result<(), String> {
+    for size in [64usize, 4096, 1 << 20] {
+        {
+            let mut dirty = Block::new(h, size).map_err(|e| e.to_string())?;
+            dirty.bytes().fill(0xA5);
+        }
+        let mut z = Block::zeroed(h, size / 8, 8).map_err(|e| e.to_string())?;
+        if let Some(i) = z.bytes().iter().position(|&x| x != 0) {
+            return Err(format!("zeroed {size}-byte block has a non-zero byte at {i}"));
+        }
+    }
+    Ok(())
+}
+
+fn check_realloc(h: Handler) -> Result<(), String> {
+    let mut b = Block::new(h, 64).map_err(|e| e.to_string())?;
+    fill(b.bytes(), 1);
+    let mut kept = 64;
+    for new_size in [4096usize, 1 << 20, 100, 3, 70_000] {
+        b.realloc(new_size).map_err(|e| e.to_string())?;
+        let keep = kept.min(new_size);
+        verify(&b.bytes()[..keep], 1, &format!("after realloc to {new_size}"))?;
+        fill(b.bytes(), 1);
+        kept = new_size;
+    }
+    Ok(())
+}
+
+fn check_no_overlap(h: Handler) -> Result<(), String> {
+    let mut blocks = Vec::new();
+    let mut x: usize = 12345;
+    for i in 0..500 {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let size = 1 + (x >> 33) % 2000;
+        let mut b = Block::new(h, size).map_err(|e| e.to_string())?;
+        fill(b.bytes(), i);
+        blocks.push((i, b));
+    }
+    for (i, b) in blocks.iter_mut() {
+        verify(b.bytes(), *i, &format!("block {i} of 500 live blocks"))?;
+    }
+    // Free in an interleaved order.
+    let mut odd: Vec<_> = blocks.drain(..).enumerate().collect();
+    odd.sort_by_key(|(k, _)| (k % 2, usize::MAX - k));
+    drop(odd);
+    Ok(())
+}
+
+fn check_overflow(h: Handler) -> Result<(), String> {
+    match h.alloc_zeroed(usize::MAX / 2 + 1, 2) {
+        Err(AllocError::SizeOverflow { .. }) => Ok(()),
+        Err(e) => Err(format!("expected a size-overflow refusal, got {e}")),
+        Ok(_) => Err("an overflowing request returned memory".into()),
+    }
+}

@@ -1,0 +1,175 @@
+//! Finding plugin candidates.
+//!
+//! Candidates come from, in this order of precedence:
+//! 1. **explicit paths** given to the API or the CLI (a file is one
+//!    candidate; a directory is scanned);
+//! 2. otherwise the **search path**: the directories in
+//!    `MEMPLUG_PLUGIN_PATH` (colon-separated; an empty entry, as in `dir:`,
+//!    stands for the default directories), or the default directories when
+//!    the variable is unset or empty.
+//!
+//! The default directories are the directory of the running executable (when
+//! that is cargo's `deps/` directory, its parent) — where `cargo build`
+//! leaves the bundled plugins next to `memplug` — and `../lib/memplug`
+//! beside it when it exists (an installed layout).
+//!
+//! In a directory, every file whose name ends in `.so` (or `.dylib` on macOS)
+//! is a candidate, in name order; subdirectories are not entered. The entry
+//! symbol is [`memplug_abi::ENTRY_SYMBOL`] unless told otherwise.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// The environment variable holding plugin directories.
+pub const PATH_ENV: &str = "MEMPLUG_PLUGIN_PATH";
+
+/// A library to try, and the entry symbol to call in it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Candidate {
+    /// The library file.
+    pub path: PathBuf,
+    /// The entry function's name.
+    pub symbol: String,
+}
+
+impl Candidate {
+    /// A candidate with the default entry symbol.
+    pub fn new(path: impl Into<PathBuf>) -> Candidate {
+        Candidate { path: path.into(), symbol: memplug_abi::ENTRY_SYMBOL.to_string() }
+    }
+
+    /// The same library, another entry symbol (one library may export
+    /// several handlers).
+    pub fn with_symbol(mut self, symbol: impl Into<String>) -> Candidate {
+        self.symbol = symbol.into();
+        self
+    }
+}
+
+impl fmt::Display for Candidate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.symbol == memplug_abi::ENTRY_SYMBOL {
+            write!(f, "{}", self.path.display())
+        } else {
+            write!(f, "{}#{}", self.path.display(), self.symbol)
+        }
+    }
+}
+
+/// Whether a file name looks like a shared library.
+pub fn is_library_name(name: &str) -> bool {
+    name.ends_with(".so") || (cfg!(target_os = "macos") && name.ends_with(".dylib"))
+}
+
+/// The default plugin directories that exist (see the module docs).
+pub fn default_dirs() -> Vec<PathBuf> {
+    let Ok(exe) = std::env::current_exe() else { return Vec::new() };
+    let Some(mut dir) = exe.parent().map(Path::to_path_buf) else { return Vec::new() };
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
+    let mut dirs = vec![dir.clone()];
+    let installed = dir.join("../lib/memplug");
+    if installed.is_dir() {
+        dirs.push(installed);
+    }
+    dirs
+}
+
+/// The directories to search: `MEMPLUG_PLUGIN_PATH` (an empty entry meaning
+/// the default directories) or, when it is unset or empty, the defaults.
+pub fn search_path() -> Vec<PathBuf> {
+    search_path_from(std::env::var_os(PATH_ENV).as_deref().and_then(|v| v.to_str()))
+}
+
+/// [`search_path`] for a given value of the variable.
+pub fn search_path_from(var: Option<&str>) -> Vec<PathBuf> {
+    let Some(var) = var.filter(|v| !v.is_empty()) else { return default_dirs() };
+    let mut dirs = Vec::new();
+    for entry in var.split(':') {
+        if entry.is_empty() {
+            dirs.extend(default_dirs());
+        } else {
+            dirs.push(PathBuf::from(entry));
+        }
+    }
+    dirs.dedup();
+    dirs
+}
+
+/// The candidates in one directory, in name order.
+pub fn scan_dir(dir: &Path) -> std::io::Result<Vec<Candidate>> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if !is_library_name(name) {
+            continue;
+        }
+        if entry.file_type()?.is_dir() {
+            continue;
+        }
+        found.push(Candidate::new(entry.path()));
+    }
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(found)
+}
+
+/// The candidates of explicit paths (files as they are, directories
+/// scanned). A directory that cannot be read is logged and skipped.
+pub fn candidates_from(paths: &[PathBuf]) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            match scan_dir(p) {
+                Ok(c) => out.extend(c),
+                Err(e) => tracing::warn!(dir = %p.display(), error = %e, "cannot read plugin directory"),
+            }
+        } else {
+            out.push(Candidate::new(p.clone()));
+        }
+    }
+    out
+}
+
+/// The candidates of the search path ([`search_path`]). Directories that do
+/// not exist are skipped with a debug log line.
+pub fn discover() -> Vec<Candidate> {
+    let mut out: Vec<Candidate> = Vec::new();
+    for dir in search_path() {
+        if !dir.is_dir() {
+            tracing::debug!(dir = %dir.display(), "plugin directory does not exist");
+            continue;
+        }
+        for c in candidates_from(std::slice::from_ref(&dir)) {
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_entries_mean_the_defaults() {
+        let d = default_dirs();
+        assert_eq!(search_path_from(None), d);
+        assert_eq!(search_path_from(Some("")), d);
+        let mut want = vec![PathBuf::from("/a")];
+        want.extend(d.clone());
+        assert_eq!(search_path_from(Some("/a:")), want);
+        assert_eq!(search_path_from(Some("/a:/b")), vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+    }
+
+    #[test]
+    fn library_names() {
+        assert!(is_library_name("libx.so"));
+        assert!(!is_library_name("libx.so.toml"));
+        assert!(!is_library_name("x.txt"));
+    }
+}

@@ -1,0 +1,247 @@
+//! Typed errors. Every refusal has a stable kebab-case reason code
+//! ([`Refusal::code`]) and a message that tells the user what to do.
+
+use std::fmt;
+use thiserror::Error;
+
+/// Why a plugin candidate was refused. Nothing of a refused candidate is
+/// installed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum Refusal {
+    /// The file could not be opened as a shared library.
+    #[error(
+        "not a loadable shared library: {loader}. Check that the file is a shared library built for this platform \
+         and that its own dependencies resolve (`ldd FILE`)"
+    )]
+    NotALibrary {
+        /// The dynamic loader's own text.
+        loader: String,
+    },
+    /// The library does not export the entry symbol.
+    #[error(
+        "the library has no symbol `{symbol}`. A memplug plugin exports `memplug_handler` (see memplug.h); if this \
+         library names its entry differently, pass that name with `--symbol NAME`"
+    )]
+    MissingSymbol {
+        /// The symbol looked for.
+        symbol: String,
+    },
+    /// The entry function returned NULL.
+    #[error(
+        "the entry function `{symbol}` returned NULL: the plugin could not set itself up. Check the plugin's own \
+         output (stderr) and run with RUST_LOG=debug"
+    )]
+    NullHandler {
+        /// The entry symbol called.
+        symbol: String,
+    },
+    /// The handler does not start with [`memplug_abi::MAGIC`].
+    #[error(
+        "bad magic 0x{found:08x} (expected 0x{expected:08x}): the entry does not return a memplug handler. Build the \
+         plugin against memplug.h and set `magic = MEMPLUG_MAGIC`"
+    )]
+    BadMagic {
+        /// The magic read.
+        found: u32,
+        /// The magic expected.
+        expected: u32,
+    },
+    /// The plugin was built for another ABI major.
+    #[error(
+        "the plugin was built for ABI {found}.x but this host speaks ABI {expected}.x: rebuild the plugin against \
+         this host's memplug.h (or the memplug-abi crate {expected}.x)"
+    )]
+    AbiMajorMismatch {
+        /// The plugin's major.
+        found: u16,
+        /// The host's major.
+        expected: u16,
+    },
+    /// The declared struct size is smaller than the ABI requires.
+    #[error(
+        "the handler declares struct_size {declared} but ABI {major}.{minor} needs at least {required} bytes: set \
+         `struct_size = sizeof(memplug_handler_t)` and rebuild against memplug.h"
+    )]
+    StructTooSmall {
+        /// The size the plugin declared.
+        declared: u32,
+        /// The least size accepted.
+        required: usize,
+        /// The plugin's ABI major.
+        major: u16,
+        /// The plugin's ABI minor.
+        minor: u16,
+    },
+    /// A required function pointer is NULL.
+    #[error("the handler's `{field}` function is NULL: every ABI 1.0 function (malloc, calloc, realloc, free) is required")]
+    NullFunction {
+        /// The field that is NULL.
+        field: &'static str,
+    },
+    /// The name breaks the naming rules.
+    #[error(
+        "bad handler name {name:?}: {problem}. A name is 1-127 bytes of [A-Za-z0-9_.-] followed by a NUL in the \
+         128-byte `name` field"
+    )]
+    BadName {
+        /// The name as read (lossy).
+        name: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// The version string is not semver.
+    #[error(
+        "bad version string {found:?}: {problem}. Set `version` to a semver version such as \"1.0.0\", NUL-terminated"
+    )]
+    BadVersionString {
+        /// The version as read (lossy).
+        found: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// Another handler already has this name.
+    #[error(
+        "a handler named `{name}` is already registered (from {existing}): give this plugin another name, or \
+         unregister the other first"
+    )]
+    DuplicateName {
+        /// The contested name.
+        name: String,
+        /// Where the registered one came from.
+        existing: String,
+    },
+}
+
+impl Refusal {
+    /// The stable reason code, e.g. `"bad-magic"`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::NotALibrary { .. } => "not-a-library",
+            Refusal::MissingSymbol { .. } => "missing-symbol",
+            Refusal::NullHandler { .. } => "null-handler",
+            Refusal::BadMagic { .. } => "bad-magic",
+            Refusal::AbiMajorMismatch { .. } => "abi-major-mismatch",
+            Refusal::StructTooSmall { .. } => "struct-too-small",
+            Refusal::NullFunction { .. } => "null-function",
+            Refusal::BadName { .. } => "bad-name",
+            Refusal::BadVersionString { .. } => "bad-version-string",
+            Refusal::DuplicateName { .. } => "duplicate-name",
+        }
+    }
+}
+
+/// A refused plugin candidate: where it came from and why.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{source_desc}: [{code}] {refusal}", code = .refusal.code())]
+pub struct LoadError {
+    /// The candidate, e.g. `plugins/libfoo.so` or `libfoo.so#other_entry`.
+    pub source_desc: String,
+    /// Why it was refused.
+    #[source]
+    pub refusal: Refusal,
+}
+
+impl LoadError {
+    /// The stable reason code of the refusal.
+    pub fn code(&self) -> &'static str {
+        self.refusal.code()
+    }
+}
+
+/// An allocation through a handler failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum AllocError {
+    /// The handler returned NULL.
+    #[error(
+        "handler `{handler}` could not allocate {size} bytes (it returned NULL): free memory, ask for less, or use \
+         another handler"
+    )]
+    OutOfMemory {
+        /// The handler's name.
+        handler: &'static str,
+        /// The size asked for.
+        size: usize,
+    },
+    /// `nelem * elsize` (or a growth computation) does not fit in `usize`.
+    #[error("{nelem} x {elsize} bytes overflows usize; refused before calling handler `{handler}`")]
+    SizeOverflow {
+        /// The handler's name.
+        handler: &'static str,
+        /// Element count.
+        nelem: usize,
+        /// Element size.
+        elsize: usize,
+    },
+}
+
+impl AllocError {
+    /// The stable reason code: `allocation-failed` or `size-overflow`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AllocError::OutOfMemory { .. } => "allocation-failed",
+            AllocError::SizeOverflow { .. } => "size-overflow",
+        }
+    }
+}
+
+/// An operation on a [`Buffer`](crate::Buffer) was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum BufferError {
+    /// An attempt to change ownership by flag.
+    #[error(
+        "memplug does not change who owns memory by setting a flag ({requested}): foreign memory is owned through a \
+         base object. Wrap it with `Buffer::from_base(ptr, len, base)` where dropping `base` releases the memory, \
+         or with `Buffer::from_owner(owner)`; a handler-made buffer always frees itself through its handler"
+    )]
+    OwnsDataFlag {
+        /// What was asked, e.g. `owns_data = true on a borrowed buffer`.
+        requested: String,
+    },
+    /// Foreign memory cannot grow: memplug did not allocate it.
+    #[error(
+        "this buffer holds foreign memory ({kind}) of {capacity} bytes and cannot grow to {wanted}: copy it into a \
+         handler-owned buffer with `Buffer::from_slice` first"
+    )]
+    NotResizable {
+        /// `borrowed` or `base object`.
+        kind: &'static str,
+        /// Its capacity.
+        capacity: usize,
+        /// The length asked for.
+        wanted: usize,
+    },
+    /// The handler could not allocate.
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
+}
+
+impl BufferError {
+    /// The stable reason code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            BufferError::OwnsDataFlag { .. } => "owns-data-flag-refused",
+            BufferError::NotResizable { .. } => "foreign-not-resizable",
+            BufferError::Alloc(e) => e.code(),
+        }
+    }
+}
+
+/// Print a string with control characters escaped, for names read from plugins.
+pub(crate) struct Escaped<'a>(pub &'a [u8]);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for chunk in self.0.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                write!(f, "{}", c.escape_debug())?;
+            }
+            for b in chunk.invalid() {
+                write!(f, "\\x{b:02x}")?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,5 @@
+//! The `memplug` command; see [`memplug::cli`].
+
+fn main() -> std::process::ExitCode {
+    memplug::cli::main()
+}

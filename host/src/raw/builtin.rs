@@ -1,0 +1,30 @@
+//! The built-in handler: libc's `malloc`/`calloc`/`realloc`/`free`. It is
+//! the process default until another one is set.
+
+use crate::raw::dispatch::VTable;
+use core::ffi::c_void;
+
+unsafe extern "C" fn builtin_malloc(_ctx: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: libc malloc accepts any size.
+    unsafe { libc::malloc(size) }
+}
+
+unsafe extern "C" fn builtin_calloc(_ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
+    // SAFETY: libc calloc accepts any sizes and checks the product itself.
+    unsafe { libc::calloc(nelem, elsize) }
+}
+
+unsafe extern "C" fn builtin_realloc(_ctx: *mut c_void, ptr: *mut c_void, _old: usize, new: usize) -> *mut c_void {
+    // SAFETY: the host only passes blocks this handler made with libc malloc.
+    unsafe { libc::realloc(ptr, new) }
+}
+
+unsafe extern "C" fn builtin_free(_ctx: *mut c_void, ptr: *mut c_void, _size: usize) {
+    // SAFETY: the host only passes blocks this handler made with libc malloc.
+    unsafe { libc::free(ptr) }
+}
+
+/// The built-in handler's vtable (thread-safe; no `ctx`).
+pub(crate) fn vtable() -> VTable {
+    VTable::from_fns(std::ptr::null_mut(), builtin_malloc, builtin_calloc, builtin_realloc, builtin_free)
+}

@@ -1,0 +1,118 @@
+//! Opening plugin libraries, finding and calling their entry functions, and
+//! copying a handler's bytes out of the plugin.
+//!
+//! Libraries are opened with `RTLD_NOW | RTLD_LOCAL` (unresolved symbols fail
+//! at open, not at the first call) and are never closed: each handle is
+//! leaked into [`LIBRARIES`] for the life of the process. "Unloading" a
+//! handler only unregisters its name.
+
+use crate::error::Refusal;
+use crate::raw::dispatch::VTable;
+use crate::validate::{self, Prefix, ValidatedHeader};
+use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+use memplug_abi::{EntryFn, MemplugHandler, PREFIX_LEN, STATS_SUFFIX, StatsFn};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Every library this process opened, in order. Never shrinks.
+static LIBRARIES: Mutex<Vec<(PathBuf, &'static Library)>> = Mutex::new(Vec::new());
+
+/// The paths of every library opened so far (none is ever closed).
+pub(crate) fn opened() -> Vec<PathBuf> {
+    LIBRARIES.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(p, _)| p.clone()).collect()
+}
+
+/// Open `path` and keep it open for the rest of the process.
+pub(crate) fn open(path: &Path) -> Result<&'static Library, Refusal> {
+    // A bare file name would make dlopen search the system paths; a plugin
+    // candidate is always a file, so make it a path.
+    let path_buf = if path.components().count() == 1 { Path::new(".").join(path) } else { path.to_path_buf() };
+    // SAFETY: opening a library runs its initialisers. Loading a plugin means
+    // trusting its code; the user chose this file (or put it in a plugins
+    // directory). Nothing else is assumed here.
+    let lib = unsafe { Library::open(Some(&path_buf), RTLD_NOW | RTLD_LOCAL) }
+        .map_err(|e| Refusal::NotALibrary { loader: loader_text(&e) })?;
+    let lib: &'static Library = Box::leak(Box::new(lib));
+    LIBRARIES.lock().unwrap_or_else(|e| e.into_inner()).push((path.to_path_buf(), lib));
+    Ok(lib)
+}
+
+fn loader_text(e: &libloading::Error) -> String {
+    match e {
+        libloading::Error::DlOpen { desc } => format!("{desc:?}").trim_matches('"').to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// The entry function `symbol` of `lib`.
+pub(crate) fn entry(lib: &'static Library, symbol: &str) -> Result<EntryFn, Refusal> {
+    // SAFETY: the symbol is looked up as the ABI's entry type. The contract of
+    // a memplug plugin (memplug.h) is that a symbol with this name is such a
+    // function; the library stays loaded forever, so the pointer never dangles.
+    let f = unsafe { lib.get::<EntryFn>(symbol.as_bytes()) };
+    match f {
+        Ok(sym) => Ok(*sym),
+        Err(_) => Err(Refusal::MissingSymbol { symbol: symbol.to_string() }),
+    }
+}
+
+/// The optional statistics companion of the entry `symbol`.
+pub(crate) fn stats_companion(lib: &'static Library, symbol: &str) -> Option<StatsFn> {
+    let name = format!("{symbol}{STATS_SUFFIX}");
+    // SAFETY: by the ABI's contract a symbol with this name has the `StatsFn`
+    // signature; the library is never unloaded.
+    let f = unsafe { lib.get::<StatsFn>(name.as_bytes()) };
+    f.ok().map(|s| *s)
+}
+
+/// What calling an entry function and copying its handler gave.
+pub(crate) struct Image {
+    /// The prefix, always read.
+    pub(crate) prefix: Prefix,
+    /// The bytes the host reads: `min(struct_size, SIZE_V1_0)` of them, or
+    /// only the prefix when the prefix itself is refused.
+    pub(crate) bytes: Vec<u8>,
+    /// Why the prefix was refused, if it was.
+    pub(crate) prefix_refusal: Option<Refusal>,
+}
+
+/// Call `entry` and copy its handler's bytes.
+pub(crate) fn read_handler(entry: EntryFn, symbol: &str) -> Result<Image, Refusal> {
+    // SAFETY: `entry` is a plugin entry function (see `entry`); the ABI says it
+    // takes no arguments and returns a handler pointer or NULL.
+    let ptr: *const MemplugHandler = unsafe { entry() };
+    if ptr.is_null() {
+        return Err(Refusal::NullHandler { symbol: symbol.to_string() });
+    }
+    let mut bytes = vec![0u8; PREFIX_LEN];
+    // SAFETY: a non-null handler pointer points at a handler of at least the
+    // 16-byte prefix every ABI version starts with, valid for the life of the
+    // process (the library is never unloaded).
+    unsafe { std::ptr::copy_nonoverlapping(ptr as *const u8, bytes.as_mut_ptr(), PREFIX_LEN) };
+    let prefix = Prefix::parse(&bytes).expect("the buffer holds a whole prefix");
+    match prefix.readable_len() {
+        Ok(len) => {
+            bytes.resize(len, 0);
+            // SAFETY: the plugin declared `struct_size >= len` bytes for its
+            // handler (checked by `readable_len`), so `len` bytes are readable.
+            unsafe { std::ptr::copy_nonoverlapping(ptr as *const u8, bytes.as_mut_ptr(), len) };
+            Ok(Image { prefix, bytes, prefix_refusal: None })
+        }
+        Err(r) => Ok(Image { prefix, bytes, prefix_refusal: Some(r) }),
+    }
+}
+
+impl Image {
+    /// Validate the image and, if it passes, build the handler's vtable.
+    pub(crate) fn validate(&self, stats: Option<StatsFn>) -> Result<(ValidatedHeader, VTable), Refusal> {
+        if let Some(r) = &self.prefix_refusal {
+            return Err(r.clone());
+        }
+        let header = validate::validate(&self.bytes)?;
+        // SAFETY: an `Image` is only made by `read_handler`, from a handler
+        // in a library that is never closed, and `validate` checked that its
+        // magic, major and size are this ABI's and its functions non-null.
+        let vtable = unsafe { VTable::from_header(&header, stats) };
+        Ok((header, vtable))
+    }
+}
