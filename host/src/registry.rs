@@ -65,7 +65,7 @@ impl Registry {
         }
         let handler = prepared.install();
         map.insert(handler.name().to_string(), handler);
-        tracing::info!(name = handler.name(), source = %candidate, "registered handler");
+        tracing::debug!(name = handler.name(), source = %candidate, "registered handler");
         Ok(handler)
     }
 
@@ -82,7 +82,7 @@ impl Registry {
             .map(|c| {
                 let result = self.load(c);
                 if let Err(e) = &result {
-                    tracing::warn!(code = e.code(), "{e}");
+                    tracing::info!(code = e.code(), "{e}");
                 }
                 Outcome { candidate: c.clone(), result }
             })

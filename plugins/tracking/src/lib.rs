@@ -1,0 +1,168 @@
+//! The `tracking` plugin: libc with a hidden 16-byte prefix in front of every
+//! block recording a secret tag and the block's size — NumPy's test "secret
+//! data allocator", made a debugging tool.
+//!
+//! - A free (or realloc) of a pointer whose prefix lacks the tag — one this
+//!   allocator did not make, or already freed — is reported on stderr,
+//!   counted in `bad_frees`, and **not** passed to libc (the block leaks
+//!   rather than corrupting the heap).
+//! - A free or realloc whose size differs from the recorded one is reported,
+//!   counted in `size_mismatches`, and then served with the recorded size.
+//! - Live bytes, live blocks, peak bytes and total allocations are kept in
+//!   atomics and exported through the statistics companion
+//!   (`memplug_handler_stats`), which the host reads as `Handler::stats`.
+//!
+//! Reading the prefix of a foreign pointer assumes the 16 bytes before it are
+//! readable, which holds for heap memory (as in NumPy's test allocator).
+
+use memplug_abi::{Allocator, FLAG_THREAD_SAFE, MemplugStats, export_handler};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Bytes in front of every block: the tag and the size, 16 to keep blocks
+/// 16-byte aligned like malloc's.
+pub const PREFIX: usize = 16;
+const TAG: u64 = 0x5EC2_E7DA_7A11_0C8D;
+const FREED: u64 = 0xF2EE_D0F2_EED0_F2EE;
+
+/// libc with a size prefix and counters.
+#[derive(Default)]
+pub struct Tracking {
+    live_bytes: AtomicU64,
+    peak_bytes: AtomicU64,
+    total_allocations: AtomicU64,
+    live_count: AtomicU64,
+    bad_frees: AtomicU64,
+    size_mismatches: AtomicU64,
+}
+
+impl Tracking {
+    fn track_alloc(&self, size: usize) {
+        let live = self.live_bytes.fetch_add(size as u64, Relaxed) + size as u64;
+        self.peak_bytes.fetch_max(live, Relaxed);
+        self.total_allocations.fetch_add(1, Relaxed);
+        self.live_count.fetch_add(1, Relaxed);
+    }
+
+    fn track_free(&self, size: usize) {
+        self.live_bytes.fetch_sub(size as u64, Relaxed);
+        self.live_count.fetch_sub(1, Relaxed);
+    }
+
+    /// Tag a fresh base block of `PREFIX + size` bytes; return the user pointer.
+    ///
+    /// # Safety
+    /// `base` is non-null and holds at least `PREFIX` bytes, 16-byte aligned.
+    unsafe fn finish(base: *mut u8, size: usize) -> *mut u8 {
+        // SAFETY: per the contract, two aligned u64 fit at `base`.
+        unsafe {
+            (base as *mut u64).write(TAG);
+            (base as *mut u64).add(1).write(size as u64);
+            base.add(PREFIX)
+        }
+    }
+
+    /// The base block and recorded size of `ptr`, if it carries the tag.
+    /// Reports and counts what is wrong otherwise.
+    ///
+    /// # Safety
+    /// The `PREFIX` bytes before `ptr` are readable (true for any heap block).
+    unsafe fn check(&self, what: &str, ptr: *mut u8, size: usize) -> Option<(*mut u8, usize)> {
+        // SAFETY: per the contract the prefix is readable; a u64 read is
+        // aligned because every block this allocator hands out is 16-aligned.
+        let (base, tag, recorded) = unsafe {
+            let base = ptr.sub(PREFIX);
+            (base, (base as *const u64).read(), (base as *const u64).add(1).read() as usize)
+        };
+        if tag != TAG {
+            self.bad_frees.fetch_add(1, Relaxed);
+            let why = if tag == FREED { "already freed" } else { "not made by this allocator" };
+            eprintln!("memplug tracking: {what} of {ptr:p} ({size} bytes) refused: {why}; the block is left alone");
+            return None;
+        }
+        if recorded != size {
+            self.size_mismatches.fetch_add(1, Relaxed);
+            eprintln!(
+                "memplug tracking: {what} of {ptr:p} with size {size}, but it was allocated with {recorded} bytes"
+            );
+        }
+        Some((base, recorded))
+    }
+}
+
+impl Allocator for Tracking {
+    const NAME: &'static str = "tracking";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const FLAGS: u32 = FLAG_THREAD_SAFE;
+
+    fn create() -> Self {
+        Tracking::default()
+    }
+
+    fn malloc(&self, size: usize) -> *mut u8 {
+        let Some(total) = size.checked_add(PREFIX) else { return std::ptr::null_mut() };
+        // SAFETY: libc malloc has no preconditions.
+        let base = unsafe { libc::malloc(total) } as *mut u8;
+        if base.is_null() {
+            return base;
+        }
+        self.track_alloc(size);
+        // SAFETY: `base` holds `total >= PREFIX` bytes, malloc-aligned (16).
+        unsafe { Self::finish(base, size) }
+    }
+
+    fn calloc(&self, nelem: usize, elsize: usize) -> *mut u8 {
+        let Some(size) = nelem.checked_mul(elsize) else { return std::ptr::null_mut() };
+        let Some(total) = size.checked_add(PREFIX) else { return std::ptr::null_mut() };
+        // SAFETY: libc calloc has no preconditions.
+        let base = unsafe { libc::calloc(1, total) } as *mut u8;
+        if base.is_null() {
+            return base;
+        }
+        self.track_alloc(size);
+        // SAFETY: as in `malloc`.
+        unsafe { Self::finish(base, size) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, old_size: usize, new_size: usize) -> *mut u8 {
+        // SAFETY: the host passes heap blocks; their prefix is readable.
+        let Some((base, recorded)) = (unsafe { self.check("realloc", ptr, old_size) }) else {
+            return std::ptr::null_mut();
+        };
+        let Some(total) = new_size.checked_add(PREFIX) else { return std::ptr::null_mut() };
+        // SAFETY: `base` is a live libc block (it carries the tag).
+        let nbase = unsafe { libc::realloc(base as *mut libc::c_void, total) } as *mut u8;
+        if nbase.is_null() {
+            return nbase;
+        }
+        self.track_free(recorded);
+        self.track_alloc(new_size);
+        self.total_allocations.fetch_sub(1, Relaxed); // a resize is not a new allocation
+        // SAFETY: `nbase` holds `total >= PREFIX` bytes, malloc-aligned.
+        unsafe { Self::finish(nbase, new_size) }
+    }
+
+    unsafe fn free(&self, ptr: *mut u8, size: usize) {
+        // SAFETY: the host passes heap blocks; their prefix is readable.
+        let Some((base, recorded)) = (unsafe { self.check("free", ptr, size) }) else { return };
+        // SAFETY: `base` is our live block; mark it freed, then release it.
+        unsafe {
+            (base as *mut u64).write(FREED);
+            libc::free(base as *mut libc::c_void);
+        }
+        self.track_free(recorded);
+    }
+
+    fn stats(&self) -> Option<MemplugStats> {
+        Some(MemplugStats {
+            struct_size: 0,
+            live_bytes: self.live_bytes.load(Relaxed),
+            peak_bytes: self.peak_bytes.load(Relaxed),
+            total_allocations: self.total_allocations.load(Relaxed),
+            live_count: self.live_count.load(Relaxed),
+            bad_frees: self.bad_frees.load(Relaxed),
+            size_mismatches: self.size_mismatches.load(Relaxed),
+        })
+    }
+}
+
+export_handler!(Tracking);

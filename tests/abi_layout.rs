@@ -1,0 +1,98 @@
+//! The C header and the Rust mirror agree: every size and field offset of
+//! `memplug_handler_t` and `memplug_stats_t`, and every constant, as the
+//! machine's C compiler sees them.
+
+mod support;
+
+use memplug_abi::{MemplugHandler, MemplugStats};
+use std::collections::BTreeMap;
+use std::mem::{offset_of, size_of};
+use std::process::Command;
+
+const PROBE: &str = r#"
+#include <stdio.h>
+#include <stddef.h>
+#include "memplug.h"
+#define F(T, f) printf(#T "." #f " %zu\n", offsetof(T, f));
+int main(void) {
+    printf("handler.size %zu\n", sizeof(memplug_handler_t));
+    printf("handler.align %zu\n", _Alignof(memplug_handler_t));
+    F(memplug_handler_t, magic) F(memplug_handler_t, abi_major) F(memplug_handler_t, abi_minor)
+    F(memplug_handler_t, struct_size) F(memplug_handler_t, flags) F(memplug_handler_t, name)
+    F(memplug_handler_t, version) F(memplug_handler_t, ctx) F(memplug_handler_t, malloc)
+    F(memplug_handler_t, calloc) F(memplug_handler_t, realloc) F(memplug_handler_t, free)
+    printf("stats.size %zu\n", sizeof(memplug_stats_t));
+    F(memplug_stats_t, struct_size) F(memplug_stats_t, live_bytes) F(memplug_stats_t, peak_bytes)
+    F(memplug_stats_t, total_allocations) F(memplug_stats_t, live_count) F(memplug_stats_t, bad_frees)
+    F(memplug_stats_t, size_mismatches)
+    printf("MAGIC %u\n", MEMPLUG_MAGIC);
+    printf("MAJOR %u\n", MEMPLUG_ABI_MAJOR);
+    printf("MINOR %u\n", MEMPLUG_ABI_MINOR);
+    printf("NAME_CAP %d\n", MEMPLUG_NAME_CAP);
+    printf("VERSION_CAP %d\n", MEMPLUG_VERSION_CAP);
+    printf("FLAG_THREAD_SAFE %u\n", MEMPLUG_FLAG_THREAD_SAFE);
+    printf("ENTRY %s\n", MEMPLUG_ENTRY_SYMBOL);
+    printf("STATS_SUFFIX %s\n", MEMPLUG_STATS_SUFFIX);
+    return 0;
+}
+"#;
+
+fn c_view() -> BTreeMap<String, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("probe.c");
+    std::fs::write(&src, PROBE).unwrap();
+    let exe = dir.path().join("probe");
+    let out = Command::new(support::cc())
+        .args(["-std=c11", "-Wall", "-Werror", "-I"])
+        .arg(support::root().join("abi/include"))
+        .arg("-o")
+        .arg(&exe)
+        .arg(&src)
+        .output()
+        .expect("run cc");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = Command::new(&exe).output().unwrap();
+    String::from_utf8(run.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (k, v) = l.split_once(' ').unwrap();
+            (k.to_string(), v.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn header_and_rust_mirror_agree() {
+    let c = c_view();
+    let mut rust: BTreeMap<String, String> = BTreeMap::new();
+    let mut put = |k: &str, v: String| {
+        rust.insert(k.to_string(), v);
+    };
+    put("handler.size", size_of::<MemplugHandler>().to_string());
+    put("handler.align", align_of::<MemplugHandler>().to_string());
+    macro_rules! h {
+        ($($f:ident),*) => { $( put(concat!("memplug_handler_t.", stringify!($f)), offset_of!(MemplugHandler, $f).to_string()); )* };
+    }
+    h!(magic, abi_major, abi_minor, struct_size, flags, name, version, ctx, malloc, calloc, realloc, free);
+    put("stats.size", size_of::<MemplugStats>().to_string());
+    macro_rules! s {
+        ($($f:ident),*) => { $( put(concat!("memplug_stats_t.", stringify!($f)), offset_of!(MemplugStats, $f).to_string()); )* };
+    }
+    s!(struct_size, live_bytes, peak_bytes, total_allocations, live_count, bad_frees, size_mismatches);
+    put("MAGIC", memplug_abi::MAGIC.to_string());
+    put("MAJOR", memplug_abi::ABI_MAJOR.to_string());
+    put("MINOR", memplug_abi::ABI_MINOR.to_string());
+    put("NAME_CAP", memplug_abi::NAME_CAP.to_string());
+    put("VERSION_CAP", memplug_abi::VERSION_CAP.to_string());
+    put("FLAG_THREAD_SAFE", memplug_abi::FLAG_THREAD_SAFE.to_string());
+    put("ENTRY", memplug_abi::ENTRY_SYMBOL.to_string());
+    put("STATS_SUFFIX", memplug_abi::STATS_SUFFIX.to_string());
+    assert_eq!(c, rust);
+}
+
+#[test]
+fn the_shipped_header_is_the_file() {
+    let on_disk = std::fs::read_to_string(support::root().join("abi/include/memplug.h")).unwrap();
+    assert_eq!(on_disk, memplug_abi::HEADER);
+}

@@ -1,0 +1,60 @@
+//! Shared helpers of the integration tests: where the bundled plugins are,
+//! and building C fixture plugins with the machine's `cc`.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The bundled plugin `name` as built by cargo for this test run (the
+/// plugins are dev-dependencies, so their `.so` files sit next to the test
+/// executable in `target/<profile>/deps`).
+pub fn plugin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let deps = exe.parent().expect("executable directory");
+    let file = format!("libmemplug_{name}.so");
+    for dir in [deps.to_path_buf(), deps.join("..")] {
+        let p = dir.join(&file);
+        if p.exists() {
+            return p;
+        }
+    }
+    panic!("bundled plugin {file} not found next to {}; run the tests with `cargo test`", exe.display());
+}
+
+/// The C compiler: `$CC` or `cc`.
+pub fn cc() -> String {
+    std::env::var("CC").unwrap_or_else(|_| "cc".into())
+}
+
+/// Compile `tests/fixtures/fixture_plugin.c` with `defines` into
+/// `dir/file_name`. Panics with the compiler's output on failure.
+pub fn fixture(dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
+    build_c(&root().join("tests/fixtures/fixture_plugin.c"), dir, file_name, defines)
+}
+
+/// Compile one C file into a shared library `dir/file_name`.
+pub fn build_c(src: &Path, dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
+    let out = dir.join(file_name);
+    let mut cmd = Command::new(cc());
+    cmd.args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror"])
+        .arg("-I")
+        .arg(root().join("abi/include"))
+        .args(defines.iter().map(|d| format!("-D{d}")))
+        .arg("-o")
+        .arg(&out)
+        .arg(src);
+    let result = cmd.output().expect("run the C compiler (is `cc` installed?)");
+    assert!(
+        result.status.success(),
+        "compiling {} failed: {}",
+        src.display(),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    out
+}
