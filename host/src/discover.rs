@@ -9,7 +9,7 @@
 //!    the variable is unset or empty.
 //!
 //! The default directories are the directory of the running executable (when
-//! that is cargo's `deps/` directory, its parent) — where `cargo build`
+//! that is cargo's `deps/` or `examples/` directory, its parent) — where `cargo build`
 //! leaves the bundled plugins next to `memplug` — and `../lib/memplug`
 //! beside it when it exists (an installed layout).
 //!
@@ -65,7 +65,7 @@ pub fn is_library_name(name: &str) -> bool {
 pub fn default_dirs() -> Vec<PathBuf> {
     let Ok(exe) = std::env::current_exe() else { return Vec::new() };
     let Some(mut dir) = exe.parent().map(Path::to_path_buf) else { return Vec::new() };
-    if dir.file_name().is_some_and(|n| n == "deps") {
+    if dir.file_name().is_some_and(|n| n == "deps" || n == "examples") {
         dir.pop();
     }
     let mut dirs = vec![dir.clone()];
