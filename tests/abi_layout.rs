@@ -74,12 +74,33 @@ fn header_and_rust_mirror_agree() {
     macro_rules! h {
         ($($f:ident),*) => { $( put(concat!("memplug_handler_t.", stringify!($f)), offset_of!(MemplugHandler, $f).to_string()); )* };
     }
-    h!(magic, abi_major, abi_minor, struct_size, flags, name, version, ctx, malloc, calloc, realloc, free);
+    h!(
+        magic,
+        abi_major,
+        abi_minor,
+        struct_size,
+        flags,
+        name,
+        version,
+        ctx,
+        malloc,
+        calloc,
+        realloc,
+        free
+    );
     put("stats.size", size_of::<MemplugStats>().to_string());
     macro_rules! s {
         ($($f:ident),*) => { $( put(concat!("memplug_stats_t.", stringify!($f)), offset_of!(MemplugStats, $f).to_string()); )* };
     }
-    s!(struct_size, live_bytes, peak_bytes, total_allocations, live_count, bad_frees, size_mismatches);
+    s!(
+        struct_size,
+        live_bytes,
+        peak_bytes,
+        total_allocations,
+        live_count,
+        bad_frees,
+        size_mismatches
+    );
     put("MAGIC", memplug_abi::MAGIC.to_string());
     put("MAJOR", memplug_abi::ABI_MAJOR.to_string());
     put("MINOR", memplug_abi::ABI_MINOR.to_string());

@@ -9,7 +9,12 @@ use memplug::{Buffer, Registry, check};
 #[test]
 fn c_plugin_builds_loads_and_conforms() {
     let dir = tempfile::tempdir().unwrap();
-    let lib = support::build_c(&support::root().join("plugins/c/counting.c"), dir.path(), "libcounting.so", &[]);
+    let lib = support::build_c(
+        &support::root().join("plugins/c/counting.c"),
+        dir.path(),
+        "libcounting.so",
+        &[],
+    );
     let r = Registry::new();
     let h = r.load_path(&lib).unwrap();
     assert_eq!(h.name(), "c-counting");

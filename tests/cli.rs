@@ -22,8 +22,7 @@ fn bundled_dir() -> tempfile::TempDir {
 }
 
 fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 #[test]
@@ -36,7 +35,9 @@ fn check_json_shape_for_the_bundled_plugins() {
     let names: Vec<&str> = arr.iter().map(|o| o["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["aligned", "system", "tracking"]);
     for o in arr {
-        for key in ["path", "status", "reason", "message", "name", "version", "abi", "flags", "checks"] {
+        for key in [
+            "path", "status", "reason", "message", "name", "version", "abi", "flags", "checks",
+        ] {
             assert!(o.get(key).is_some(), "{key} missing in {o}");
         }
         assert_eq!(o["status"], "ok");
@@ -48,17 +49,27 @@ fn check_json_shape_for_the_bundled_plugins() {
         assert_eq!(o["checks"]["failed"], 0);
     }
     let tracking = arr.iter().find(|o| o["name"] == "tracking").unwrap();
-    assert_eq!(tracking["checks"]["skipped"], 0, "tracking has statistics, so free-size runs");
+    assert_eq!(
+        tracking["checks"]["skipped"], 0,
+        "tracking has statistics, so free-size runs"
+    );
 }
 
 #[test]
 fn check_table_and_plugin_path_variable() {
     let dir = bundled_dir();
-    let out = memplug().arg("check").env("MEMPLUG_PLUGIN_PATH", dir.path()).output().unwrap();
+    let out = memplug()
+        .arg("check")
+        .env("MEMPLUG_PLUGIN_PATH", dir.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     for name in ["system", "aligned", "tracking"] {
-        let line = text.lines().find(|l| l.contains(name)).unwrap_or_else(|| panic!("{name} in:\n{text}"));
+        let line = text
+            .lines()
+            .find(|l| l.contains(name))
+            .unwrap_or_else(|| panic!("{name} in:\n{text}"));
         assert!(line.starts_with("ok"), "{line}");
     }
     assert!(text.contains("3 ok, 0 rejected"), "{text}");
@@ -70,10 +81,19 @@ fn no_arguments_checks_the_directory_of_the_executable() {
     let dir = bundled_dir();
     let exe = dir.path().join("memplug");
     std::fs::copy(env!("CARGO_BIN_EXE_memplug"), &exe).unwrap();
-    let out = Command::new(&exe).env_remove("MEMPLUG_PLUGIN_PATH").args(["check", "--json"]).output().unwrap();
+    let out = Command::new(&exe)
+        .env_remove("MEMPLUG_PLUGIN_PATH")
+        .args(["check", "--json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v = json(&out);
-    let mut names: Vec<&str> = v.as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap()).collect();
+    let mut names: Vec<&str> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
     names.sort();
     assert_eq!(names, ["aligned", "system", "tracking"]);
 }
@@ -98,7 +118,11 @@ fn empty_directory_is_a_failure_that_says_where_it_looked() {
 
 #[test]
 fn inspect_shows_the_header_field_by_field() {
-    let out = memplug().arg("inspect").arg(support::plugin("tracking")).output().unwrap();
+    let out = memplug()
+        .arg("inspect")
+        .arg(support::plugin("tracking"))
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     for want in [
@@ -144,7 +168,11 @@ fn list_shows_status() {
         .unwrap()
         .iter()
         .map(|o| {
-            let file = Path::new(o["path"].as_str().unwrap()).file_name().unwrap().to_string_lossy().into_owned();
+            let file = Path::new(o["path"].as_str().unwrap())
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
             (file, o["status"].as_str().unwrap().to_string())
         })
         .collect();
@@ -157,7 +185,12 @@ fn rust_log_controls_logging() {
     let dir = bundled_dir();
     let quiet = memplug().arg("check").arg(dir.path()).output().unwrap();
     assert!(quiet.stderr.is_empty(), "{}", String::from_utf8_lossy(&quiet.stderr));
-    let loud = memplug().arg("check").arg(dir.path()).env("RUST_LOG", "memplug=debug").output().unwrap();
+    let loud = memplug()
+        .arg("check")
+        .arg(dir.path())
+        .env("RUST_LOG", "memplug=debug")
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&loud.stderr);
     assert!(err.contains("registered handler") && err.contains("DEBUG"), "{err}");
 }

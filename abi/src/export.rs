@@ -112,7 +112,10 @@ unsafe impl Send for StaticHandler {}
 
 /// The body of a generated entry function. Not public API.
 #[doc(hidden)]
-pub fn entry<A: Allocator>(state: &'static OnceLock<A>, handler: &'static OnceLock<StaticHandler>) -> *const MemplugHandler {
+pub fn entry<A: Allocator>(
+    state: &'static OnceLock<A>,
+    handler: &'static OnceLock<StaticHandler>,
+) -> *const MemplugHandler {
     let built = catch_unwind(AssertUnwindSafe(|| {
         let a: &'static A = state.get_or_init(A::create);
         let h = handler.get_or_init(|| {
@@ -148,7 +151,10 @@ pub unsafe fn stats<A: Allocator>(ctx: *mut c_void, out: *mut MemplugStats) -> i
             // `MemplugStats` whose `struct_size` says how much of it exists.
             let size = unsafe { (*out).struct_size } as usize;
             let n = size.min(core::mem::size_of::<MemplugStats>());
-            let filled = MemplugStats { struct_size: n as u64, ..s };
+            let filled = MemplugStats {
+                struct_size: n as u64,
+                ..s
+            };
             // SAFETY: copy only the `n` bytes the caller's struct has.
             unsafe { core::ptr::copy_nonoverlapping(&filled as *const MemplugStats as *const u8, out as *mut u8, n) };
             0
@@ -178,7 +184,12 @@ unsafe extern "C" fn calloc_tramp<A: Allocator>(ctx: *mut c_void, nelem: usize, 
     catch_unwind(AssertUnwindSafe(|| a.calloc(nelem, elsize))).unwrap_or(core::ptr::null_mut()) as *mut c_void
 }
 
-unsafe extern "C" fn realloc_tramp<A: Allocator>(ctx: *mut c_void, ptr: *mut c_void, old: usize, new: usize) -> *mut c_void {
+unsafe extern "C" fn realloc_tramp<A: Allocator>(
+    ctx: *mut c_void,
+    ptr: *mut c_void,
+    old: usize,
+    new: usize,
+) -> *mut c_void {
     // SAFETY: the host only calls with the ctx of this handler.
     let a = unsafe { state::<A>(ctx) };
     // SAFETY: the host passes a block this handler made with size `old`.

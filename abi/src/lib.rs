@@ -107,7 +107,8 @@ pub type CallocFn = unsafe extern "C" fn(ctx: *mut c_void, nelem: usize, elsize:
 /// `realloc(ctx, ptr, old_size, new_size)`: resize a block this handler made,
 /// keeping `min(old_size, new_size)` bytes; NULL on failure (the old block is
 /// then untouched).
-pub type ReallocFn = unsafe extern "C" fn(ctx: *mut c_void, ptr: *mut c_void, old_size: usize, new_size: usize) -> *mut c_void;
+pub type ReallocFn =
+    unsafe extern "C" fn(ctx: *mut c_void, ptr: *mut c_void, old_size: usize, new_size: usize) -> *mut c_void;
 /// `free(ctx, ptr, size)`: release a block this handler made, with the size it
 /// was allocated (or last reallocated) with.
 pub type FreeFn = unsafe extern "C" fn(ctx: *mut c_void, ptr: *mut c_void, size: usize);

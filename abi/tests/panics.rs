@@ -55,21 +55,36 @@ fn handler(entry: extern "C" fn() -> *const MemplugHandler) -> Option<&'static M
 #[test]
 fn panicking_allocations_return_null() {
     let h = handler(panicky_entry).expect("create does not panic");
-    let (malloc, calloc, realloc, free) = (h.malloc.unwrap(), h.calloc.unwrap(), h.realloc.unwrap(), h.free.unwrap());
+    let (malloc, calloc, realloc, free) = (
+        h.malloc.unwrap(),
+        h.calloc.unwrap(),
+        h.realloc.unwrap(),
+        h.free.unwrap(),
+    );
     // SAFETY: ctx and functions come from the same handler; the pointers
     // passed to realloc/free are never dereferenced by this allocator.
     unsafe {
         assert!(malloc(h.ctx, 16).is_null());
-        assert!(calloc(h.ctx, 4, 4).is_null(), "the default calloc calls the panicking malloc");
+        assert!(
+            calloc(h.ctx, 4, 4).is_null(),
+            "the default calloc calls the panicking malloc"
+        );
         let mut dummy = [0u8; 16];
         let p = dummy.as_mut_ptr().cast();
-        assert!(realloc(h.ctx, p, 16, 32).is_null(), "the default realloc calls the panicking malloc");
+        assert!(
+            realloc(h.ctx, p, 16, 32).is_null(),
+            "the default realloc calls the panicking malloc"
+        );
         free(h.ctx, p, 16);
     }
     assert_eq!(FREES.load(Ordering::SeqCst), 1, "free ran, panicked, and returned");
-    let mut out = MemplugStats { struct_size: size_of::<MemplugStats>() as u64, ..Default::default() };
+    let mut out = MemplugStats {
+        struct_size: size_of::<MemplugStats>() as u64,
+        ..Default::default()
+    };
     // SAFETY: ctx is this handler's; `out` is a valid stats struct.
-    assert_ne!(unsafe { panicky_entry_stats(h.ctx, &mut out) }, 0, "a panicking stats reports no statistics");
+    let rc = unsafe { panicky_entry_stats(h.ctx, &mut out) };
+    assert_ne!(rc, 0, "a panicking stats reports no statistics");
 }
 
 #[test]
@@ -82,7 +97,10 @@ fn panicking_create_makes_the_entry_return_null() {
 fn exported_header_is_well_formed() {
     let h = handler(panicky_entry).unwrap();
     assert_eq!(h.magic, memplug_abi::MAGIC);
-    assert_eq!((h.abi_major, h.abi_minor), (memplug_abi::ABI_MAJOR, memplug_abi::ABI_MINOR));
+    assert_eq!(
+        (h.abi_major, h.abi_minor),
+        (memplug_abi::ABI_MAJOR, memplug_abi::ABI_MINOR)
+    );
     assert_eq!(h.struct_size as usize, memplug_abi::SIZE_V1_0);
     assert_eq!(h.name_str(), Some("panicky"));
     assert_eq!(h.version_str(), Some("0.0.1"));

@@ -85,7 +85,12 @@ impl Buffer {
     #[inline]
     pub fn with_capacity_in(capacity: usize, handler: Handler) -> Result<Buffer, AllocError> {
         let ptr = handler.alloc(capacity)?;
-        Ok(Buffer { ptr, len: 0, cap: capacity, owner: Owner::Handler(handler) })
+        Ok(Buffer {
+            ptr,
+            len: 0,
+            cap: capacity,
+            owner: Owner::Handler(handler),
+        })
     }
 
     /// `len` zero bytes from the current handler (its zeroed allocation).
@@ -96,7 +101,12 @@ impl Buffer {
     /// `len` zero bytes from `handler` (its zeroed allocation).
     pub fn zeroed_in(len: usize, handler: Handler) -> Result<Buffer, AllocError> {
         let ptr = handler.alloc_zeroed(len, 1)?;
-        Ok(Buffer { ptr, len, cap: len, owner: Owner::Handler(handler) })
+        Ok(Buffer {
+            ptr,
+            len,
+            cap: len,
+            owner: Owner::Handler(handler),
+        })
     }
 
     /// A copy of `data` in memory from the current handler.
@@ -126,8 +136,16 @@ impl Buffer {
     pub fn from_owner<O: AsMut<[u8]> + Send + 'static>(owner: O) -> Buffer {
         let mut boxed = Box::new(owner);
         let slice: &mut [u8] = (*boxed).as_mut();
-        let (ptr, len) = (NonNull::new(slice.as_mut_ptr()).unwrap_or(NonNull::dangling()), slice.len());
-        Buffer { ptr, len, cap: len, owner: Owner::Base(boxed) }
+        let (ptr, len) = (
+            NonNull::new(slice.as_mut_ptr()).unwrap_or(NonNull::dangling()),
+            slice.len(),
+        );
+        Buffer {
+            ptr,
+            len,
+            cap: len,
+            owner: Owner::Base(boxed),
+        }
     }
 
     /// Number of initialised bytes.
@@ -214,7 +232,12 @@ impl Buffer {
     pub fn reserve(&mut self, additional: usize) -> Result<(), BufferError> {
         let Some(needed) = self.len.checked_add(additional) else {
             let handler = self.handler().map_or("<foreign>", |h| h.name());
-            return Err(AllocError::SizeOverflow { handler, nelem: self.len, elsize: 1 }.into());
+            return Err(AllocError::SizeOverflow {
+                handler,
+                nelem: self.len,
+                elsize: 1,
+            }
+            .into());
         };
         if needed <= self.cap {
             return Ok(());
@@ -272,7 +295,10 @@ impl Buffer {
     /// A non-owning view of a range of the buffer.
     pub fn view(&self, range: impl RangeBounds<usize>) -> View<'_> {
         let range = (range.start_bound().cloned(), range.end_bound().cloned());
-        View { data: &self[range], handler: self.handler() }
+        View {
+            data: &self[range],
+            handler: self.handler(),
+        }
     }
 }
 
@@ -330,7 +356,9 @@ impl<'a> View<'a> {
         if !owns {
             return Ok(());
         }
-        Err(BufferError::OwnsDataFlag { requested: "owns_data = true on a view".into() })
+        Err(BufferError::OwnsDataFlag {
+            requested: "owns_data = true on a view".into(),
+        })
     }
 
     /// The viewed bytes.
@@ -348,6 +376,9 @@ impl Deref for View<'_> {
 
 impl fmt::Debug for View<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("View").field("len", &self.data.len()).field("base_handler", &self.handler).finish()
+        f.debug_struct("View")
+            .field("len", &self.data.len())
+            .field("base_handler", &self.handler)
+            .finish()
     }
 }

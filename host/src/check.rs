@@ -88,8 +88,16 @@ pub fn conformance(handler: Handler) -> Vec<CheckResult> {
             let r = f(handler);
             tracing::debug!(handler = handler.name(), check = name, ok = r.is_ok(), "conformance");
             match r {
-                Ok(()) => CheckResult { name, verdict: Verdict::Passed, detail: String::new() },
-                Err(detail) => CheckResult { name, verdict: Verdict::Failed, detail },
+                Ok(()) => CheckResult {
+                    name,
+                    verdict: Verdict::Passed,
+                    detail: String::new(),
+                },
+                Err(detail) => CheckResult {
+                    name,
+                    verdict: Verdict::Failed,
+                    detail,
+                },
             }
         })
         .collect();
@@ -103,15 +111,26 @@ pub fn conformance(handler: Handler) -> Vec<CheckResult> {
                 ));
             }
             if a.size_mismatches != b.size_mismatches {
-                problems.push(format!("{} frees with a wrong size", a.size_mismatches - b.size_mismatches));
+                problems.push(format!(
+                    "{} frees with a wrong size",
+                    a.size_mismatches - b.size_mismatches
+                ));
             }
             if a.bad_frees != b.bad_frees {
                 problems.push(format!("{} frees of unknown pointers", a.bad_frees - b.bad_frees));
             }
             if problems.is_empty() {
-                CheckResult { name: "free-size", verdict: Verdict::Passed, detail: String::new() }
+                CheckResult {
+                    name: "free-size",
+                    verdict: Verdict::Passed,
+                    detail: String::new(),
+                }
             } else {
-                CheckResult { name: "free-size", verdict: Verdict::Failed, detail: problems.join("; ") }
+                CheckResult {
+                    name: "free-size",
+                    verdict: Verdict::Failed,
+                    detail: problems.join("; "),
+                }
             }
         }
         _ => CheckResult {
@@ -136,7 +155,10 @@ fn fill(b: &mut [u8], seed: usize) {
 fn verify(b: &[u8], seed: usize, what: &str) -> Result<(), String> {
     match b.iter().enumerate().find(|&(i, &x)| x != pattern(seed, i)) {
         None => Ok(()),
-        Some((i, &x)) => Err(format!("{what}: byte {i} is {x:#04x}, expected {:#04x}", pattern(seed, i))),
+        Some((i, &x)) => Err(format!(
+            "{what}: byte {i} is {x:#04x}, expected {:#04x}",
+            pattern(seed, i)
+        )),
     }
 }
 
@@ -147,7 +169,9 @@ fn check_alignment(h: Handler) -> Result<(), String> {
         let mut b = Block::new(h, size).map_err(|e| e.to_string())?;
         let addr = b.addr();
         if addr % MIN_ALIGNMENT_V1_0 != 0 {
-            return Err(format!("a {size}-byte block at {addr:#x} is not {MIN_ALIGNMENT_V1_0}-byte aligned"));
+            return Err(format!(
+                "a {size}-byte block at {addr:#x} is not {MIN_ALIGNMENT_V1_0}-byte aligned"
+            ));
         }
         fill(b.bytes(), size);
         verify(b.bytes(), size, "write then read")?;

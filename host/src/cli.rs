@@ -71,7 +71,10 @@ pub fn main() -> ExitCode {
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 /// Run a parsed command line.
@@ -91,7 +94,9 @@ fn candidates(paths: &[PathBuf], symbols: &[String]) -> Vec<Candidate> {
     if symbols.is_empty() {
         return base;
     }
-    base.iter().flat_map(|c| symbols.iter().map(move |s| c.clone().with_symbol(s.clone()))).collect()
+    base.iter()
+        .flat_map(|c| symbols.iter().map(move |s| c.clone().with_symbol(s.clone())))
+        .collect()
 }
 
 /// One candidate's report, as `check` prints it.
@@ -179,12 +184,23 @@ fn check(paths: &[PathBuf], symbols: &[String], json_out: bool) -> ExitCode {
     } else {
         print_table(&reports);
     }
-    if reports.iter().all(Report::ok) { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if reports.iter().all(Report::ok) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn describe_search(paths: &[PathBuf]) -> String {
-    let dirs = if paths.is_empty() { discover::search_path() } else { paths.to_vec() };
-    dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+    let dirs = if paths.is_empty() {
+        discover::search_path()
+    } else {
+        paths.to_vec()
+    };
+    dirs.iter()
+        .map(|d| d.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn row(h: Handler, checks: Option<Tally>) -> [String; 5] {
@@ -214,7 +230,18 @@ fn print_table(reports: &[Report]) {
                     r.checks
                         .iter()
                         .filter(|c| c.verdict != Verdict::Passed)
-                        .map(|c| format!("{} {}: {}", if c.verdict == Verdict::Failed { "FAILED" } else { "skipped" }, c.name, c.detail))
+                        .map(|c| {
+                            format!(
+                                "{} {}: {}",
+                                if c.verdict == Verdict::Failed {
+                                    "FAILED"
+                                } else {
+                                    "skipped"
+                                },
+                                c.name,
+                                c.detail
+                            )
+                        })
                         .collect(),
                 );
             }
@@ -251,7 +278,11 @@ fn print_table(reports: &[Report]) {
         }
     }
     let ok = reports.iter().filter(|r| r.ok()).count();
-    println!("\n{ok} ok, {} rejected or failing, of {} candidates", reports.len() - ok, reports.len());
+    println!(
+        "\n{ok} ok, {} rejected or failing, of {} candidates",
+        reports.len() - ok,
+        reports.len()
+    );
 }
 
 fn list(paths: &[PathBuf], json_out: bool) -> ExitCode {
@@ -278,13 +309,20 @@ fn list(paths: &[PathBuf], json_out: bool) -> ExitCode {
             match &o.result {
                 Ok(h) => {
                     let [name, version, abi, flags, _] = row(*h, None);
-                    println!("ok        {name:<20} {version:<10} abi {abi:<5} {flags:<14} {}", o.candidate);
+                    println!(
+                        "ok        {name:<20} {version:<10} abi {abi:<5} {flags:<14} {}",
+                        o.candidate
+                    );
                 }
                 Err(e) => println!("rejected  {:<20} [{}] {}", o.candidate.to_string(), e.code(), e.refusal),
             }
         }
     }
-    if outcomes.iter().all(|o| o.result.is_ok()) { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if outcomes.iter().all(|o| o.result.is_ok()) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }
 
 fn inspect(candidate: Candidate, json_out: bool) -> ExitCode {
@@ -319,7 +357,13 @@ fn inspect(candidate: Candidate, json_out: bool) -> ExitCode {
         if let Some(p) = i.prefix {
             let magic_ok = if p.magic == memplug_abi::MAGIC { "ok" } else { "WRONG" };
             println!("magic:        {:#010x} ({magic_ok})", p.magic);
-            println!("abi:          {}.{} (host speaks {}.{})", p.abi_major, p.abi_minor, memplug_abi::ABI_MAJOR, memplug_abi::ABI_MINOR);
+            println!(
+                "abi:          {}.{} (host speaks {}.{})",
+                p.abi_major,
+                p.abi_minor,
+                memplug_abi::ABI_MAJOR,
+                memplug_abi::ABI_MINOR
+            );
             println!(
                 "struct_size:  {} bytes (ABI 1.0 is {}; the host reads {})",
                 p.struct_size,
@@ -330,21 +374,45 @@ fn inspect(candidate: Candidate, json_out: bool) -> ExitCode {
         }
         if let Some(f) = &i.fields {
             let term = |t: bool| if t { "" } else { " (NOT NUL-terminated)" };
-            println!("name:         {:?}{}", String::from_utf8_lossy(&f.name), term(f.name_terminated));
-            println!("version:      {:?}{}", String::from_utf8_lossy(&f.version), term(f.version_terminated));
+            println!(
+                "name:         {:?}{}",
+                String::from_utf8_lossy(&f.name),
+                term(f.name_terminated)
+            );
+            println!(
+                "version:      {:?}{}",
+                String::from_utf8_lossy(&f.version),
+                term(f.version_terminated)
+            );
             println!("ctx:          {:#x}", f.ctx);
             for (name, addr) in f.functions.fields() {
-                println!("{:<13} {}", format!("{name}:"), if addr == 0 { "NULL".to_string() } else { format!("{addr:#x}") });
+                println!(
+                    "{:<13} {}",
+                    format!("{name}:"),
+                    if addr == 0 {
+                        "NULL".to_string()
+                    } else {
+                        format!("{addr:#x}")
+                    }
+                );
             }
         }
         println!(
             "stats:        {}",
-            if i.has_stats { format!("exported ({}{})", candidate.symbol, memplug_abi::STATS_SUFFIX) } else { "none".into() }
+            if i.has_stats {
+                format!("exported ({}{})", candidate.symbol, memplug_abi::STATS_SUFFIX)
+            } else {
+                "none".into()
+            }
         );
         match &i.verdict {
             Ok(_) => println!("verdict:      ok"),
             Err(e) => println!("verdict:      rejected [{}] {e}", e.code()),
         }
     }
-    if verdict_ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if verdict_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
 }

@@ -35,7 +35,10 @@ pub struct Candidate {
 impl Candidate {
     /// A candidate with the default entry symbol.
     pub fn new(path: impl Into<PathBuf>) -> Candidate {
-        Candidate { path: path.into(), symbol: memplug_abi::ENTRY_SYMBOL.to_string() }
+        Candidate {
+            path: path.into(),
+            symbol: memplug_abi::ENTRY_SYMBOL.to_string(),
+        }
     }
 
     /// The same library, another entry symbol (one library may export
@@ -63,8 +66,12 @@ pub fn is_library_name(name: &str) -> bool {
 
 /// The default plugin directories that exist (see the module docs).
 pub fn default_dirs() -> Vec<PathBuf> {
-    let Ok(exe) = std::env::current_exe() else { return Vec::new() };
-    let Some(mut dir) = exe.parent().map(Path::to_path_buf) else { return Vec::new() };
+    let Ok(exe) = std::env::current_exe() else {
+        return Vec::new();
+    };
+    let Some(mut dir) = exe.parent().map(Path::to_path_buf) else {
+        return Vec::new();
+    };
     if dir.file_name().is_some_and(|n| n == "deps" || n == "examples") {
         dir.pop();
     }
@@ -84,7 +91,9 @@ pub fn search_path() -> Vec<PathBuf> {
 
 /// [`search_path`] for a given value of the variable.
 pub fn search_path_from(var: Option<&str>) -> Vec<PathBuf> {
-    let Some(var) = var.filter(|v| !v.is_empty()) else { return default_dirs() };
+    let Some(var) = var.filter(|v| !v.is_empty()) else {
+        return default_dirs();
+    };
     let mut dirs = Vec::new();
     for entry in var.split(':') {
         if entry.is_empty() {
@@ -163,7 +172,10 @@ mod tests {
         let mut want = vec![PathBuf::from("/a")];
         want.extend(d.clone());
         assert_eq!(search_path_from(Some("/a:")), want);
-        assert_eq!(search_path_from(Some("/a:/b")), vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+        assert_eq!(
+            search_path_from(Some("/a:/b")),
+            vec![PathBuf::from("/a"), PathBuf::from("/b")]
+        );
     }
 
     #[test]

@@ -74,7 +74,9 @@ pub enum Refusal {
         minor: u16,
     },
     /// A required function pointer is NULL.
-    #[error("the handler's `{field}` function is NULL: every ABI 1.0 function (malloc, calloc, realloc, free) is required")]
+    #[error(
+        "the handler's `{field}` function is NULL: every ABI 1.0 function (malloc, calloc, realloc, free) is required"
+    )]
     NullFunction {
         /// The field that is NULL.
         field: &'static str,

@@ -84,9 +84,38 @@ impl HandlerInfo {
 /// The names of the known flags in `flags`; unknown bits as `bit-N`.
 pub fn flag_names(flags: u32) -> Vec<&'static str> {
     const BITS: [&str; 32] = [
-        "thread-safe", "bit-1", "bit-2", "bit-3", "bit-4", "bit-5", "bit-6", "bit-7", "bit-8", "bit-9", "bit-10",
-        "bit-11", "bit-12", "bit-13", "bit-14", "bit-15", "bit-16", "bit-17", "bit-18", "bit-19", "bit-20", "bit-21",
-        "bit-22", "bit-23", "bit-24", "bit-25", "bit-26", "bit-27", "bit-28", "bit-29", "bit-30", "bit-31",
+        "thread-safe",
+        "bit-1",
+        "bit-2",
+        "bit-3",
+        "bit-4",
+        "bit-5",
+        "bit-6",
+        "bit-7",
+        "bit-8",
+        "bit-9",
+        "bit-10",
+        "bit-11",
+        "bit-12",
+        "bit-13",
+        "bit-14",
+        "bit-15",
+        "bit-16",
+        "bit-17",
+        "bit-18",
+        "bit-19",
+        "bit-20",
+        "bit-21",
+        "bit-22",
+        "bit-23",
+        "bit-24",
+        "bit-25",
+        "bit-26",
+        "bit-27",
+        "bit-28",
+        "bit-29",
+        "bit-30",
+        "bit-31",
     ];
     (0..32).filter(|b| flags & (1 << b) != 0).map(|b| BITS[b]).collect()
 }
@@ -119,7 +148,12 @@ impl Handler {
     pub(crate) fn install(vtable: VTable, info: HandlerInfo) -> Handler {
         let name: &'static str = Box::leak(info.name.clone().into_boxed_str());
         let lock = (!info.thread_safe()).then(HandlerLock::new);
-        let inner = Box::leak(Box::new(HandlerInner { vtable, lock, info, name }));
+        let inner = Box::leak(Box::new(HandlerInner {
+            vtable,
+            lock,
+            info,
+            name,
+        }));
         Handler { inner }
     }
 
@@ -143,7 +177,10 @@ impl Handler {
     #[inline]
     pub fn alloc(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
         let size = size.max(1);
-        NonNull::new(self.raw_malloc(size)).ok_or(AllocError::OutOfMemory { handler: self.name(), size })
+        NonNull::new(self.raw_malloc(size)).ok_or(AllocError::OutOfMemory {
+            handler: self.name(),
+            size,
+        })
     }
 
     /// Allocate `nelem * elsize` zeroed bytes. An overflowing product is
@@ -151,10 +188,17 @@ impl Handler {
     #[inline]
     pub fn alloc_zeroed(&self, nelem: usize, elsize: usize) -> Result<NonNull<u8>, AllocError> {
         let Some(total) = nelem.checked_mul(elsize) else {
-            return Err(AllocError::SizeOverflow { handler: self.name(), nelem, elsize });
+            return Err(AllocError::SizeOverflow {
+                handler: self.name(),
+                nelem,
+                elsize,
+            });
         };
         let (nelem, elsize) = if total == 0 { (1, 1) } else { (nelem, elsize) };
-        NonNull::new(self.raw_calloc(nelem, elsize)).ok_or(AllocError::OutOfMemory { handler: self.name(), size: total })
+        NonNull::new(self.raw_calloc(nelem, elsize)).ok_or(AllocError::OutOfMemory {
+            handler: self.name(),
+            size: total,
+        })
     }
 
     /// Statistics, if the plugin exports them (the `_stats` companion of its

@@ -50,7 +50,10 @@ pub fn prepare(candidate: &Candidate) -> Result<Prepared, Refusal> {
         abi_minor: header.prefix.abi_minor,
         struct_size: header.prefix.struct_size,
         flags: header.prefix.flags,
-        source: Source::Plugin { path: candidate.path.clone(), symbol: candidate.symbol.clone() },
+        source: Source::Plugin {
+            path: candidate.path.clone(),
+            symbol: candidate.symbol.clone(),
+        },
     };
     tracing::debug!(candidate = %candidate, name = %info.name, version = %info.version, "validated plugin");
     Ok(Prepared { vtable, info })
@@ -73,8 +76,13 @@ pub struct Inspection {
 
 /// Read a candidate's header field by field without installing anything.
 pub fn inspect(candidate: &Candidate) -> Inspection {
-    let mut out =
-        Inspection { candidate: candidate.clone(), prefix: None, fields: None, has_stats: false, verdict: Err(Refusal::NullHandler { symbol: String::new() }) };
+    let mut out = Inspection {
+        candidate: candidate.clone(),
+        prefix: None,
+        fields: None,
+        has_stats: false,
+        verdict: Err(Refusal::NullHandler { symbol: String::new() }),
+    };
     let lib = match library::open(&candidate.path) {
         Ok(l) => l,
         Err(r) => {

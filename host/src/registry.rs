@@ -43,7 +43,9 @@ impl Registry {
         let mut map = BTreeMap::new();
         let b = current::builtin();
         map.insert(b.name().to_string(), b);
-        Registry { handlers: RwLock::new(map) }
+        Registry {
+            handlers: RwLock::new(map),
+        }
     }
 
     /// The process-wide registry.
@@ -54,7 +56,10 @@ impl Registry {
 
     /// Load, validate and register one candidate.
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
-        let err = |refusal| LoadError { source_desc: candidate.to_string(), refusal };
+        let err = |refusal| LoadError {
+            source_desc: candidate.to_string(),
+            refusal,
+        };
         let prepared = load::prepare(candidate).map_err(err)?;
         let mut map = self.handlers.write().unwrap_or_else(|e| e.into_inner());
         if let Some(existing) = map.get(&prepared.info.name) {
@@ -84,7 +89,10 @@ impl Registry {
                 if let Err(e) = &result {
                     tracing::info!(code = e.code(), "{e}");
                 }
-                Outcome { candidate: c.clone(), result }
+                Outcome {
+                    candidate: c.clone(),
+                    result,
+                }
             })
             .collect()
     }
@@ -96,7 +104,11 @@ impl Registry {
 
     /// The handler registered under `name`.
     pub fn get(&self, name: &str) -> Option<Handler> {
-        self.handlers.read().unwrap_or_else(|e| e.into_inner()).get(name).copied()
+        self.handlers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .copied()
     }
 
     /// Remove `name` from the registry. The library stays loaded, the
@@ -107,12 +119,22 @@ impl Registry {
 
     /// Every registered handler, by name.
     pub fn handlers(&self) -> Vec<Handler> {
-        self.handlers.read().unwrap_or_else(|e| e.into_inner()).values().copied().collect()
+        self.handlers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .copied()
+            .collect()
     }
 
     /// The registered names, sorted.
     pub fn names(&self) -> Vec<String> {
-        self.handlers.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
+        self.handlers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
     }
 }
 

@@ -58,10 +58,16 @@ impl Prefix {
     /// handler the host should read: `min(struct_size, what this host knows)`.
     pub fn readable_len(&self) -> Result<usize, Refusal> {
         if self.magic != MAGIC {
-            return Err(Refusal::BadMagic { found: self.magic, expected: MAGIC });
+            return Err(Refusal::BadMagic {
+                found: self.magic,
+                expected: MAGIC,
+            });
         }
         if self.abi_major != ABI_MAJOR {
-            return Err(Refusal::AbiMajorMismatch { found: self.abi_major, expected: ABI_MAJOR });
+            return Err(Refusal::AbiMajorMismatch {
+                found: self.abi_major,
+                expected: ABI_MAJOR,
+            });
         }
         let declared = self.struct_size as usize;
         if declared < SIZE_V1_0 {
@@ -93,7 +99,12 @@ pub struct FunctionAddrs {
 impl FunctionAddrs {
     /// The fields by name, in ABI order.
     pub fn fields(&self) -> [(&'static str, usize); 4] {
-        [("malloc", self.malloc), ("calloc", self.calloc), ("realloc", self.realloc), ("free", self.free)]
+        [
+            ("malloc", self.malloc),
+            ("calloc", self.calloc),
+            ("realloc", self.realloc),
+            ("free", self.free),
+        ]
     }
 }
 
@@ -165,7 +176,12 @@ impl RawFields {
 /// Never panics, whatever `bytes` holds.
 pub fn validate(bytes: &[u8]) -> Result<ValidatedHeader, Refusal> {
     let Some(prefix) = Prefix::parse(bytes) else {
-        return Err(Refusal::StructTooSmall { declared: bytes.len() as u32, required: SIZE_V1_0, major: 0, minor: 0 });
+        return Err(Refusal::StructTooSmall {
+            declared: bytes.len() as u32,
+            required: SIZE_V1_0,
+            major: 0,
+            minor: 0,
+        });
     };
     prefix.readable_len()?;
     let Some(raw) = RawFields::parse(bytes) else {
@@ -185,13 +201,22 @@ pub fn validate(bytes: &[u8]) -> Result<ValidatedHeader, Refusal> {
     }
     let name = check_name(&raw.name, raw.name_terminated)?;
     let version = check_version(&raw.version, raw.version_terminated)?;
-    Ok(ValidatedHeader { prefix, name, version, ctx: raw.ctx, functions: raw.functions })
+    Ok(ValidatedHeader {
+        prefix,
+        name,
+        version,
+        ctx: raw.ctx,
+        functions: raw.functions,
+    })
 }
 
 /// Check a handler name: 1–127 bytes of `[A-Za-z0-9_.-]`. `terminated` says
 /// whether a NUL followed it in its field.
 pub fn check_name(name: &[u8], terminated: bool) -> Result<String, Refusal> {
-    let bad = |problem: String| Refusal::BadName { name: Escaped(name).to_string(), problem };
+    let bad = |problem: String| Refusal::BadName {
+        name: Escaped(name).to_string(),
+        problem,
+    };
     if !terminated {
         return Err(bad(format!("it is not NUL-terminated within {NAME_CAP} bytes")));
     }
@@ -220,9 +245,15 @@ pub fn check_version(version: &[u8], terminated: bool) -> Result<semver::Version
         });
     }
     let Ok(text) = std::str::from_utf8(version) else {
-        return Err(Refusal::BadVersionString { found, problem: "it is not UTF-8".into() });
+        return Err(Refusal::BadVersionString {
+            found,
+            problem: "it is not UTF-8".into(),
+        });
     };
-    semver::Version::parse(text).map_err(|e| Refusal::BadVersionString { found, problem: e.to_string() })
+    semver::Version::parse(text).map_err(|e| Refusal::BadVersionString {
+        found,
+        problem: e.to_string(),
+    })
 }
 
 /// A header image of a handler struct in this process: its bytes as the
@@ -234,13 +265,29 @@ impl HeaderImage {
     pub fn of(h: &MemplugHandler) -> HeaderImage {
         let mut out = vec![0u8; SIZE_V1_0];
         put(&mut out, offset_of!(MemplugHandler, magic), &h.magic.to_ne_bytes());
-        put(&mut out, offset_of!(MemplugHandler, abi_major), &h.abi_major.to_ne_bytes());
-        put(&mut out, offset_of!(MemplugHandler, abi_minor), &h.abi_minor.to_ne_bytes());
-        put(&mut out, offset_of!(MemplugHandler, struct_size), &h.struct_size.to_ne_bytes());
+        put(
+            &mut out,
+            offset_of!(MemplugHandler, abi_major),
+            &h.abi_major.to_ne_bytes(),
+        );
+        put(
+            &mut out,
+            offset_of!(MemplugHandler, abi_minor),
+            &h.abi_minor.to_ne_bytes(),
+        );
+        put(
+            &mut out,
+            offset_of!(MemplugHandler, struct_size),
+            &h.struct_size.to_ne_bytes(),
+        );
         put(&mut out, offset_of!(MemplugHandler, flags), &h.flags.to_ne_bytes());
         put(&mut out, offset_of!(MemplugHandler, name), &h.name);
         put(&mut out, offset_of!(MemplugHandler, version), &h.version);
-        put(&mut out, offset_of!(MemplugHandler, ctx), &(h.ctx as usize).to_ne_bytes());
+        put(
+            &mut out,
+            offset_of!(MemplugHandler, ctx),
+            &(h.ctx as usize).to_ne_bytes(),
+        );
         let fns = [
             (offset_of!(MemplugHandler, malloc), h.malloc.map_or(0, |f| f as usize)),
             (offset_of!(MemplugHandler, calloc), h.calloc.map_or(0, |f| f as usize)),
@@ -367,7 +414,13 @@ mod tests {
 
     #[test]
     fn larger_declared_size_is_read_up_to_what_the_host_knows() {
-        let p = Prefix { magic: MAGIC, abi_major: 1, abi_minor: 9, struct_size: 4096, flags: 0 };
+        let p = Prefix {
+            magic: MAGIC,
+            abi_major: 1,
+            abi_minor: 9,
+            struct_size: 4096,
+            flags: 0,
+        };
         assert_eq!(p.readable_len(), Ok(SIZE_V1_0));
     }
 

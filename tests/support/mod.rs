@@ -24,7 +24,10 @@ pub fn plugin(name: &str) -> PathBuf {
             return p;
         }
     }
-    panic!("bundled plugin {file} not found next to {}; run the tests with `cargo test`", exe.display());
+    panic!(
+        "bundled plugin {file} not found next to {}; run the tests with `cargo test`",
+        exe.display()
+    );
 }
 
 /// The C compiler: `$CC` or `cc`.

@@ -31,7 +31,12 @@ impl Buffer {
     /// for as long as `base` is alive, and nothing else uses them meanwhile.
     pub unsafe fn from_base<B: Send + 'static>(ptr: NonNull<u8>, len: usize, base: B) -> Buffer {
         let base: Box<dyn Any + Send> = Box::new(base);
-        Buffer { ptr, len, cap: len, owner: Owner::Base(base) }
+        Buffer {
+            ptr,
+            len,
+            cap: len,
+            owner: Owner::Base(base),
+        }
     }
 
     /// Borrow foreign memory owned elsewhere: nothing is released on drop.
@@ -41,7 +46,12 @@ impl Buffer {
     /// `ptr` is valid for reads and writes of `len` initialised bytes for the
     /// whole life of the buffer, and nothing else uses them meanwhile.
     pub unsafe fn from_borrowed(ptr: NonNull<u8>, len: usize) -> Buffer {
-        Buffer { ptr, len, cap: len, owner: Owner::Borrowed }
+        Buffer {
+            ptr,
+            len,
+            cap: len,
+            owner: Owner::Borrowed,
+        }
     }
 
     /// Rebuild a handler-made buffer from [`Buffer::into_raw_parts`].
@@ -51,7 +61,12 @@ impl Buffer {
     /// `into_raw_parts`), its first `len <= cap` bytes are initialised, and it
     /// is not used elsewhere.
     pub unsafe fn from_raw_parts_in(ptr: NonNull<u8>, len: usize, cap: usize, handler: Handler) -> Buffer {
-        Buffer { ptr, len, cap, owner: Owner::Handler(handler) }
+        Buffer {
+            ptr,
+            len,
+            cap,
+            owner: Owner::Handler(handler),
+        }
     }
 
     /// Give up a handler-made buffer without freeing it: `(ptr, len, cap,
@@ -110,8 +125,16 @@ impl Buffer {
     /// Reallocate to exactly `new_cap` bytes through the owning handler.
     pub(crate) fn grow_to(&mut self, new_cap: usize) -> Result<(), BufferError> {
         let Owner::Handler(h) = self.owner else {
-            let kind = if matches!(self.owner, Owner::Borrowed) { "borrowed" } else { "base object" };
-            return Err(BufferError::NotResizable { kind, capacity: self.cap, wanted: new_cap });
+            let kind = if matches!(self.owner, Owner::Borrowed) {
+                "borrowed"
+            } else {
+                "base object"
+            };
+            return Err(BufferError::NotResizable {
+                kind,
+                capacity: self.cap,
+                wanted: new_cap,
+            });
         };
         debug_assert!(new_cap >= self.len);
         // SAFETY: invariant 3: `ptr` is `h`'s block of `cap` bytes. On success
@@ -158,7 +181,11 @@ impl Block {
     /// `nelem * elsize` bytes from `h`'s zeroed allocation, untouched.
     pub(crate) fn zeroed(h: Handler, nelem: usize, elsize: usize) -> Result<Block, crate::error::AllocError> {
         let ptr = h.alloc_zeroed(nelem, elsize)?;
-        Ok(Block { h, ptr, size: (nelem * elsize).max(1) })
+        Ok(Block {
+            h,
+            ptr,
+            size: (nelem * elsize).max(1),
+        })
     }
 
     /// The block's address.

@@ -33,7 +33,14 @@ impl VTable {
         realloc: ReallocFn,
         free: FreeFn,
     ) -> VTable {
-        VTable { ctx, malloc, calloc, realloc, free, stats: None }
+        VTable {
+            ctx,
+            malloc,
+            calloc,
+            realloc,
+            free,
+            stats: None,
+        }
     }
 
     /// A vtable from a validated header's addresses.
@@ -83,7 +90,10 @@ impl Handler {
     pub(crate) fn raw_stats(&self) -> Option<MemplugStats> {
         let v = &self.inner.vtable;
         let f = v.stats?;
-        let mut out = MemplugStats { struct_size: size_of::<MemplugStats>() as u64, ..Default::default() };
+        let mut out = MemplugStats {
+            struct_size: size_of::<MemplugStats>() as u64,
+            ..Default::default()
+        };
         let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
         // SAFETY: `f` is the handler's statistics companion (ABI signature),
         // `ctx` is its own and `out` is a valid, writable struct whose
@@ -101,14 +111,22 @@ impl Handler {
     /// `realloc`) with size `old_size` and has not been freed. On success it
     /// must not be used again.
     #[inline]
-    pub unsafe fn realloc(&self, ptr: NonNull<u8>, old_size: usize, new_size: usize) -> Result<NonNull<u8>, AllocError> {
+    pub unsafe fn realloc(
+        &self,
+        ptr: NonNull<u8>,
+        old_size: usize,
+        new_size: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
         let (old_size, new_size) = (old_size.max(1), new_size.max(1));
         let v = &self.inner.vtable;
         let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
         // SAFETY: the caller guarantees `ptr`/`old_size` describe a live block
         // of this handler; the call is serialised if needed.
         let p = unsafe { (v.realloc)(v.ctx, ptr.as_ptr() as *mut c_void, old_size, new_size) };
-        NonNull::new(p as *mut u8).ok_or(AllocError::OutOfMemory { handler: self.name(), size: new_size })
+        NonNull::new(p as *mut u8).ok_or(AllocError::OutOfMemory {
+            handler: self.name(),
+            size: new_size,
+        })
     }
 
     /// Free a block made by this handler.

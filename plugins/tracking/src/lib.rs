@@ -71,11 +71,19 @@ impl Tracking {
         // aligned because every block this allocator hands out is 16-aligned.
         let (base, tag, recorded) = unsafe {
             let base = ptr.sub(PREFIX);
-            (base, (base as *const u64).read(), (base as *const u64).add(1).read() as usize)
+            (
+                base,
+                (base as *const u64).read(),
+                (base as *const u64).add(1).read() as usize,
+            )
         };
         if tag != TAG {
             self.bad_frees.fetch_add(1, Relaxed);
-            let why = if tag == FREED { "already freed" } else { "not made by this allocator" };
+            let why = if tag == FREED {
+                "already freed"
+            } else {
+                "not made by this allocator"
+            };
             eprintln!("memplug tracking: {what} of {ptr:p} ({size} bytes) refused: {why}; the block is left alone");
             return None;
         }
@@ -99,7 +107,9 @@ impl Allocator for Tracking {
     }
 
     fn malloc(&self, size: usize) -> *mut u8 {
-        let Some(total) = size.checked_add(PREFIX) else { return std::ptr::null_mut() };
+        let Some(total) = size.checked_add(PREFIX) else {
+            return std::ptr::null_mut();
+        };
         // SAFETY: libc malloc has no preconditions.
         let base = unsafe { libc::malloc(total) } as *mut u8;
         if base.is_null() {
@@ -111,8 +121,12 @@ impl Allocator for Tracking {
     }
 
     fn calloc(&self, nelem: usize, elsize: usize) -> *mut u8 {
-        let Some(size) = nelem.checked_mul(elsize) else { return std::ptr::null_mut() };
-        let Some(total) = size.checked_add(PREFIX) else { return std::ptr::null_mut() };
+        let Some(size) = nelem.checked_mul(elsize) else {
+            return std::ptr::null_mut();
+        };
+        let Some(total) = size.checked_add(PREFIX) else {
+            return std::ptr::null_mut();
+        };
         // SAFETY: libc calloc has no preconditions.
         let base = unsafe { libc::calloc(1, total) } as *mut u8;
         if base.is_null() {
@@ -128,7 +142,9 @@ impl Allocator for Tracking {
         let Some((base, recorded)) = (unsafe { self.check("realloc", ptr, old_size) }) else {
             return std::ptr::null_mut();
         };
-        let Some(total) = new_size.checked_add(PREFIX) else { return std::ptr::null_mut() };
+        let Some(total) = new_size.checked_add(PREFIX) else {
+            return std::ptr::null_mut();
+        };
         // SAFETY: `base` is a live libc block (it carries the tag).
         let nbase = unsafe { libc::realloc(base as *mut libc::c_void, total) } as *mut u8;
         if nbase.is_null() {
@@ -143,7 +159,9 @@ impl Allocator for Tracking {
 
     unsafe fn free(&self, ptr: *mut u8, size: usize) {
         // SAFETY: the host passes heap blocks; their prefix is readable.
-        let Some((base, recorded)) = (unsafe { self.check("free", ptr, size) }) else { return };
+        let Some((base, recorded)) = (unsafe { self.check("free", ptr, size) }) else {
+            return;
+        };
         // SAFETY: `base` is our live block; mark it freed, then release it.
         unsafe {
             (base as *mut u64).write(FREED);
