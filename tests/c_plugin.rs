@@ -9,16 +9,17 @@ use memplug::{Buffer, Registry, check};
 #[test]
 fn c_plugin_builds_loads_and_conforms() {
     let dir = tempfile::tempdir().unwrap();
-    let lib = support::build_c(
-        &support::root().join("plugins/c/counting.c"),
-        dir.path(),
-        "libcounting.so",
-        &[],
-    );
+    let lib = support::build_c(&support::root().join("plugins/c/counting.c"), dir.path(), "libcounting.so", &[]);
     let r = Registry::new();
     let h = r.load_path(&lib).unwrap();
     assert_eq!(h.name(), "c-counting");
-    assert_eq!(h.info().abi(), "1.0");
+    assert_eq!(h.info().abi(), "1.1");
+    assert!(
+        h.info().defaulted.is_empty()
+            || h.info().defaulted.iter().all(|f| ["aligned_alloc", "create", "destroy"].contains(f)),
+        "{:?}",
+        h.info().defaulted
+    );
     let results = check::conformance(h);
     let t = check::tally(&results);
     assert_eq!((t.failed, t.skipped), (0, 0), "{results:?}");

@@ -35,41 +35,31 @@ fn check_json_shape_for_the_bundled_plugins() {
     let names: Vec<&str> = arr.iter().map(|o| o["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["aligned", "system", "tracking"]);
     for o in arr {
-        for key in [
-            "path", "status", "reason", "message", "name", "version", "abi", "flags", "checks",
-        ] {
+        for key in ["path", "status", "reason", "message", "name", "version", "abi", "flags", "checks"] {
             assert!(o.get(key).is_some(), "{key} missing in {o}");
         }
         assert_eq!(o["status"], "ok");
         assert!(o["reason"].is_null());
-        assert_eq!(o["abi"], "1.0");
+        let abi = if o["name"] == "system" { "1.0" } else { "1.1" };
+        assert_eq!(o["abi"], abi, "system stays on ABI 1.0 on purpose");
+        assert_eq!(o["deprecated"], false);
         assert_eq!(o["version"], env!("CARGO_PKG_VERSION"));
         assert_eq!(o["flags"], serde_json::json!(["thread-safe"]));
         assert!(o["checks"]["passed"].as_u64().unwrap() >= 6);
         assert_eq!(o["checks"]["failed"], 0);
     }
     let tracking = arr.iter().find(|o| o["name"] == "tracking").unwrap();
-    assert_eq!(
-        tracking["checks"]["skipped"], 0,
-        "tracking has statistics, so free-size runs"
-    );
+    assert_eq!(tracking["checks"]["skipped"], 0, "tracking has statistics, so free-size runs");
 }
 
 #[test]
 fn check_table_and_plugin_path_variable() {
     let dir = bundled_dir();
-    let out = memplug()
-        .arg("check")
-        .env("MEMPLUG_PLUGIN_PATH", dir.path())
-        .output()
-        .unwrap();
+    let out = memplug().arg("check").env("MEMPLUG_PLUGIN_PATH", dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     for name in ["system", "aligned", "tracking"] {
-        let line = text
-            .lines()
-            .find(|l| l.contains(name))
-            .unwrap_or_else(|| panic!("{name} in:\n{text}"));
+        let line = text.lines().find(|l| l.contains(name)).unwrap_or_else(|| panic!("{name} in:\n{text}"));
         assert!(line.starts_with("ok"), "{line}");
     }
     assert!(text.contains("3 ok, 0 rejected"), "{text}");
@@ -81,19 +71,10 @@ fn no_arguments_checks_the_directory_of_the_executable() {
     let dir = bundled_dir();
     let exe = dir.path().join("memplug");
     std::fs::copy(env!("CARGO_BIN_EXE_memplug"), &exe).unwrap();
-    let out = Command::new(&exe)
-        .env_remove("MEMPLUG_PLUGIN_PATH")
-        .args(["check", "--json"])
-        .output()
-        .unwrap();
+    let out = Command::new(&exe).env_remove("MEMPLUG_PLUGIN_PATH").args(["check", "--json"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v = json(&out);
-    let mut names: Vec<&str> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["name"].as_str().unwrap())
-        .collect();
+    let mut names: Vec<&str> = v.as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap()).collect();
     names.sort();
     assert_eq!(names, ["aligned", "system", "tracking"]);
 }
@@ -118,29 +99,85 @@ fn empty_directory_is_a_failure_that_says_where_it_looked() {
 
 #[test]
 fn inspect_shows_the_header_field_by_field() {
-    let out = memplug()
-        .arg("inspect")
-        .arg(support::plugin("tracking"))
-        .output()
-        .unwrap();
+    let out = memplug().arg("inspect").arg(support::plugin("tracking")).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     for want in [
-        "magic:        0x474c504d (ok)",
-        "abi:          1.0",
-        "struct_size:  248",
-        "flags:        0x1 [thread-safe]",
-        "name:         \"tracking\"",
-        "version:      \"0.1.0\"",
+        "magic:          0x474c504d (ok)",
+        "abi:            1.1 (host speaks 1.1)",
+        "struct_size:    296 bytes (the host reads 296)",
+        "flags:          0x1 [thread-safe]",
+        "name:           \"tracking\"",
+        "version:        \"0.1.0\"",
         "malloc:",
         "calloc:",
         "realloc:",
         "free:",
-        "stats:        exported (memplug_handler_stats)",
-        "verdict:      ok",
+        "alignment:      16 (plugin)",
+        "memory_kind:    1 (kDLCPU) (plugin)",
+        "required_flags: 0x1 (plugin; sized-free)",
+        "aligned_alloc:  absent (default; larger alignments are served by host over-allocation)",
+        "create:         absent (default; takes no options)",
+        "stats:          0x",
+        "verdict:        ok",
     ] {
         assert!(text.contains(want), "{want:?} in:\n{text}");
     }
+}
+
+#[test]
+fn inspect_a_1_0_plugin_shows_which_fields_are_defaults() {
+    let out = memplug().arg("inspect").arg(support::plugin("system")).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    for want in [
+        "abi:            1.0 (host speaks 1.1)",
+        "struct_size:    248 bytes (the host reads 248)",
+        "alignment:      16 (default; default: the plugin is ABI 1.0)",
+        "memory_kind:    1 (kDLCPU) (default; default: the plugin is ABI 1.0)",
+        "aligned_alloc:  absent (default; larger alignments are served by host over-allocation)",
+        "stats:          memplug_handler_stats (plugin; the ABI 1.0 companion symbol)",
+    ] {
+        assert!(text.contains(want), "{want:?} in:\n{text}");
+    }
+    let out = memplug().args(["inspect", "--json"]).arg(support::plugin("system")).output().unwrap();
+    let v = json(&out);
+    assert_eq!(v["fields"]["alignment"]["source"], "default");
+    assert_eq!(v["fields"]["alignment"]["value"], "16");
+}
+
+#[test]
+fn check_options_requirements_and_deprecation() {
+    let dir = bundled_dir();
+    let out = memplug()
+        .args(["check", "--json", "--options", "aligned:alignment=4096", "--deprecate-abi", "1.0"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let v = json(&out);
+    let arr = v.as_array().unwrap();
+    let inst = arr.iter().find(|o| o["options"] == "alignment=4096").expect("the instance is checked");
+    assert_eq!(inst["alignment"], 4096);
+    assert_eq!(inst["status"], "ok");
+    let system = arr.iter().find(|o| o["name"] == "system").unwrap();
+    assert_eq!(system["deprecated"], true, "1.0 marked deprecated still loads");
+    assert_eq!(system["status"], "ok");
+
+    let out = memplug().args(["check", "--options", "aligned:colour=red"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("[bad-options]") && text.contains("unknown option `colour`"), "{text}");
+
+    let out = memplug().args(["check", "--json", "--require", "aligned >=1.2, <2"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v = json(&out);
+    let refused: Vec<&Value> = v.as_array().unwrap().iter().filter(|o| o["status"] == "rejected").collect();
+    assert_eq!(refused.len(), 1);
+    assert_eq!(refused[0]["reason"], "version-unsatisfied");
+
+    let out = memplug().args(["check", "--require", "aligned"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "a malformed requirement is a usage error");
 }
 
 #[test]
@@ -168,11 +205,7 @@ fn list_shows_status() {
         .unwrap()
         .iter()
         .map(|o| {
-            let file = Path::new(o["path"].as_str().unwrap())
-                .file_name()
-                .unwrap()
-                .to_string_lossy()
-                .into_owned();
+            let file = Path::new(o["path"].as_str().unwrap()).file_name().unwrap().to_string_lossy().into_owned();
             (file, o["status"].as_str().unwrap().to_string())
         })
         .collect();
@@ -185,12 +218,7 @@ fn rust_log_controls_logging() {
     let dir = bundled_dir();
     let quiet = memplug().arg("check").arg(dir.path()).output().unwrap();
     assert!(quiet.stderr.is_empty(), "{}", String::from_utf8_lossy(&quiet.stderr));
-    let loud = memplug()
-        .arg("check")
-        .arg(dir.path())
-        .env("RUST_LOG", "memplug=debug")
-        .output()
-        .unwrap();
+    let loud = memplug().arg("check").arg(dir.path()).env("RUST_LOG", "memplug=debug").output().unwrap();
     let err = String::from_utf8_lossy(&loud.stderr);
     assert!(err.contains("registered handler") && err.contains("DEBUG"), "{err}");
 }

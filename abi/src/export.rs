@@ -11,8 +11,8 @@
 //! This file and the macro's expansion are the only unsafe code of the ABI
 //! crate.
 
-use crate::{MemplugHandler, MemplugStats};
-use core::ffi::c_void;
+use crate::{DEFAULT_ALIGNMENT, ERROR_CAP, KIND_CPU, MemplugHandler, MemplugInstance, MemplugStats, frozen};
+use core::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
@@ -32,12 +32,47 @@ pub trait Allocator: Send + Sync + Sized + 'static {
     const VERSION: &'static str;
     /// `FLAG_*` bits, e.g. [`FLAG_THREAD_SAFE`](crate::FLAG_THREAD_SAFE).
     const FLAGS: u32 = 0;
+    /// `REQUIRE_*` bits the host must understand (ABI 1.1).
+    const REQUIRED_FLAGS: u32 = 0;
+    /// The alignment of every block of the default instance (ABI 1.1).
+    const ALIGNMENT: usize = DEFAULT_ALIGNMENT;
+    /// The memory kind, a DLPack `DLDeviceType` such as
+    /// [`KIND_CPU`](crate::KIND_CPU) (ABI 1.1).
+    const MEMORY_KIND: i32 = KIND_CPU;
+    /// Whether [`aligned_alloc`](Allocator::aligned_alloc) is implemented
+    /// (exported as the 1.1 `aligned_alloc` field).
+    const HAS_ALIGNED_ALLOC: bool = false;
+    /// Whether [`with_options`](Allocator::with_options) makes instances
+    /// (exported as the 1.1 `create`/`destroy` fields).
+    const HAS_INSTANCES: bool = false;
 
     /// Build the allocator's state. Called once, on first use of the entry.
     fn create() -> Self;
 
     /// A block of at least `size` bytes (`size > 0`), or null.
     fn malloc(&self, size: usize) -> *mut u8;
+
+    /// A block of `size` bytes aligned to the power of two `alignment`, or
+    /// null; freed with [`free`](Allocator::free). Only exported when
+    /// [`HAS_ALIGNED_ALLOC`](Allocator::HAS_ALIGNED_ALLOC) is `true`.
+    fn aligned_alloc(&self, alignment: usize, size: usize) -> *mut u8 {
+        let _ = (alignment, size);
+        core::ptr::null_mut()
+    }
+
+    /// A new instance configured by `options`, a `key=value,…` string
+    /// (possibly empty), or a message saying what is wrong with them. Called
+    /// on the default instance. Only exported when
+    /// [`HAS_INSTANCES`](Allocator::HAS_INSTANCES) is `true`.
+    fn with_options(&self, options: &str) -> Result<Self, String> {
+        Err(format!("this allocator takes no options (got {options:?})"))
+    }
+
+    /// The alignment of this instance's blocks (at least
+    /// [`ALIGNMENT`](Allocator::ALIGNMENT)).
+    fn alignment(&self) -> usize {
+        Self::ALIGNMENT
+    }
 
     /// A zeroed block of `nelem * elsize` bytes, or null. The host never
     /// passes an overflowing product. The default calls
@@ -79,8 +114,8 @@ pub trait Allocator: Send + Sync + Sized + 'static {
     /// resized to `size`) and is not used afterwards.
     unsafe fn free(&self, ptr: *mut u8, size: usize);
 
-    /// Statistics, if the allocator keeps them. Exported as the entry's
-    /// `_stats` companion.
+    /// Statistics, if the allocator keeps them. Exported as the 1.1 `stats`
+    /// field when the default instance returns `Some`.
     fn stats(&self) -> Option<MemplugStats> {
         None
     }
@@ -125,9 +160,61 @@ pub fn entry<A: Allocator>(
             h.calloc = Some(calloc_tramp::<A>);
             h.realloc = Some(realloc_tramp::<A>);
             h.free = Some(free_tramp::<A>);
+            h.alignment = a.alignment().max(A::ALIGNMENT) as u64;
+            h.memory_kind = A::MEMORY_KIND;
+            h.required_flags = A::REQUIRED_FLAGS;
+            if A::HAS_ALIGNED_ALLOC {
+                h.aligned_alloc = Some(aligned_alloc_tramp::<A>);
+            }
+            if A::HAS_INSTANCES {
+                h.create = Some(create_tramp::<A>);
+                h.destroy = Some(destroy_tramp::<A>);
+            }
+            if catch_unwind(AssertUnwindSafe(|| a.stats().is_some())).unwrap_or(false) {
+                h.stats = Some(stats_tramp::<A>);
+            }
             StaticHandler(h)
         });
         &h.0 as *const MemplugHandler
+    }));
+    built.unwrap_or(core::ptr::null())
+}
+
+/// A 1.0 handler in a `static`, see [`StaticHandler`].
+#[doc(hidden)]
+pub struct StaticHandlerV10(frozen::v1_0::MemplugHandler);
+
+// SAFETY: as for `StaticHandler`: written once, then only read.
+unsafe impl Sync for StaticHandlerV10 {}
+// SAFETY: as above.
+unsafe impl Send for StaticHandlerV10 {}
+
+/// The body of a generated ABI 1.0 entry function (built against the frozen
+/// 1.0 layout). Not public API.
+#[doc(hidden)]
+pub fn entry_v1_0<A: Allocator>(
+    state: &'static OnceLock<A>,
+    handler: &'static OnceLock<StaticHandlerV10>,
+) -> *const frozen::v1_0::MemplugHandler {
+    let built = catch_unwind(AssertUnwindSafe(|| {
+        let a: &'static A = state.get_or_init(A::create);
+        let h = handler.get_or_init(|| {
+            StaticHandlerV10(frozen::v1_0::MemplugHandler {
+                magic: crate::MAGIC,
+                abi_major: 1,
+                abi_minor: 0,
+                struct_size: core::mem::size_of::<frozen::v1_0::MemplugHandler>() as u32,
+                flags: A::FLAGS,
+                name: fixed_str(A::NAME),
+                version: fixed_str(A::VERSION),
+                ctx: a as *const A as *mut c_void,
+                malloc: Some(malloc_tramp::<A>),
+                calloc: Some(calloc_tramp::<A>),
+                realloc: Some(realloc_tramp::<A>),
+                free: Some(free_tramp::<A>),
+            })
+        });
+        &h.0 as *const frozen::v1_0::MemplugHandler
     }));
     built.unwrap_or(core::ptr::null())
 }
@@ -151,10 +238,7 @@ pub unsafe fn stats<A: Allocator>(ctx: *mut c_void, out: *mut MemplugStats) -> i
             // `MemplugStats` whose `struct_size` says how much of it exists.
             let size = unsafe { (*out).struct_size } as usize;
             let n = size.min(core::mem::size_of::<MemplugStats>());
-            let filled = MemplugStats {
-                struct_size: n as u64,
-                ..s
-            };
+            let filled = MemplugStats { struct_size: n as u64, ..s };
             // SAFETY: copy only the `n` bytes the caller's struct has.
             unsafe { core::ptr::copy_nonoverlapping(&filled as *const MemplugStats as *const u8, out as *mut u8, n) };
             0
@@ -197,6 +281,79 @@ unsafe extern "C" fn realloc_tramp<A: Allocator>(
         as *mut c_void
 }
 
+unsafe extern "C" fn aligned_alloc_tramp<A: Allocator>(ctx: *mut c_void, alignment: usize, size: usize) -> *mut c_void {
+    // SAFETY: the host only calls with the ctx of this handler.
+    let a = unsafe { state::<A>(ctx) };
+    catch_unwind(AssertUnwindSafe(|| a.aligned_alloc(alignment, size))).unwrap_or(core::ptr::null_mut()) as *mut c_void
+}
+
+unsafe extern "C" fn stats_tramp<A: Allocator>(ctx: *mut c_void, out: *mut MemplugStats) -> i32 {
+    // SAFETY: the host passes this handler's ctx and a valid `out`.
+    unsafe { stats::<A>(ctx, out) }
+}
+
+/// Write `msg` into a fixed, NUL-terminated error buffer, cut to fit.
+fn write_error(buf: &mut [u8; ERROR_CAP], msg: &str) {
+    let n = msg.len().min(ERROR_CAP - 1);
+    buf[..n].copy_from_slice(&msg.as_bytes()[..n]);
+    buf[n] = 0;
+}
+
+unsafe extern "C" fn create_tramp<A: Allocator>(
+    ctx: *mut c_void,
+    options: *const c_char,
+    out: *mut MemplugInstance,
+) -> i32 {
+    if out.is_null() {
+        return -1;
+    }
+    // SAFETY: the host passes a valid, writable instance struct.
+    let out = unsafe { &mut *out };
+    if (out.struct_size as usize) < core::mem::size_of::<MemplugInstance>() {
+        return -1;
+    }
+    // SAFETY: the host only calls with the ctx of this handler.
+    let a = unsafe { state::<A>(ctx) };
+    let text = if options.is_null() {
+        ""
+    } else {
+        // SAFETY: the host passes a NUL-terminated string that outlives the call.
+        match unsafe { CStr::from_ptr(options) }.to_str() {
+            Ok(t) => t,
+            Err(_) => {
+                write_error(&mut out.error, "options are not UTF-8");
+                return 1;
+            }
+        }
+    };
+    match catch_unwind(AssertUnwindSafe(|| a.with_options(text))) {
+        Ok(Ok(instance)) => {
+            let align = instance.alignment().max(out.alignment as usize);
+            out.ctx = Box::into_raw(Box::new(instance)) as *mut c_void;
+            out.alignment = align as u64;
+            0
+        }
+        Ok(Err(msg)) => {
+            write_error(&mut out.error, &msg);
+            1
+        }
+        Err(_) => {
+            write_error(&mut out.error, "the plugin panicked while creating an instance");
+            1
+        }
+    }
+}
+
+unsafe extern "C" fn destroy_tramp<A: Allocator>(instance_ctx: *mut c_void) {
+    if instance_ctx.is_null() {
+        return;
+    }
+    // SAFETY: the host passes a ctx made by `create_tramp` (a leaked `Box<A>`),
+    // exactly once, after its last block was freed.
+    let boxed = unsafe { Box::from_raw(instance_ctx as *mut A) };
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(boxed)));
+}
+
 unsafe extern "C" fn free_tramp<A: Allocator>(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
     // SAFETY: the host only calls with the ctx of this handler.
     let a = unsafe { state::<A>(ctx) };
@@ -204,22 +361,21 @@ unsafe extern "C" fn free_tramp<A: Allocator>(ctx: *mut c_void, ptr: *mut c_void
     let _ = catch_unwind(AssertUnwindSafe(|| unsafe { a.free(ptr as *mut u8, size) }));
 }
 
-/// Export a type implementing [`Allocator`] as a memplug plugin.
+/// Export a type implementing [`Allocator`] as a memplug plugin (ABI 1.1).
 ///
-/// `export_handler!(MyAlloc)` defines the entry function `memplug_handler`
-/// and its statistics companion `memplug_handler_stats`.
-/// `export_handler!(MyAlloc, my_entry, my_entry_stats)` uses other symbol
-/// names, so one library can export several handlers (the host is then told
-/// the entry's name).
+/// `export_handler!(MyAlloc)` defines the entry function `memplug_handler`;
+/// `export_handler!(MyAlloc, my_entry)` uses another name, so one library can
+/// export several handlers (the host is then told the entry's name).
 ///
 /// The crate must be built as a `cdylib`. See the crate documentation for a
-/// complete example.
+/// complete example; [`export_handler_v1_0!`](crate::export_handler_v1_0)
+/// builds against the frozen ABI 1.0 layout instead.
 #[macro_export]
 macro_rules! export_handler {
     ($alloc:ty) => {
-        $crate::export_handler!($alloc, memplug_handler, memplug_handler_stats);
+        $crate::export_handler!($alloc, memplug_handler);
     };
-    ($alloc:ty, $entry:ident, $stats:ident) => {
+    ($alloc:ty, $entry:ident) => {
         /// The memplug entry function: a pointer to this plugin's handler, or
         /// NULL if building its state panicked.
         #[unsafe(no_mangle)]
@@ -228,8 +384,33 @@ macro_rules! export_handler {
             static HANDLER: ::std::sync::OnceLock<$crate::export::StaticHandler> = ::std::sync::OnceLock::new();
             $crate::export::entry::<$alloc>(&STATE, &HANDLER)
         }
+    };
+}
 
-        /// The statistics companion of the entry function.
+/// Export a type implementing [`Allocator`] against the frozen ABI 1.0
+/// layout ([`frozen::v1_0`](crate::frozen::v1_0)): the 1.1 parts of the
+/// trait (alignment, memory kind, aligned allocation, instances) are not
+/// exported, and statistics go through the 1.0 companion symbol.
+///
+/// `export_handler_v1_0!(MyAlloc)` defines `memplug_handler` and
+/// `memplug_handler_stats`; `export_handler_v1_0!(MyAlloc, entry, entry_stats)`
+/// uses other names.
+#[macro_export]
+macro_rules! export_handler_v1_0 {
+    ($alloc:ty) => {
+        $crate::export_handler_v1_0!($alloc, memplug_handler, memplug_handler_stats);
+    };
+    ($alloc:ty, $entry:ident, $stats:ident) => {
+        /// The memplug entry function (ABI 1.0): a pointer to this plugin's
+        /// handler, or NULL if building its state panicked.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn $entry() -> *const $crate::frozen::v1_0::MemplugHandler {
+            static STATE: ::std::sync::OnceLock<$alloc> = ::std::sync::OnceLock::new();
+            static HANDLER: ::std::sync::OnceLock<$crate::export::StaticHandlerV10> = ::std::sync::OnceLock::new();
+            $crate::export::entry_v1_0::<$alloc>(&STATE, &HANDLER)
+        }
+
+        /// The statistics companion of the entry function (ABI 1.0).
         ///
         /// # Safety
         /// `ctx` is the `ctx` of this plugin's handler; `out` points at a

@@ -6,14 +6,18 @@
 //! plugins; a test compiles it and checks that every size and field offset
 //! agrees with the Rust mirror.
 //!
-//! # ABI 1.0 in one paragraph
+//! # The ABI in one paragraph
 //! A plugin is a shared library exporting an entry function (by default
 //! [`ENTRY_SYMBOL`], `memplug_handler`) that returns a pointer to a
 //! [`MemplugHandler`] living as long as the process. The handler carries a
 //! magic number, the ABI version it was compiled against, its own size, flags,
 //! a unique name, its semver version and the allocator itself: a `ctx` pointer
-//! and `malloc`/`calloc`/`realloc`/`free` functions taking that `ctx`. Newer
-//! minors only append fields; the host reads the plugin's declared size.
+//! and `malloc`/`calloc`/`realloc`/`free` functions taking that `ctx` (ABI
+//! 1.0). ABI 1.1 appends the alignment, the memory kind, required flags, and
+//! optional `aligned_alloc`, `create`/`destroy` (instances with options) and
+//! `stats`. Newer minors only append fields; the host reads the plugin's
+//! declared size and supplies defaults for what an older plugin lacks. The
+//! layouts as released are kept in [`frozen`]; the contract is in `ABI.md`.
 //!
 //! # Writing a plugin in Rust
 //! Implement [`Allocator`] and call [`export_handler!`] in a `cdylib` crate:
@@ -67,6 +71,7 @@
 
 #[allow(unsafe_code)]
 pub mod export;
+pub mod frozen;
 
 pub use export::{Allocator, fixed_str};
 
@@ -79,7 +84,7 @@ pub const MAGIC: u32 = 0x474C_504D;
 /// refused.
 pub const ABI_MAJOR: u16 = 1;
 /// The newest ABI minor version this crate describes.
-pub const ABI_MINOR: u16 = 0;
+pub const ABI_MINOR: u16 = 1;
 /// The default name of the entry function a plugin exports.
 pub const ENTRY_SYMBOL: &str = "memplug_handler";
 /// Suffix of the optional statistics companion of an entry function
@@ -90,11 +95,33 @@ pub const NAME_CAP: usize = 128;
 /// Capacity of [`MemplugHandler::version`], NUL included.
 pub const VERSION_CAP: usize = 64;
 
-/// Flag: every function of the handler may be called from any thread at the
-/// same time. Without it the host serialises all calls into the handler.
+/// Advisory flag: every function of the handler may be called from any
+/// thread at the same time. Without it the host serialises all calls into the
+/// handler.
 pub const FLAG_THREAD_SAFE: u32 = 1 << 0;
-/// Every flag bit ABI 1.0 defines.
+/// Every advisory flag bit this ABI defines (unknown ones are ignored).
 pub const KNOWN_FLAGS: u32 = FLAG_THREAD_SAFE;
+
+/// Required flag (ABI 1.1): the plugin relies on `free`/`realloc` getting the
+/// exact allocation size. The host always passes it.
+pub const REQUIRE_SIZED_FREE: u32 = 1 << 0;
+/// Every required flag bit this host understands; a plugin setting any other
+/// is refused (`unsupported-feature`).
+pub const KNOWN_REQUIRED_FLAGS: u32 = REQUIRE_SIZED_FREE;
+
+/// Memory kind (DLPack `kDLCPU`): ordinary host memory.
+pub const KIND_CPU: i32 = 1;
+/// Memory kind (DLPack `kDLCUDAHost`): pinned host memory.
+pub const KIND_CUDA_HOST: i32 = 3;
+/// Memory kind (DLPack `kDLROCMHost`): pinned host memory for ROCm.
+pub const KIND_ROCM_HOST: i32 = 11;
+/// Memory kind (DLPack `kDLCUDAManaged`): CUDA managed (unified) memory.
+pub const KIND_CUDA_MANAGED: i32 = 13;
+
+/// The alignment assumed when a handler's `alignment` is 0 or absent.
+pub const DEFAULT_ALIGNMENT: usize = 16;
+/// Capacity of [`MemplugInstance::error`].
+pub const ERROR_CAP: usize = 256;
 
 /// The C header for plugin authors, as shipped in `abi/include/memplug.h`.
 pub const HEADER: &str = include_str!("../include/memplug.h");
@@ -114,14 +141,39 @@ pub type ReallocFn =
 pub type FreeFn = unsafe extern "C" fn(ctx: *mut c_void, ptr: *mut c_void, size: usize);
 /// The entry function a plugin exports.
 pub type EntryFn = unsafe extern "C" fn() -> *const MemplugHandler;
-/// The optional statistics companion: fill `out`, return 0; non-zero when the
-/// handler has no statistics.
+/// Statistics (the 1.1 `stats` field, or a 1.0 plugin's `_stats` companion):
+/// fill `out`, return 0; non-zero when the handler has no statistics.
 pub type StatsFn = unsafe extern "C" fn(ctx: *mut c_void, out: *mut MemplugStats) -> i32;
+/// `aligned_alloc(ctx, alignment, size)` (ABI 1.1): a block aligned to the
+/// power of two `alignment`, released with the ordinary `free`.
+pub type AlignedAllocFn = unsafe extern "C" fn(ctx: *mut c_void, alignment: usize, size: usize) -> *mut c_void;
+/// `create(ctx, options, out)` (ABI 1.1): make an instance from a
+/// `key=value,…` string; 0 on success, else non-zero with `out.error` set.
+pub type CreateFn =
+    unsafe extern "C" fn(ctx: *mut c_void, options: *const core::ffi::c_char, out: *mut MemplugInstance) -> i32;
+/// `destroy(instance_ctx)` (ABI 1.1): release an instance made by `create`.
+pub type DestroyFn = unsafe extern "C" fn(instance_ctx: *mut c_void);
 
-/// A handler as laid out in memory (ABI 1.0, 248 bytes on 64-bit targets).
+/// What `create` fills in (ABI 1.1). Mirrors `memplug_instance_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MemplugInstance {
+    /// Set by the host to `size_of::<MemplugInstance>()`.
+    pub struct_size: u64,
+    /// Out: the instance's `ctx`.
+    pub ctx: *mut c_void,
+    /// In: the handler's alignment. Out: the instance's (never lower).
+    pub alignment: u64,
+    /// Out, on failure: a NUL-terminated message.
+    pub error: [u8; ERROR_CAP],
+}
+
+/// A handler as laid out in memory (ABI 1.1, 296 bytes on 64-bit targets;
+/// its first 248 bytes are ABI 1.0).
 ///
 /// Mirrors `memplug_handler_t` of [`HEADER`]. The order of these fields is
-/// frozen; a newer minor only appends.
+/// frozen; a newer minor only appends. [`frozen`] keeps every released
+/// layout.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 pub struct MemplugHandler {
@@ -149,10 +201,36 @@ pub struct MemplugHandler {
     pub realloc: Option<ReallocFn>,
     /// See [`FreeFn`].
     pub free: Option<FreeFn>,
+    // ---- ABI 1.1 ----
+    /// Every block is aligned to this (a power of two); 0 means
+    /// [`DEFAULT_ALIGNMENT`].
+    pub alignment: u64,
+    /// A `KIND_*` (DLPack `DLDeviceType`) value; 0 means [`KIND_CPU`].
+    pub memory_kind: i32,
+    /// `REQUIRE_*` bits the host must understand.
+    pub required_flags: u32,
+    /// Optional, see [`AlignedAllocFn`].
+    pub aligned_alloc: Option<AlignedAllocFn>,
+    /// Optional, see [`CreateFn`].
+    pub create: Option<CreateFn>,
+    /// Optional, see [`DestroyFn`].
+    pub destroy: Option<DestroyFn>,
+    /// Optional, see [`StatsFn`].
+    pub stats: Option<StatsFn>,
 }
 
 /// The size of an ABI 1.0 handler: the smallest `struct_size` the host accepts.
-pub const SIZE_V1_0: usize = core::mem::size_of::<MemplugHandler>();
+pub const SIZE_V1_0: usize = core::mem::size_of::<frozen::v1_0::MemplugHandler>();
+/// The size of an ABI 1.1 handler.
+pub const SIZE_V1_1: usize = core::mem::size_of::<frozen::v1_1::MemplugHandler>();
+
+/// The least `struct_size` a plugin declaring ABI `1.minor` must have: the
+/// size of the newest layout this crate knows that the minor includes.
+pub const fn required_size(minor: u16) -> usize {
+    if minor == 0 { SIZE_V1_0 } else { SIZE_V1_1 }
+}
+
+const _: () = assert!(core::mem::size_of::<MemplugHandler>() == SIZE_V1_1);
 
 /// The fixed prefix every version of the handler starts with: magic, version,
 /// size and flags. The host reads these 16 bytes first and decides from them
@@ -161,14 +239,15 @@ pub const PREFIX_LEN: usize = 16;
 
 impl MemplugHandler {
     /// A handler header with the current magic, version and size, the given
-    /// name, version and flags, and no functions yet. Names or versions too
-    /// long for their field are cut (the host will then refuse them).
+    /// name, version and flags, default 1.1 fields, and no functions yet.
+    /// Names or versions too long for their field are cut (the host will then
+    /// refuse them).
     pub const fn new(name: &str, version: &str, flags: u32) -> Self {
         MemplugHandler {
             magic: MAGIC,
             abi_major: ABI_MAJOR,
             abi_minor: ABI_MINOR,
-            struct_size: SIZE_V1_0 as u32,
+            struct_size: SIZE_V1_1 as u32,
             flags,
             name: fixed_str(name),
             version: fixed_str(version),
@@ -177,6 +256,13 @@ impl MemplugHandler {
             calloc: None,
             realloc: None,
             free: None,
+            alignment: DEFAULT_ALIGNMENT as u64,
+            memory_kind: KIND_CPU,
+            required_flags: 0,
+            aligned_alloc: None,
+            create: None,
+            destroy: None,
+            stats: None,
         }
     }
 
@@ -229,9 +315,10 @@ mod tests {
     }
 
     #[test]
-    fn v1_0_size_on_lp64() {
+    fn sizes_on_lp64() {
         #[cfg(target_pointer_width = "64")]
-        assert_eq!(SIZE_V1_0, 248);
+        assert_eq!((SIZE_V1_0, SIZE_V1_1), (248, 296));
+        assert_eq!(core::mem::offset_of!(MemplugHandler, alignment), SIZE_V1_0);
     }
 
     #[test]

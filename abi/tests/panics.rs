@@ -4,6 +4,8 @@
 //! caller (which would abort the process at the `extern "C"` boundary).
 
 use memplug_abi::{Allocator, MemplugHandler, MemplugStats, export_handler};
+
+const _: fn() -> Option<MemplugStats> = || None;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static FREES: AtomicUsize = AtomicUsize::new(0);
@@ -44,8 +46,8 @@ impl Allocator for BrokenCreate {
     unsafe fn free(&self, _ptr: *mut u8, _size: usize) {}
 }
 
-export_handler!(Panicky, panicky_entry, panicky_entry_stats);
-export_handler!(BrokenCreate, broken_entry, broken_entry_stats);
+export_handler!(Panicky, panicky_entry);
+export_handler!(BrokenCreate, broken_entry);
 
 fn handler(entry: extern "C" fn() -> *const MemplugHandler) -> Option<&'static MemplugHandler> {
     // SAFETY: the entry returns NULL or a pointer to a handler in a static.
@@ -55,36 +57,19 @@ fn handler(entry: extern "C" fn() -> *const MemplugHandler) -> Option<&'static M
 #[test]
 fn panicking_allocations_return_null() {
     let h = handler(panicky_entry).expect("create does not panic");
-    let (malloc, calloc, realloc, free) = (
-        h.malloc.unwrap(),
-        h.calloc.unwrap(),
-        h.realloc.unwrap(),
-        h.free.unwrap(),
-    );
+    let (malloc, calloc, realloc, free) = (h.malloc.unwrap(), h.calloc.unwrap(), h.realloc.unwrap(), h.free.unwrap());
     // SAFETY: ctx and functions come from the same handler; the pointers
     // passed to realloc/free are never dereferenced by this allocator.
     unsafe {
         assert!(malloc(h.ctx, 16).is_null());
-        assert!(
-            calloc(h.ctx, 4, 4).is_null(),
-            "the default calloc calls the panicking malloc"
-        );
+        assert!(calloc(h.ctx, 4, 4).is_null(), "the default calloc calls the panicking malloc");
         let mut dummy = [0u8; 16];
         let p = dummy.as_mut_ptr().cast();
-        assert!(
-            realloc(h.ctx, p, 16, 32).is_null(),
-            "the default realloc calls the panicking malloc"
-        );
+        assert!(realloc(h.ctx, p, 16, 32).is_null(), "the default realloc calls the panicking malloc");
         free(h.ctx, p, 16);
     }
     assert_eq!(FREES.load(Ordering::SeqCst), 1, "free ran, panicked, and returned");
-    let mut out = MemplugStats {
-        struct_size: size_of::<MemplugStats>() as u64,
-        ..Default::default()
-    };
-    // SAFETY: ctx is this handler's; `out` is a valid stats struct.
-    let rc = unsafe { panicky_entry_stats(h.ctx, &mut out) };
-    assert_ne!(rc, 0, "a panicking stats reports no statistics");
+    assert!(h.stats.is_none(), "stats() panicked when probed, so no stats are exported");
 }
 
 #[test]
@@ -97,12 +82,73 @@ fn panicking_create_makes_the_entry_return_null() {
 fn exported_header_is_well_formed() {
     let h = handler(panicky_entry).unwrap();
     assert_eq!(h.magic, memplug_abi::MAGIC);
-    assert_eq!(
-        (h.abi_major, h.abi_minor),
-        (memplug_abi::ABI_MAJOR, memplug_abi::ABI_MINOR)
-    );
-    assert_eq!(h.struct_size as usize, memplug_abi::SIZE_V1_0);
+    assert_eq!((h.abi_major, h.abi_minor), (memplug_abi::ABI_MAJOR, memplug_abi::ABI_MINOR));
+    assert_eq!(h.struct_size as usize, memplug_abi::SIZE_V1_1);
     assert_eq!(h.name_str(), Some("panicky"));
     assert_eq!(h.version_str(), Some("0.0.1"));
     assert_eq!(h.flags, 0);
+    assert_eq!(h.alignment, 16);
+    assert_eq!(h.memory_kind, memplug_abi::KIND_CPU);
+}
+
+struct Configurable {
+    align: usize,
+}
+
+impl Allocator for Configurable {
+    const NAME: &'static str = "configurable";
+    const VERSION: &'static str = "1.0.0";
+    const HAS_INSTANCES: bool = true;
+
+    fn create() -> Self {
+        Configurable { align: 16 }
+    }
+    fn malloc(&self, _size: usize) -> *mut u8 {
+        std::ptr::null_mut()
+    }
+    unsafe fn free(&self, _ptr: *mut u8, _size: usize) {}
+    fn with_options(&self, options: &str) -> Result<Self, String> {
+        match options.split_once('=') {
+            Some(("alignment", v)) => Ok(Configurable { align: v.parse().map_err(|e| format!("alignment: {e}"))? }),
+            Some(("panic", _)) => panic!("on purpose"),
+            _ => Err(format!("unknown option {options:?}")),
+        }
+    }
+    fn alignment(&self) -> usize {
+        self.align
+    }
+}
+
+export_handler!(Configurable, configurable_entry);
+
+#[test]
+fn instances_report_bad_options_and_panics_as_errors() {
+    let h = handler(configurable_entry).unwrap();
+    let (create, destroy) = (h.create.unwrap(), h.destroy.unwrap());
+    let new_out = || memplug_abi::MemplugInstance {
+        struct_size: size_of::<memplug_abi::MemplugInstance>() as u64,
+        ctx: std::ptr::null_mut(),
+        alignment: 16,
+        error: [0; memplug_abi::ERROR_CAP],
+    };
+    let msg = |out: &memplug_abi::MemplugInstance| {
+        let end = out.error.iter().position(|&b| b == 0).unwrap();
+        String::from_utf8_lossy(&out.error[..end]).into_owned()
+    };
+    let mut out = new_out();
+    // SAFETY: ctx is the handler's, the options string is NUL-terminated, `out` is valid.
+    assert_eq!(unsafe { create(h.ctx, c"alignment=4096".as_ptr(), &mut out) }, 0);
+    assert_eq!(out.alignment, 4096);
+    assert!(!out.ctx.is_null());
+    // SAFETY: `out.ctx` was made by `create` and has no blocks.
+    unsafe { destroy(out.ctx) };
+
+    let mut out = new_out();
+    // SAFETY: as above.
+    assert_ne!(unsafe { create(h.ctx, c"colour=blue".as_ptr(), &mut out) }, 0);
+    assert!(msg(&out).contains("unknown option"), "{}", msg(&out));
+    let mut out = new_out();
+    // SAFETY: as above.
+    assert_ne!(unsafe { create(h.ctx, c"panic=1".as_ptr(), &mut out) }, 0);
+    assert!(msg(&out).contains("panicked"));
 }

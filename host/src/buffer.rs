@@ -70,6 +70,9 @@ pub struct Buffer {
     pub(crate) ptr: NonNull<u8>,
     pub(crate) len: usize,
     pub(crate) cap: usize,
+    /// An alignment above the handler's own, served by its aligned path; 0
+    /// for ordinary blocks.
+    pub(crate) align: usize,
     pub(crate) owner: Owner,
 }
 
@@ -85,12 +88,29 @@ impl Buffer {
     #[inline]
     pub fn with_capacity_in(capacity: usize, handler: Handler) -> Result<Buffer, AllocError> {
         let ptr = handler.alloc(capacity)?;
-        Ok(Buffer {
-            ptr,
-            len: 0,
-            cap: capacity,
-            owner: Owner::Handler(handler),
-        })
+        Ok(Buffer { ptr, len: 0, cap: capacity, align: 0, owner: Owner::Handler(handler) })
+    }
+
+    /// An empty buffer with room for `capacity` bytes aligned to `alignment`
+    /// (a power of two), from the current handler; it keeps the alignment
+    /// when it grows.
+    pub fn with_capacity_aligned(capacity: usize, alignment: usize) -> Result<Buffer, AllocError> {
+        Buffer::with_capacity_aligned_in(capacity, alignment, current::current())
+    }
+
+    /// As [`with_capacity_aligned`](Buffer::with_capacity_aligned), from
+    /// `handler`.
+    ///
+    /// ```
+    /// let h = memplug::current::builtin();
+    /// let mut b = memplug::Buffer::with_capacity_aligned_in(10, 4096, h).unwrap();
+    /// b.extend_from_slice(&[1; 100_000]).unwrap();
+    /// assert_eq!(b.as_ptr() as usize % 4096, 0);
+    /// ```
+    pub fn with_capacity_aligned_in(capacity: usize, alignment: usize, handler: Handler) -> Result<Buffer, AllocError> {
+        let ptr = handler.alloc_aligned(capacity, alignment)?;
+        let align = if alignment > handler.alignment() { alignment } else { 0 };
+        Ok(Buffer { ptr, len: 0, cap: capacity, align, owner: Owner::Handler(handler) })
     }
 
     /// `len` zero bytes from the current handler (its zeroed allocation).
@@ -101,12 +121,7 @@ impl Buffer {
     /// `len` zero bytes from `handler` (its zeroed allocation).
     pub fn zeroed_in(len: usize, handler: Handler) -> Result<Buffer, AllocError> {
         let ptr = handler.alloc_zeroed(len, 1)?;
-        Ok(Buffer {
-            ptr,
-            len,
-            cap: len,
-            owner: Owner::Handler(handler),
-        })
+        Ok(Buffer { ptr, len, cap: len, align: 0, owner: Owner::Handler(handler) })
     }
 
     /// A copy of `data` in memory from the current handler.
@@ -136,16 +151,8 @@ impl Buffer {
     pub fn from_owner<O: AsMut<[u8]> + Send + 'static>(owner: O) -> Buffer {
         let mut boxed = Box::new(owner);
         let slice: &mut [u8] = (*boxed).as_mut();
-        let (ptr, len) = (
-            NonNull::new(slice.as_mut_ptr()).unwrap_or(NonNull::dangling()),
-            slice.len(),
-        );
-        Buffer {
-            ptr,
-            len,
-            cap: len,
-            owner: Owner::Base(boxed),
-        }
+        let (ptr, len) = (NonNull::new(slice.as_mut_ptr()).unwrap_or(NonNull::dangling()), slice.len());
+        Buffer { ptr, len, cap: len, align: 0, owner: Owner::Base(boxed) }
     }
 
     /// Number of initialised bytes.
@@ -185,6 +192,24 @@ impl Buffer {
         match self.owner {
             Owner::Handler(h) => Some(h),
             _ => None,
+        }
+    }
+
+    /// The alignment the buffer guarantees for its first byte.
+    pub fn alignment(&self) -> usize {
+        match self.owner {
+            Owner::Handler(h) => self.align.max(h.alignment()),
+            _ => 1 << (self.ptr.as_ptr() as usize).trailing_zeros().min(12),
+        }
+    }
+
+    /// The kind of memory (a DLPack `DLDeviceType`: 1 = CPU, 3 = CUDA
+    /// pinned host, …) as the handler declared it; foreign memory reports
+    /// CPU (1).
+    pub fn memory_kind(&self) -> i32 {
+        match self.owner {
+            Owner::Handler(h) => h.info().memory_kind,
+            _ => memplug_abi::KIND_CPU,
         }
     }
 
@@ -232,12 +257,7 @@ impl Buffer {
     pub fn reserve(&mut self, additional: usize) -> Result<(), BufferError> {
         let Some(needed) = self.len.checked_add(additional) else {
             let handler = self.handler().map_or("<foreign>", |h| h.name());
-            return Err(AllocError::SizeOverflow {
-                handler,
-                nelem: self.len,
-                elsize: 1,
-            }
-            .into());
+            return Err(AllocError::SizeOverflow { handler, nelem: self.len, elsize: 1 }.into());
         };
         if needed <= self.cap {
             return Ok(());
@@ -295,10 +315,7 @@ impl Buffer {
     /// A non-owning view of a range of the buffer.
     pub fn view(&self, range: impl RangeBounds<usize>) -> View<'_> {
         let range = (range.start_bound().cloned(), range.end_bound().cloned());
-        View {
-            data: &self[range],
-            handler: self.handler(),
-        }
+        View { data: &self[range], handler: self.handler() }
     }
 }
 
@@ -356,9 +373,7 @@ impl<'a> View<'a> {
         if !owns {
             return Ok(());
         }
-        Err(BufferError::OwnsDataFlag {
-            requested: "owns_data = true on a view".into(),
-        })
+        Err(BufferError::OwnsDataFlag { requested: "owns_data = true on a view".into() })
     }
 
     /// The viewed bytes.
@@ -376,9 +391,6 @@ impl Deref for View<'_> {
 
 impl fmt::Debug for View<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("View")
-            .field("len", &self.data.len())
-            .field("base_handler", &self.handler)
-            .finish()
+        f.debug_struct("View").field("len", &self.data.len()).field("base_handler", &self.handler).finish()
     }
 }

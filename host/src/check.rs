@@ -2,8 +2,12 @@
 //!
 //! Each check exercises the handler through the host's dispatch and records
 //! a verdict; a failing check never panics or aborts the pass. Checks:
-//! - `alignment`: blocks of many sizes are non-null and aligned to the ABI's
-//!   minimum (16 bytes for ABI 1.0, what C `malloc` guarantees);
+//! - `alignment`: blocks of many sizes are non-null and aligned as the
+//!   handler declares (ABI 1.1 `alignment`; 16 bytes, what C `malloc`
+//!   guarantees, for ABI 1.0 plugins);
+//! - `aligned-alloc`: requests for larger alignments (up to 4096) are served
+//!   aligned — by the plugin's `aligned_alloc` or by the host's
+//!   over-allocation — and keep their alignment and contents when they grow;
 //! - `zero-size`: a 0-byte request gives a unique, freeable pointer;
 //! - `zeroed`: the zeroed allocation is all zero, even over dirtied memory;
 //! - `realloc-preserves`: growing and shrinking keep the contents;
@@ -18,9 +22,6 @@ use crate::error::AllocError;
 use crate::handler::Handler;
 use crate::raw::buffer::Block;
 use serde::Serialize;
-
-/// The least alignment every block must have under ABI 1.0.
-pub const MIN_ALIGNMENT_V1_0: usize = 16;
 
 /// The verdict of one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -74,13 +75,14 @@ type Check = fn(Handler) -> Result<(), String>;
 /// Run every check on `handler`.
 pub fn conformance(handler: Handler) -> Vec<CheckResult> {
     let before = handler.stats();
-    let checks: [(&'static str, Check); 6] = [
+    let checks: [(&'static str, Check); 7] = [
         ("alignment", check_alignment),
         ("zero-size", check_zero_size),
         ("zeroed", check_zeroed),
         ("realloc-preserves", check_realloc),
         ("no-overlap", check_no_overlap),
         ("overflow-refused", check_overflow),
+        ("aligned-alloc", check_aligned),
     ];
     let mut out: Vec<CheckResult> = checks
         .iter()
@@ -88,16 +90,8 @@ pub fn conformance(handler: Handler) -> Vec<CheckResult> {
             let r = f(handler);
             tracing::debug!(handler = handler.name(), check = name, ok = r.is_ok(), "conformance");
             match r {
-                Ok(()) => CheckResult {
-                    name,
-                    verdict: Verdict::Passed,
-                    detail: String::new(),
-                },
-                Err(detail) => CheckResult {
-                    name,
-                    verdict: Verdict::Failed,
-                    detail,
-                },
+                Ok(()) => CheckResult { name, verdict: Verdict::Passed, detail: String::new() },
+                Err(detail) => CheckResult { name, verdict: Verdict::Failed, detail },
             }
         })
         .collect();
@@ -111,26 +105,15 @@ pub fn conformance(handler: Handler) -> Vec<CheckResult> {
                 ));
             }
             if a.size_mismatches != b.size_mismatches {
-                problems.push(format!(
-                    "{} frees with a wrong size",
-                    a.size_mismatches - b.size_mismatches
-                ));
+                problems.push(format!("{} frees with a wrong size", a.size_mismatches - b.size_mismatches));
             }
             if a.bad_frees != b.bad_frees {
                 problems.push(format!("{} frees of unknown pointers", a.bad_frees - b.bad_frees));
             }
             if problems.is_empty() {
-                CheckResult {
-                    name: "free-size",
-                    verdict: Verdict::Passed,
-                    detail: String::new(),
-                }
+                CheckResult { name: "free-size", verdict: Verdict::Passed, detail: String::new() }
             } else {
-                CheckResult {
-                    name: "free-size",
-                    verdict: Verdict::Failed,
-                    detail: problems.join("; "),
-                }
+                CheckResult { name: "free-size", verdict: Verdict::Failed, detail: problems.join("; ") }
             }
         }
         _ => CheckResult {
@@ -155,10 +138,7 @@ fn fill(b: &mut [u8], seed: usize) {
 fn verify(b: &[u8], seed: usize, what: &str) -> Result<(), String> {
     match b.iter().enumerate().find(|&(i, &x)| x != pattern(seed, i)) {
         None => Ok(()),
-        Some((i, &x)) => Err(format!(
-            "{what}: byte {i} is {x:#04x}, expected {:#04x}",
-            pattern(seed, i)
-        )),
+        Some((i, &x)) => Err(format!("{what}: byte {i} is {x:#04x}, expected {:#04x}", pattern(seed, i))),
     }
 }
 
@@ -168,10 +148,8 @@ fn check_alignment(h: Handler) -> Result<(), String> {
     for size in SIZES {
         let mut b = Block::new(h, size).map_err(|e| e.to_string())?;
         let addr = b.addr();
-        if addr % MIN_ALIGNMENT_V1_0 != 0 {
-            return Err(format!(
-                "a {size}-byte block at {addr:#x} is not {MIN_ALIGNMENT_V1_0}-byte aligned"
-            ));
+        if addr % h.alignment() != 0 {
+            return Err(format!("a {size}-byte block at {addr:#x} is not {}-byte aligned as declared", h.alignment()));
         }
         fill(b.bytes(), size);
         verify(b.bytes(), size, "write then read")?;
@@ -242,4 +220,24 @@ fn check_overflow(h: Handler) -> Result<(), String> {
         Err(e) => Err(format!("expected a size-overflow refusal, got {e}")),
         Ok(_) => Err("an overflowing request returned memory".into()),
     }
+}
+
+fn check_aligned(h: Handler) -> Result<(), String> {
+    for align in [h.alignment() * 2, 256, 4096] {
+        let mut b = crate::Buffer::with_capacity_aligned_in(100, align, h).map_err(|e| e.to_string())?;
+        for round in 0..3 {
+            let addr = b.as_ptr() as usize;
+            if addr % align != 0 {
+                return Err(format!("a block asked for with alignment {align} is at {addr:#x} (round {round})"));
+            }
+            let start = b.len();
+            let grow: Vec<u8> = (0..5000).map(|i| pattern(align + start, i)).collect();
+            b.extend_from_slice(&grow).map_err(|e| e.to_string())?;
+            verify(&b[start..], align + start, &format!("aligned block ({align}) after growing"))?;
+        }
+    }
+    if h.alloc_aligned(8, 3).is_ok() {
+        return Err("alignment 3 (not a power of two) was accepted".into());
+    }
+    Ok(())
 }

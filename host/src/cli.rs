@@ -6,9 +6,9 @@
 
 use crate::check::{self, CheckResult, Tally, Verdict};
 use crate::discover::{self, Candidate};
-use crate::handler::{Handler, flag_names};
+use crate::handler::{AlignedStrategy, Handler, flag_names};
 use crate::load;
-use crate::registry::{Outcome, Registry};
+use crate::registry::{Policy, PolicyError, Registry};
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -23,18 +23,49 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// What the registry accepts beyond the ABI's rules.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct PolicyArgs {
+    /// Require a plugin version: `NAME REQ`, e.g. 'aligned >=1.2, <2'
+    /// (repeatable). A miss is refused as `version-unsatisfied`.
+    #[arg(long = "require", value_name = "SPEC")]
+    pub require: Vec<String>,
+    /// Mark an ABI version deprecated, e.g. `1.0` (repeatable): such plugins
+    /// still load, with a warning and a `deprecated` mark.
+    #[arg(long = "deprecate-abi", value_name = "MAJOR.MINOR")]
+    pub deprecate_abi: Vec<String>,
+}
+
+impl PolicyArgs {
+    /// The policy these arguments describe.
+    pub fn policy(&self) -> Result<Policy, PolicyError> {
+        let mut p = Policy::default();
+        for r in &self.require {
+            p.require(r)?;
+        }
+        for a in &self.deprecate_abi {
+            p.deprecate_abi(a)?;
+        }
+        Ok(p)
+    }
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// List the plugins found on the search path (or in DIRs) with their status.
+    /// List the plugins found on the search path (or in PATHs) with their status.
     List {
         /// Directories or files to list instead of the search path.
         paths: Vec<PathBuf>,
+        /// Version requirements and deprecations.
+        #[command(flatten)]
+        policy: PolicyArgs,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
     },
-    /// Show a plugin's handler header field by field, as read, and the verdict.
+    /// Show a plugin's handler header field by field, as read, which fields
+    /// came from the plugin and which are host defaults, and the verdict.
     Inspect {
         /// The library file.
         file: PathBuf,
@@ -54,7 +85,14 @@ pub enum Command {
         /// `memplug_handler`).
         #[arg(long = "symbol", value_name = "NAME")]
         symbols: Vec<String>,
-        /// Print a JSON array, one object per candidate.
+        /// Also make an instance of handler NAME with OPTIONS (its ABI 1.1
+        /// `create`) and check it: `NAME:key=value,...` (repeatable).
+        #[arg(long = "options", value_name = "NAME:OPTIONS")]
+        options: Vec<String>,
+        /// Version requirements and deprecations.
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Print a JSON array, one object per candidate (and per instance).
         #[arg(long)]
         json: bool,
     },
@@ -62,6 +100,7 @@ pub enum Command {
 
 /// Parse the command line, set up logging, run, and return the exit status.
 pub fn main() -> ExitCode {
+    crate::raw::sys::default_sigpipe();
     let cli = Cli::parse();
     init_logging();
     run(cli)
@@ -71,19 +110,44 @@ pub fn main() -> ExitCode {
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
+
+/// Exit status for a usage error.
+const USAGE: u8 = 2;
 
 /// Run a parsed command line.
 pub fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::List { paths, json } => list(&paths, json),
+        Command::List { paths, policy, json } => match policy.policy() {
+            Ok(p) => list(&paths, p, json),
+            Err(e) => usage_error(&e.to_string()),
+        },
         Command::Inspect { file, symbol, json } => inspect(Candidate::new(file).with_symbol(symbol), json),
-        Command::Check { paths, symbols, json } => check(&paths, &symbols, json),
+        Command::Check { paths, symbols, options, policy, json } => {
+            let policy = match policy.policy() {
+                Ok(p) => p,
+                Err(e) => return usage_error(&e.to_string()),
+            };
+            let mut per_name: Vec<(String, String)> = Vec::new();
+            for o in &options {
+                match o.split_once(':') {
+                    Some((name, opts)) if !name.is_empty() => per_name.push((name.to_string(), opts.to_string())),
+                    _ => {
+                        return usage_error(&format!(
+                            "--options {o:?}: write NAME:key=value,... e.g. aligned:alignment=4096"
+                        ));
+                    }
+                }
+            }
+            check(&paths, &symbols, &per_name, policy, json)
+        }
     }
+}
+
+fn usage_error(msg: &str) -> ExitCode {
+    eprintln!("memplug: {msg}");
+    ExitCode::from(USAGE)
 }
 
 fn candidates(paths: &[PathBuf], symbols: &[String]) -> Vec<Candidate> {
@@ -94,53 +158,73 @@ fn candidates(paths: &[PathBuf], symbols: &[String]) -> Vec<Candidate> {
     if symbols.is_empty() {
         return base;
     }
-    base.iter()
-        .flat_map(|c| symbols.iter().map(move |s| c.clone().with_symbol(s.clone())))
-        .collect()
+    base.iter().flat_map(|c| symbols.iter().map(move |s| c.clone().with_symbol(s.clone()))).collect()
 }
 
-/// One candidate's report, as `check` prints it.
-struct Report {
-    outcome: Outcome,
-    checks: Vec<CheckResult>,
+/// One row of `check`: a candidate's handler (or an instance of it) with its
+/// checks, or why it was refused.
+struct Row {
+    candidate: Candidate,
+    result: Result<(Handler, Vec<CheckResult>), Refused>,
 }
 
-impl Report {
+/// A refusal as `check` reports it.
+struct Refused {
+    code: &'static str,
+    message: String,
+    /// The handler's name, when it is known (e.g. bad options).
+    name: Option<String>,
+    options: Option<String>,
+}
+
+impl Row {
     fn ok(&self) -> bool {
-        self.outcome.result.is_ok() && check::tally(&self.checks).failed == 0
+        matches!(&self.result, Ok((_, checks)) if check::tally(checks).failed == 0)
     }
 
     fn json(&self) -> Value {
-        let c = &self.outcome.candidate;
-        match &self.outcome.result {
-            Ok(h) => {
+        let c = &self.candidate;
+        match &self.result {
+            Ok((h, checks)) => {
                 let info = h.info();
-                let t = check::tally(&self.checks);
+                let t = check::tally(checks);
                 json!({
                     "path": c.path,
                     "symbol": c.symbol,
                     "status": if t.failed == 0 { "ok" } else { "rejected" },
                     "reason": if t.failed == 0 { Value::Null } else { json!("conformance-failed") },
-                    "message": if t.failed == 0 { String::new() } else { failed_summary(&self.checks) },
+                    "message": if t.failed == 0 { String::new() } else { failed_summary(checks) },
                     "name": info.name,
                     "version": info.version.to_string(),
                     "abi": info.abi(),
+                    "deprecated": info.deprecated,
                     "flags": info.flag_names(),
                     "thread_safe": info.thread_safe(),
-                    "checks": { "passed": t.passed, "failed": t.failed, "skipped": t.skipped, "results": self.checks },
+                    "alignment": h.alignment(),
+                    "memory_kind": info.memory_kind_name(),
+                    "aligned_alloc": match h.aligned_strategy() {
+                        AlignedStrategy::Plugin => "plugin",
+                        AlignedStrategy::OverAllocate => "host-over-allocation",
+                    },
+                    "takes_options": h.takes_options(),
+                    "options": info.options,
+                    "defaulted": info.defaulted,
+                    "checks": { "passed": t.passed, "failed": t.failed, "skipped": t.skipped, "results": checks },
                 })
             }
-            Err(e) => json!({
+            Err(r) => json!({
                 "path": c.path,
                 "symbol": c.symbol,
                 "status": "rejected",
-                "reason": e.code(),
-                "message": e.refusal.to_string(),
-                "name": Value::Null,
+                "reason": r.code,
+                "message": r.message,
+                "name": r.name,
                 "version": Value::Null,
                 "abi": Value::Null,
+                "deprecated": false,
                 "flags": [],
                 "thread_safe": Value::Null,
+                "options": r.options,
                 "checks": { "passed": 0, "failed": 0, "skipped": 0, "results": [] },
             }),
         }
@@ -156,8 +240,14 @@ fn failed_summary(checks: &[CheckResult]) -> String {
         .join("; ")
 }
 
-fn check(paths: &[PathBuf], symbols: &[String], json_out: bool) -> ExitCode {
-    let registry = Registry::new();
+fn check(
+    paths: &[PathBuf],
+    symbols: &[String],
+    options: &[(String, String)],
+    policy: Policy,
+    json_out: bool,
+) -> ExitCode {
+    let registry = Registry::with_policy(policy);
     let found = candidates(paths, symbols);
     if found.is_empty() {
         eprintln!(
@@ -167,47 +257,72 @@ fn check(paths: &[PathBuf], symbols: &[String], json_out: bool) -> ExitCode {
         );
         return ExitCode::from(1);
     }
-    let reports: Vec<Report> = registry
-        .load_all(&found)
-        .into_iter()
-        .map(|outcome| {
-            let checks = match &outcome.result {
-                Ok(h) => check::conformance(*h),
-                Err(_) => Vec::new(),
+    let mut rows = Vec::new();
+    let mut used = vec![false; options.len()];
+    for outcome in registry.load_all(&found) {
+        let candidate = outcome.candidate;
+        let h = match outcome.result {
+            Ok(h) => h,
+            Err(e) => {
+                let refused = Refused { code: e.code(), message: e.refusal.to_string(), name: None, options: None };
+                rows.push(Row { candidate, result: Err(refused) });
+                continue;
+            }
+        };
+        rows.push(Row { candidate: candidate.clone(), result: Ok((h, check::conformance(h))) });
+        for (k, (name, opts)) in options.iter().enumerate() {
+            if name != h.name() {
+                continue;
+            }
+            used[k] = true;
+            let result = match h.instantiate(opts) {
+                Ok(instance) => Ok((instance.handler(), check::conformance(instance.handler()))),
+                Err(r) => Err(Refused {
+                    code: r.code(),
+                    message: r.to_string(),
+                    name: Some(name.clone()),
+                    options: Some(opts.clone()),
+                }),
             };
-            Report { outcome, checks }
-        })
-        .collect();
+            rows.push(Row { candidate: candidate.clone(), result });
+        }
+    }
+    let mut unused_options = false;
+    for (k, (name, _)) in options.iter().enumerate() {
+        if !used[k] {
+            eprintln!("memplug: --options for `{name}`, but no handler of that name was loaded");
+            unused_options = true;
+        }
+    }
     if json_out {
-        let arr: Vec<Value> = reports.iter().map(Report::json).collect();
+        let arr: Vec<Value> = rows.iter().map(Row::json).collect();
         println!("{}", serde_json::to_string_pretty(&arr).expect("JSON values serialise"));
     } else {
-        print_table(&reports);
+        print_table(&rows);
     }
-    if reports.iter().all(Report::ok) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    if rows.iter().all(Row::ok) && !unused_options { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
 fn describe_search(paths: &[PathBuf]) -> String {
-    let dirs = if paths.is_empty() {
-        discover::search_path()
-    } else {
-        paths.to_vec()
-    };
-    dirs.iter()
-        .map(|d| d.display().to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+    let dirs = if paths.is_empty() { discover::search_path() } else { paths.to_vec() };
+    dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
 fn row(h: Handler, checks: Option<Tally>) -> [String; 5] {
     let info = h.info();
-    let flags = info.flag_names();
+    let mut flags: Vec<String> = info.flag_names().iter().map(|f| f.to_string()).collect();
+    if !info.thread_safe() {
+        flags.push("locked".into());
+    }
+    if info.deprecated {
+        flags.push("DEPRECATED-ABI".into());
+    }
+    let name = match &info.options {
+        Some(o) => format!("{}[{o}]", info.name),
+        None => info.name.clone(),
+    };
     [
-        info.name.clone(),
+        name,
         info.version.to_string(),
         info.abi(),
         if flags.is_empty() { "-".into() } else { flags.join(",") },
@@ -215,51 +330,48 @@ fn row(h: Handler, checks: Option<Tally>) -> [String; 5] {
     ]
 }
 
-fn print_table(reports: &[Report]) {
-    let mut rows: Vec<[String; 7]> = Vec::new();
+fn print_table(rows_in: &[Row]) {
+    let mut rows: Vec<[String; 8]> = Vec::new();
     let mut notes: Vec<Vec<String>> = Vec::new();
-    for r in reports {
-        let src = r.outcome.candidate.to_string();
-        match &r.outcome.result {
-            Ok(h) => {
-                let t = check::tally(&r.checks);
-                let [name, version, abi, flags, checks] = row(*h, Some(t));
+    for r in rows_in {
+        let src = r.candidate.to_string();
+        match &r.result {
+            Ok((h, checks)) => {
+                let t = check::tally(checks);
+                let [name, version, abi, flags, tally] = row(*h, Some(t));
                 let status = if t.failed == 0 { "ok" } else { "failed" };
-                rows.push([status.into(), name, version, abi, flags, checks, src]);
+                rows.push([status.into(), name, version, abi, h.alignment().to_string(), flags, tally, src]);
                 notes.push(
-                    r.checks
+                    checks
                         .iter()
                         .filter(|c| c.verdict != Verdict::Passed)
                         .map(|c| {
-                            format!(
-                                "{} {}: {}",
-                                if c.verdict == Verdict::Failed {
-                                    "FAILED"
-                                } else {
-                                    "skipped"
-                                },
-                                c.name,
-                                c.detail
-                            )
+                            let what = if c.verdict == Verdict::Failed { "FAILED" } else { "skipped" };
+                            format!("{what} {}: {}", c.name, c.detail)
                         })
                         .collect(),
                 );
             }
             Err(e) => {
                 let dash = || "-".to_string();
-                rows.push(["rejected".into(), dash(), dash(), dash(), dash(), dash(), src]);
-                notes.push(vec![format!("[{}] {}", e.code(), e.refusal)]);
+                let name = match (&e.name, &e.options) {
+                    (Some(n), Some(o)) => format!("{n}[{o}]"),
+                    (Some(n), None) => n.clone(),
+                    _ => dash(),
+                };
+                rows.push(["rejected".into(), name, dash(), dash(), dash(), dash(), dash(), src]);
+                notes.push(vec![format!("[{}] {}", e.code, e.message)]);
             }
         }
     }
-    let header = ["STATUS", "NAME", "VERSION", "ABI", "FLAGS", "CHECKS", "SOURCE"];
+    let header = ["STATUS", "NAME", "VERSION", "ABI", "ALIGN", "FLAGS", "CHECKS", "SOURCE"];
     let mut widths = header.map(str::len);
     for r in &rows {
         for (w, cell) in widths.iter_mut().zip(r) {
             *w = (*w).max(cell.len());
         }
     }
-    let line = |cells: [&str; 7]| {
+    let line = |cells: [&str; 8]| {
         let mut s = String::new();
         for (i, c) in cells.iter().enumerate() {
             if i + 1 == cells.len() {
@@ -272,21 +384,17 @@ fn print_table(reports: &[Report]) {
     };
     println!("{}", line(header));
     for (r, n) in rows.iter().zip(&notes) {
-        println!("{}", line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6]]));
+        println!("{}", line([&r[0], &r[1], &r[2], &r[3], &r[4], &r[5], &r[6], &r[7]]));
         for note in n {
             println!("    {note}");
         }
     }
-    let ok = reports.iter().filter(|r| r.ok()).count();
-    println!(
-        "\n{ok} ok, {} rejected or failing, of {} candidates",
-        reports.len() - ok,
-        reports.len()
-    );
+    let ok = rows_in.iter().filter(|r| r.ok()).count();
+    println!("\n{ok} ok, {} rejected or failing, of {} checked", rows_in.len() - ok, rows_in.len());
 }
 
-fn list(paths: &[PathBuf], json_out: bool) -> ExitCode {
-    let registry = Registry::new();
+fn list(paths: &[PathBuf], policy: Policy, json_out: bool) -> ExitCode {
+    let registry = Registry::with_policy(policy);
     let found = candidates(paths, &[]);
     let outcomes = registry.load_all(&found);
     if json_out {
@@ -295,7 +403,7 @@ fn list(paths: &[PathBuf], json_out: bool) -> ExitCode {
             .map(|o| match &o.result {
                 Ok(h) => json!({"path": o.candidate.path, "status": "ok", "name": h.name(),
                                 "version": h.info().version.to_string(), "abi": h.info().abi(),
-                                "flags": h.info().flag_names()}),
+                                "deprecated": h.info().deprecated, "flags": h.info().flag_names()}),
                 Err(e) => json!({"path": o.candidate.path, "status": "rejected", "reason": e.code(),
                                  "message": e.refusal.to_string()}),
             })
@@ -309,110 +417,187 @@ fn list(paths: &[PathBuf], json_out: bool) -> ExitCode {
             match &o.result {
                 Ok(h) => {
                     let [name, version, abi, flags, _] = row(*h, None);
-                    println!(
-                        "ok        {name:<20} {version:<10} abi {abi:<5} {flags:<14} {}",
-                        o.candidate
-                    );
+                    println!("ok        {name:<20} {version:<10} abi {abi:<5} {flags:<24} {}", o.candidate);
                 }
                 Err(e) => println!("rejected  {:<20} [{}] {}", o.candidate.to_string(), e.code(), e.refusal),
             }
         }
     }
-    if outcomes.iter().all(|o| o.result.is_ok()) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    if outcomes.iter().all(|o| o.result.is_ok()) { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+/// One ABI 1.1 field as `inspect` shows it: its value and where it came from.
+struct FieldView {
+    name: &'static str,
+    value: String,
+    source: &'static str,
+    note: String,
+}
+
+fn v1_1_view(i: &load::Inspection) -> Vec<FieldView> {
+    let Some(f) = &i.fields else { return Vec::new() };
+    let addr = |a: usize| if a == 0 { "absent".to_string() } else { format!("{a:#x}") };
+    let Some(v) = f.v1_1 else {
+        let why = "default: the plugin is ABI 1.0";
+        return vec![
+            FieldView {
+                name: "alignment",
+                value: memplug_abi::DEFAULT_ALIGNMENT.to_string(),
+                source: "default",
+                note: why.into(),
+            },
+            FieldView { name: "memory_kind", value: "1 (kDLCPU)".into(), source: "default", note: why.into() },
+            FieldView { name: "required_flags", value: "0x0".into(), source: "default", note: why.into() },
+            FieldView {
+                name: "aligned_alloc",
+                value: "absent".into(),
+                source: "default",
+                note: "larger alignments are served by host over-allocation".into(),
+            },
+            FieldView { name: "create", value: "absent".into(), source: "default", note: "takes no options".into() },
+            FieldView { name: "destroy", value: "absent".into(), source: "default", note: String::new() },
+            FieldView {
+                name: "stats",
+                value: if i.has_stats {
+                    format!("{}{}", i.candidate.symbol, memplug_abi::STATS_SUFFIX)
+                } else {
+                    "absent".into()
+                },
+                source: if i.has_stats { "plugin" } else { "default" },
+                note: if i.has_stats { "the ABI 1.0 companion symbol".into() } else { "no statistics".into() },
+            },
+        ];
+    };
+    let fns = &f.functions;
+    let plugin_or = |set: bool| if set { "plugin" } else { "default" };
+    vec![
+        FieldView {
+            name: "alignment",
+            value: if v.alignment == 0 { memplug_abi::DEFAULT_ALIGNMENT.to_string() } else { v.alignment.to_string() },
+            source: plugin_or(v.alignment != 0),
+            note: if v.alignment == 0 { "0 means the default".into() } else { String::new() },
+        },
+        FieldView {
+            name: "memory_kind",
+            value: format!("{} ({})", v.memory_kind.max(1), crate::validate::memory_kind_name(v.memory_kind.max(1))),
+            source: plugin_or(v.memory_kind != 0),
+            note: if v.memory_kind == 0 { "0 means kDLCPU".into() } else { String::new() },
+        },
+        FieldView {
+            name: "required_flags",
+            value: format!("{:#x}", v.required_flags),
+            source: "plugin",
+            note: if v.required_flags & memplug_abi::REQUIRE_SIZED_FREE != 0 {
+                "sized-free".into()
+            } else {
+                String::new()
+            },
+        },
+        FieldView {
+            name: "aligned_alloc",
+            value: addr(fns.aligned_alloc),
+            source: plugin_or(fns.aligned_alloc != 0),
+            note: if fns.aligned_alloc == 0 {
+                "larger alignments are served by host over-allocation".into()
+            } else {
+                String::new()
+            },
+        },
+        FieldView {
+            name: "create",
+            value: addr(fns.create),
+            source: plugin_or(fns.create != 0),
+            note: if fns.create == 0 { "takes no options".into() } else { "takes options".into() },
+        },
+        FieldView {
+            name: "destroy",
+            value: addr(fns.destroy),
+            source: plugin_or(fns.destroy != 0),
+            note: String::new(),
+        },
+        FieldView {
+            name: "stats",
+            value: if fns.stats == 0 && i.has_stats {
+                format!("{}{}", i.candidate.symbol, memplug_abi::STATS_SUFFIX)
+            } else {
+                addr(fns.stats)
+            },
+            source: plugin_or(fns.stats != 0 || i.has_stats),
+            note: if fns.stats == 0 && i.has_stats { "the ABI 1.0 companion symbol".into() } else { String::new() },
+        },
+    ]
 }
 
 fn inspect(candidate: Candidate, json_out: bool) -> ExitCode {
     let i = load::inspect(&candidate);
     let verdict_ok = i.verdict.is_ok();
+    let v11 = v1_1_view(&i);
     if json_out {
         let fields = i.fields.as_ref().map(|f| {
-            json!({
-                "name": String::from_utf8_lossy(&f.name), "name_terminated": f.name_terminated,
-                "version": String::from_utf8_lossy(&f.version), "version_terminated": f.version_terminated,
-                "ctx": format!("{:#x}", f.ctx),
-                "malloc": format!("{:#x}", f.functions.malloc), "calloc": format!("{:#x}", f.functions.calloc),
-                "realloc": format!("{:#x}", f.functions.realloc), "free": format!("{:#x}", f.functions.free),
-            })
+            let mut m = serde_json::Map::new();
+            m.insert("name".into(), json!(String::from_utf8_lossy(&f.name)));
+            m.insert("name_terminated".into(), json!(f.name_terminated));
+            m.insert("version".into(), json!(String::from_utf8_lossy(&f.version)));
+            m.insert("version_terminated".into(), json!(f.version_terminated));
+            m.insert("ctx".into(), json!(format!("{:#x}", f.ctx)));
+            for (name, a) in f.functions.fields() {
+                m.insert(name.into(), json!(format!("{a:#x}")));
+            }
+            for fv in &v11 {
+                m.insert(fv.name.into(), json!({"value": fv.value, "source": fv.source, "note": fv.note}));
+            }
+            Value::Object(m)
         });
         let v = json!({
             "path": candidate.path, "symbol": candidate.symbol,
             "magic": i.prefix.map(|p| format!("{:#010x}", p.magic)),
             "abi": i.prefix.map(|p| format!("{}.{}", p.abi_major, p.abi_minor)),
             "struct_size": i.prefix.map(|p| p.struct_size),
+            "host_reads": i.prefix.and_then(|p| p.readable_len().ok()),
             "flags": i.prefix.map(|p| flag_names(p.flags)),
             "fields": fields,
-            "stats": i.has_stats,
             "status": if verdict_ok { "ok" } else { "rejected" },
             "reason": i.verdict.as_ref().err().map(|e| e.code()),
             "message": i.verdict.as_ref().err().map(|e| e.to_string()),
         });
         println!("{}", serde_json::to_string_pretty(&v).expect("JSON values serialise"));
     } else {
-        println!("file:         {}", candidate.path.display());
-        println!("symbol:       {}", candidate.symbol);
+        println!("file:           {}", candidate.path.display());
+        println!("symbol:         {}", candidate.symbol);
         if let Some(p) = i.prefix {
             let magic_ok = if p.magic == memplug_abi::MAGIC { "ok" } else { "WRONG" };
-            println!("magic:        {:#010x} ({magic_ok})", p.magic);
+            println!("magic:          {:#010x} ({magic_ok})", p.magic);
             println!(
-                "abi:          {}.{} (host speaks {}.{})",
+                "abi:            {}.{} (host speaks {}.{})",
                 p.abi_major,
                 p.abi_minor,
                 memplug_abi::ABI_MAJOR,
                 memplug_abi::ABI_MINOR
             );
-            println!(
-                "struct_size:  {} bytes (ABI 1.0 is {}; the host reads {})",
-                p.struct_size,
-                memplug_abi::SIZE_V1_0,
-                (p.struct_size as usize).min(memplug_abi::SIZE_V1_0)
-            );
-            println!("flags:        {:#x} [{}]", p.flags, flag_names(p.flags).join(", "));
+            match p.readable_len() {
+                Ok(n) => println!("struct_size:    {} bytes (the host reads {n})", p.struct_size),
+                Err(_) => println!("struct_size:    {} bytes", p.struct_size),
+            }
+            println!("flags:          {:#x} [{}]", p.flags, flag_names(p.flags).join(", "));
         }
         if let Some(f) = &i.fields {
             let term = |t: bool| if t { "" } else { " (NOT NUL-terminated)" };
-            println!(
-                "name:         {:?}{}",
-                String::from_utf8_lossy(&f.name),
-                term(f.name_terminated)
-            );
-            println!(
-                "version:      {:?}{}",
-                String::from_utf8_lossy(&f.version),
-                term(f.version_terminated)
-            );
-            println!("ctx:          {:#x}", f.ctx);
+            println!("name:           {:?}{}", String::from_utf8_lossy(&f.name), term(f.name_terminated));
+            println!("version:        {:?}{}", String::from_utf8_lossy(&f.version), term(f.version_terminated));
+            println!("ctx:            {:#x}", f.ctx);
             for (name, addr) in f.functions.fields() {
-                println!(
-                    "{:<13} {}",
-                    format!("{name}:"),
-                    if addr == 0 {
-                        "NULL".to_string()
-                    } else {
-                        format!("{addr:#x}")
-                    }
-                );
+                let shown = if addr == 0 { "NULL".to_string() } else { format!("{addr:#x}") };
+                println!("{:<15} {shown}", format!("{name}:"));
+            }
+            for fv in &v11 {
+                let note = if fv.note.is_empty() { String::new() } else { format!("; {}", fv.note) };
+                println!("{:<15} {} ({}{note})", format!("{}:", fv.name), fv.value, fv.source);
             }
         }
-        println!(
-            "stats:        {}",
-            if i.has_stats {
-                format!("exported ({}{})", candidate.symbol, memplug_abi::STATS_SUFFIX)
-            } else {
-                "none".into()
-            }
-        );
         match &i.verdict {
-            Ok(_) => println!("verdict:      ok"),
-            Err(e) => println!("verdict:      rejected [{}] {e}", e.code()),
+            Ok(_) => println!("verdict:        ok"),
+            Err(e) => println!("verdict:        rejected [{}] {e}", e.code()),
         }
     }
-    if verdict_ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    if verdict_ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }

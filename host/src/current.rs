@@ -48,8 +48,14 @@ pub fn builtin() -> Handler {
                 version: semver::Version::parse(env!("CARGO_PKG_VERSION")).expect("the crate version is semver"),
                 abi_major: memplug_abi::ABI_MAJOR,
                 abi_minor: memplug_abi::ABI_MINOR,
-                struct_size: memplug_abi::SIZE_V1_0 as u32,
+                struct_size: memplug_abi::SIZE_V1_1 as u32,
                 flags: memplug_abi::FLAG_THREAD_SAFE,
+                required_flags: 0,
+                alignment: memplug_abi::DEFAULT_ALIGNMENT,
+                memory_kind: memplug_abi::KIND_CPU,
+                defaulted: Vec::new(),
+                deprecated: false,
+                options: None,
                 source: Source::Builtin,
             },
         )
@@ -65,26 +71,15 @@ pub fn default_handler() -> Handler {
     } else {
         // Handlers are leaked on installation: a non-null pointer stored
         // here is a `&'static HandlerInner`.
-        Handler {
-            inner: crate::handler::inner_from_ptr(p),
-        }
+        Handler { inner: crate::handler::inner_from_ptr(p) }
     }
 }
 
 /// Make `handler` the process-wide default; returns the previous default.
 /// Threads with an override keep it.
 pub fn set_default(handler: Handler) -> Handler {
-    let prev = DEFAULT.swap(
-        handler.inner as *const HandlerInner as *mut HandlerInner,
-        Ordering::AcqRel,
-    );
-    if prev.is_null() {
-        builtin()
-    } else {
-        Handler {
-            inner: crate::handler::inner_from_ptr(prev),
-        }
-    }
+    let prev = DEFAULT.swap(handler.inner as *const HandlerInner as *mut HandlerInner, Ordering::AcqRel);
+    if prev.is_null() { builtin() } else { Handler { inner: crate::handler::inner_from_ptr(prev) } }
 }
 
 /// Restore the built-in handler as the process default.
@@ -111,10 +106,7 @@ pub fn current_name() -> &'static str {
 #[must_use = "the override ends when the guard is dropped"]
 pub fn scoped(handler: Handler) -> HandlerScope {
     let prev = OVERRIDE.with(|o| o.replace(Some(handler)));
-    HandlerScope {
-        prev,
-        _not_send: PhantomData,
-    }
+    HandlerScope { prev, _not_send: PhantomData }
 }
 
 /// Run `f` with `handler` as this thread's current handler.

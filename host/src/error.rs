@@ -102,6 +102,61 @@ pub enum Refusal {
         /// What is wrong with it.
         problem: String,
     },
+    /// The plugin sets a required flag this host does not know.
+    #[error(
+        "the plugin requires features this host does not have (required_flags bits {bits:#x}): upgrade memplug, \
+         or build the plugin without those MEMPLUG_REQUIRE_* bits"
+    )]
+    UnsupportedFeature {
+        /// The unknown required bits.
+        bits: u32,
+    },
+    /// The declared alignment is not a power of two (or absurdly large).
+    #[error("bad alignment {found}: `alignment` must be 0 (meaning 16) or a power of two up to 1 GiB")]
+    BadAlignment {
+        /// The alignment read.
+        found: u64,
+    },
+    /// The memory kind is not host-accessible (or not a DLPack device type).
+    #[error(
+        "memory kind {found} ({name}) is not host-accessible: memplug reads and writes every block, so `memory_kind` \
+         must be kDLCPU (1), kDLCUDAHost (3), kDLROCMHost (11) or kDLCUDAManaged (13)"
+    )]
+    UnsupportedMemoryKind {
+        /// The value read.
+        found: i32,
+        /// Its DLPack name, or `unknown`.
+        name: &'static str,
+    },
+    /// The plugin's version does not satisfy the user's requirement.
+    #[error(
+        "`{name}` is version {found}, but {requirement} is required: install a matching version of the plugin, or \
+         change the requirement"
+    )]
+    VersionUnsatisfied {
+        /// The handler's name.
+        name: String,
+        /// Its version.
+        found: String,
+        /// The requirement, e.g. `>=1.2, <2`.
+        requirement: String,
+    },
+    /// The handler has no `create`, so it takes no options.
+    #[error("handler `{name}` takes no options: it has no `create` function (ABI 1.1); use it without options")]
+    NoInstances {
+        /// The handler's name.
+        name: String,
+    },
+    /// The plugin refused the options.
+    #[error("handler `{name}` refused the options {options:?}: {message}")]
+    BadOptions {
+        /// The handler's name.
+        name: String,
+        /// The options given.
+        options: String,
+        /// The plugin's own message.
+        message: String,
+    },
     /// Another handler already has this name.
     #[error(
         "a handler named `{name}` is already registered (from {existing}): give this plugin another name, or \
@@ -129,6 +184,12 @@ impl Refusal {
             Refusal::BadName { .. } => "bad-name",
             Refusal::BadVersionString { .. } => "bad-version-string",
             Refusal::DuplicateName { .. } => "duplicate-name",
+            Refusal::UnsupportedFeature { .. } => "unsupported-feature",
+            Refusal::BadAlignment { .. } => "bad-alignment",
+            Refusal::UnsupportedMemoryKind { .. } => "unsupported-memory-kind",
+            Refusal::VersionUnsatisfied { .. } => "version-unsatisfied",
+            Refusal::NoInstances { .. } => "no-options",
+            Refusal::BadOptions { .. } => "bad-options",
         }
     }
 }
@@ -166,6 +227,23 @@ pub enum AllocError {
         /// The size asked for.
         size: usize,
     },
+    /// The alignment asked for is not a power of two.
+    #[error("alignment {alignment} is not a power of two; refused before calling handler `{handler}`")]
+    BadAlignment {
+        /// The handler's name.
+        handler: &'static str,
+        /// The alignment asked for.
+        alignment: usize,
+    },
+    /// The instance was destroyed (its owner dropped and its blocks freed).
+    #[error(
+        "instance `{handler}` is gone: its owner was dropped and its last block freed; keep the `Instance` alive \
+         while you allocate from it"
+    )]
+    InstanceGone {
+        /// The handler's name.
+        handler: &'static str,
+    },
     /// `nelem * elsize` (or a growth computation) does not fit in `usize`.
     #[error("{nelem} x {elsize} bytes overflows usize; refused before calling handler `{handler}`")]
     SizeOverflow {
@@ -179,11 +257,14 @@ pub enum AllocError {
 }
 
 impl AllocError {
-    /// The stable reason code: `allocation-failed` or `size-overflow`.
+    /// The stable reason code: `allocation-failed`, `size-overflow`,
+    /// `bad-alignment` or `instance-gone`.
     pub fn code(&self) -> &'static str {
         match self {
             AllocError::OutOfMemory { .. } => "allocation-failed",
             AllocError::SizeOverflow { .. } => "size-overflow",
+            AllocError::BadAlignment { .. } => "bad-alignment",
+            AllocError::InstanceGone { .. } => "instance-gone",
         }
     }
 }

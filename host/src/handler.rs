@@ -7,6 +7,21 @@
 //! freed, so "a handler lives as long as any buffer it made" holds without
 //! reference counting on the allocation path.
 //!
+//! # Aligned requests
+//! [`Handler::alloc_aligned`] serves any power-of-two alignment: with the
+//! plugin's `aligned_alloc` (ABI 1.1) when it has one, with a plain
+//! allocation when the handler's declared alignment already suffices, and
+//! otherwise by over-allocating and remembering the original pointer just
+//! before the aligned block. [`Handler::aligned_strategy`] says which.
+//!
+//! # Instances
+//! A plugin with `create` (ABI 1.1) makes instances configured by options
+//! ([`Handler::instantiate`]). An instance is a handler of its own with a
+//! counted life: the plugin's `destroy` runs once, after the [`Instance`]
+//! owner is dropped *and* the last block of that instance is freed. Only
+//! instances pay for this count; other handlers have no reference counting
+//! on the allocation path.
+//!
 //! # Zero-size requests
 //! A request for 0 bytes (`alloc(0)`, `alloc_zeroed(0, n)`, `realloc` to 0)
 //! is served as a request for 1 byte: the result is a unique, non-null,
@@ -14,12 +29,13 @@
 //! apply the same rounding to the size they pass on, so the plugin always
 //! gets back the size it allocated.
 
-use crate::error::AllocError;
+use crate::error::{AllocError, Refusal};
 use crate::lock::HandlerLock;
 use crate::raw::dispatch::VTable;
 use std::fmt;
 use std::path::PathBuf;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Where a handler came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,8 +74,21 @@ pub struct HandlerInfo {
     pub abi_minor: u16,
     /// The size the plugin declared for its handler struct.
     pub struct_size: u32,
-    /// The flag bits as declared.
+    /// The advisory flag bits as declared.
     pub flags: u32,
+    /// The required flag bits (ABI 1.1; 0 for older plugins).
+    pub required_flags: u32,
+    /// The alignment every block has (declared, or the default 16).
+    pub alignment: usize,
+    /// The memory kind, a DLPack device type (`1` = CPU).
+    pub memory_kind: i32,
+    /// Fields the host supplied defaults for (missing in an older ABI, or 0).
+    pub defaulted: Vec<&'static str>,
+    /// Whether the host's policy marks this plugin's ABI minor deprecated.
+    pub deprecated: bool,
+    /// The options this instance was made with; `None` for a plugin's own
+    /// handler.
+    pub options: Option<String>,
     /// Where it came from.
     pub source: Source,
 }
@@ -79,6 +108,21 @@ impl HandlerInfo {
     pub fn abi(&self) -> String {
         format!("{}.{}", self.abi_major, self.abi_minor)
     }
+
+    /// The memory kind's DLPack name, e.g. `kDLCPU`.
+    pub fn memory_kind_name(&self) -> &'static str {
+        crate::validate::memory_kind_name(self.memory_kind)
+    }
+}
+
+/// How [`Handler::alloc_aligned`] serves alignments above the handler's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlignedStrategy {
+    /// The plugin's own `aligned_alloc` (ABI 1.1).
+    Plugin,
+    /// The host over-allocates by the alignment plus a pointer and aligns
+    /// within the block.
+    OverAllocate,
 }
 
 /// The names of the known flags in `flags`; unknown bits as `bit-N`.
@@ -129,6 +173,40 @@ pub(crate) struct HandlerInner {
     pub(crate) info: HandlerInfo,
     /// `info.name`, leaked, for cheap error values.
     pub(crate) name: &'static str,
+    /// `info.alignment`, for the hot path.
+    pub(crate) alignment: usize,
+    /// `Some` for instances made by `create`.
+    pub(crate) life: Option<InstanceLife>,
+}
+
+/// The counted life of an instance: one reference for the [`Instance`]
+/// owner plus one per live block. At zero the plugin's `destroy` runs and
+/// the instance refuses further allocations.
+pub(crate) struct InstanceLife {
+    refs: AtomicUsize,
+}
+
+impl InstanceLife {
+    /// Take a reference for a new block, unless the instance is gone.
+    #[inline]
+    fn acquire(&self) -> bool {
+        let mut n = self.refs.load(Ordering::Relaxed);
+        loop {
+            if n == 0 {
+                return false;
+            }
+            match self.refs.compare_exchange_weak(n, n + 1, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => n = now,
+            }
+        }
+    }
+
+    /// Drop a reference; `true` if it was the last.
+    #[inline]
+    fn release(&self) -> bool {
+        self.refs.fetch_sub(1, Ordering::AcqRel) == 1
+    }
 }
 
 /// A registered allocator. Cheap to copy; compares by identity.
@@ -146,15 +224,70 @@ pub struct Handler {
 
 impl Handler {
     pub(crate) fn install(vtable: VTable, info: HandlerInfo) -> Handler {
+        Handler::install_with(vtable, info, None)
+    }
+
+    fn install_with(vtable: VTable, info: HandlerInfo, life: Option<InstanceLife>) -> Handler {
         let name: &'static str = Box::leak(info.name.clone().into_boxed_str());
         let lock = (!info.thread_safe()).then(HandlerLock::new);
-        let inner = Box::leak(Box::new(HandlerInner {
-            vtable,
-            lock,
-            info,
-            name,
-        }));
+        let alignment = info.alignment;
+        let inner = Box::leak(Box::new(HandlerInner { vtable, lock, info, name, alignment, life }));
         Handler { inner }
+    }
+
+    /// Make an instance of this plugin configured by `options` (a
+    /// `key=value,…` string, possibly empty) through its ABI 1.1 `create`.
+    /// The plugin's own error message comes back as [`Refusal::BadOptions`].
+    ///
+    /// The returned [`Instance`] owns the instance: `destroy` runs after it
+    /// is dropped and the last buffer of the instance is freed.
+    pub fn instantiate(&self, options: &str) -> Result<Instance, Refusal> {
+        if !self.inner.vtable.has_create() {
+            return Err(Refusal::NoInstances { name: self.name().to_string() });
+        }
+        let created = {
+            let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
+            self.inner.vtable.create_instance(options, self.inner.alignment)
+        };
+        let (vtable, alignment) = created.map_err(|message| Refusal::BadOptions {
+            name: self.name().to_string(),
+            options: options.to_string(),
+            message,
+        })?;
+        let mut info = self.info().clone();
+        info.alignment = alignment;
+        info.options = Some(options.to_string());
+        let life = InstanceLife { refs: AtomicUsize::new(1) };
+        let handler = Handler::install_with(vtable, info, Some(life));
+        tracing::debug!(name = self.name(), options, alignment, "created instance");
+        Ok(Instance { handler })
+    }
+
+    /// Count a new block of an instance; `Err` once the instance is gone.
+    #[inline]
+    pub(crate) fn enter_block(&self) -> Result<(), AllocError> {
+        match &self.inner.life {
+            Some(life) if !life.acquire() => Err(AllocError::InstanceGone { handler: self.name() }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Uncount a block (freed, or its allocation failed); destroys the
+    /// instance after its last reference.
+    #[inline]
+    pub(crate) fn leave_block(&self) {
+        if let Some(life) = &self.inner.life {
+            if life.release() {
+                self.destroy_instance();
+            }
+        }
+    }
+
+    #[cold]
+    fn destroy_instance(&self) {
+        tracing::debug!(name = self.name(), "destroying instance");
+        let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
+        crate::raw::dispatch::destroy_released(self);
     }
 
     /// The handler's unique name.
@@ -173,14 +306,78 @@ impl Handler {
         self.inner.lock.is_none()
     }
 
+    /// The alignment every block of this handler has.
+    #[inline]
+    pub fn alignment(&self) -> usize {
+        self.inner.alignment
+    }
+
+    /// How alignments above [`alignment`](Handler::alignment) are served.
+    pub fn aligned_strategy(&self) -> AlignedStrategy {
+        if self.inner.vtable.has_aligned_alloc() { AlignedStrategy::Plugin } else { AlignedStrategy::OverAllocate }
+    }
+
+    /// Whether this handler is an instance made by [`instantiate`](Handler::instantiate).
+    pub fn is_instance(&self) -> bool {
+        self.inner.life.is_some()
+    }
+
+    /// Whether the plugin makes instances (has `create`).
+    pub fn takes_options(&self) -> bool {
+        self.inner.vtable.has_create()
+    }
+
+    /// Whether the handler reports statistics.
+    pub fn has_stats(&self) -> bool {
+        self.inner.vtable.has_stats()
+    }
+
     /// Allocate `size` bytes (uninitialised). See the module docs for `size == 0`.
     #[inline]
     pub fn alloc(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
         let size = size.max(1);
-        NonNull::new(self.raw_malloc(size)).ok_or(AllocError::OutOfMemory {
-            handler: self.name(),
-            size,
-        })
+        self.enter_block()?;
+        match NonNull::new(self.raw_malloc(size)) {
+            Some(p) => Ok(p),
+            None => {
+                self.leave_block();
+                Err(AllocError::OutOfMemory { handler: self.name(), size })
+            }
+        }
+    }
+
+    /// Allocate `size` bytes aligned to `alignment` (a power of two). Free
+    /// with [`free_aligned`](Handler::free_aligned) and the same size and
+    /// alignment. See the module docs for how it is served.
+    pub fn alloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, AllocError> {
+        if !alignment.is_power_of_two() {
+            return Err(AllocError::BadAlignment { handler: self.name(), alignment });
+        }
+        if alignment <= self.alignment() {
+            return self.alloc(size);
+        }
+        let size = size.max(1);
+        match self.aligned_strategy() {
+            AlignedStrategy::Plugin => {
+                self.enter_block()?;
+                match NonNull::new(self.raw_aligned_alloc(alignment, size)) {
+                    Some(p) => Ok(p),
+                    None => {
+                        self.leave_block();
+                        Err(AllocError::OutOfMemory { handler: self.name(), size })
+                    }
+                }
+            }
+            AlignedStrategy::OverAllocate => {
+                let total = over_allocation(size, alignment).ok_or(AllocError::SizeOverflow {
+                    handler: self.name(),
+                    nelem: size,
+                    elsize: 1,
+                })?;
+                let raw = self.alloc(total)?;
+                Ok(crate::raw::dispatch::align_within(raw, alignment))
+            }
+        }
     }
 
     /// Allocate `nelem * elsize` zeroed bytes. An overflowing product is
@@ -188,25 +385,58 @@ impl Handler {
     #[inline]
     pub fn alloc_zeroed(&self, nelem: usize, elsize: usize) -> Result<NonNull<u8>, AllocError> {
         let Some(total) = nelem.checked_mul(elsize) else {
-            return Err(AllocError::SizeOverflow {
-                handler: self.name(),
-                nelem,
-                elsize,
-            });
+            return Err(AllocError::SizeOverflow { handler: self.name(), nelem, elsize });
         };
         let (nelem, elsize) = if total == 0 { (1, 1) } else { (nelem, elsize) };
-        NonNull::new(self.raw_calloc(nelem, elsize)).ok_or(AllocError::OutOfMemory {
-            handler: self.name(),
-            size: total,
-        })
+        self.enter_block()?;
+        match NonNull::new(self.raw_calloc(nelem, elsize)) {
+            Some(p) => Ok(p),
+            None => {
+                self.leave_block();
+                Err(AllocError::OutOfMemory { handler: self.name(), size: total })
+            }
+        }
     }
 
-    /// Statistics, if the plugin exports them (the `_stats` companion of its
-    /// entry function).
+    /// Statistics, if the plugin reports them (the ABI 1.1 `stats` field, or
+    /// a 1.0 plugin's `_stats` companion of its entry function).
     pub fn stats(&self) -> Option<memplug_abi::MemplugStats> {
         self.raw_stats()
     }
 }
+
+/// The bytes to allocate to carve a `size`-byte block aligned to
+/// `alignment` out of it, with room for the original pointer in front.
+pub(crate) fn over_allocation(size: usize, alignment: usize) -> Option<usize> {
+    size.checked_add(alignment)?.checked_add(size_of::<usize>())
+}
+
+/// The owner of an instance made by [`Handler::instantiate`]. Use
+/// [`handler`](Instance::handler) to allocate from it (or make it current);
+/// dropping the owner lets the instance go once its last block is freed.
+#[derive(Debug)]
+pub struct Instance {
+    handler: Handler,
+}
+
+impl Instance {
+    /// The instance's handler.
+    pub fn handler(&self) -> Handler {
+        self.handler
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.handler.leave_block();
+    }
+}
+
+// A handler's state is immutable apart from its lock and an instance's
+// count, and neither guards Rust data that a panic could leave half-updated:
+// a handler observed after a caught panic is as good as before.
+impl std::panic::RefUnwindSafe for Handler {}
+impl std::panic::UnwindSafe for Handler {}
 
 impl PartialEq for Handler {
     fn eq(&self, other: &Self) -> bool {
@@ -228,6 +458,7 @@ impl fmt::Debug for Handler {
             .field("name", &self.name())
             .field("version", &self.info().version.to_string())
             .field("abi", &self.info().abi())
+            .field("alignment", &self.alignment())
             .field("source", &self.info().source.to_string())
             .finish()
     }

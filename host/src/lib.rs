@@ -11,7 +11,8 @@
 //! - [`current`] — the process default and per-thread scoped handler;
 //! - [`buffer`] — owning buffers that free through the handler that made
 //!   them, and base-object ownership of foreign memory;
-//! - `lock` — serialising handlers that are not thread-safe;
+//! - [`lock`] — serialising handlers that are not thread-safe: guards held
+//!   across a batch, and several handlers locked at once without deadlock;
 //! - [`check`] — the conformance pass; [`cli`] — the `memplug` command.
 //!
 //! All `unsafe` code is in the private `raw` module; the rest of the crate
@@ -42,7 +43,7 @@ pub mod discover;
 pub mod error;
 pub mod handler;
 pub mod load;
-mod lock;
+pub mod lock;
 #[allow(unsafe_code)]
 mod raw;
 pub mod registry;
@@ -51,5 +52,6 @@ pub mod validate;
 pub use buffer::{Buffer, Ownership, View};
 pub use discover::Candidate;
 pub use error::{AllocError, BufferError, LoadError, Refusal};
-pub use handler::{Handler, HandlerInfo, Source};
+pub use handler::{AlignedStrategy, Handler, HandlerInfo, Instance, Source};
+pub use lock::{HandlerGuard, LockError, MultiGuard};
 pub use registry::Registry;

@@ -50,10 +50,13 @@ pub fn prepare(candidate: &Candidate) -> Result<Prepared, Refusal> {
         abi_minor: header.prefix.abi_minor,
         struct_size: header.prefix.struct_size,
         flags: header.prefix.flags,
-        source: Source::Plugin {
-            path: candidate.path.clone(),
-            symbol: candidate.symbol.clone(),
-        },
+        required_flags: header.required_flags,
+        alignment: header.alignment,
+        memory_kind: header.memory_kind,
+        defaulted: header.defaulted,
+        deprecated: false,
+        options: None,
+        source: Source::Plugin { path: candidate.path.clone(), symbol: candidate.symbol.clone() },
     };
     tracing::debug!(candidate = %candidate, name = %info.name, version = %info.version, "validated plugin");
     Ok(Prepared { vtable, info })

@@ -6,13 +6,28 @@
 //! make their own with [`Registry::new`]. Unregistering only removes the
 //! name: the library stays loaded and the handler keeps serving the buffers
 //! it made.
+//!
+//! A registry applies a [`Policy`]: version requirements per plugin name
+//! (`aligned >=1.2, <2`; a miss is refused as `version-unsatisfied`) and ABI
+//! minors the host considers deprecated (still loaded, with a warning and
+//! [`HandlerInfo::deprecated`](crate::HandlerInfo::deprecated) set).
+//!
+//! ```
+//! use memplug::registry::{Policy, Registry};
+//!
+//! let mut policy = Policy::default();
+//! policy.require("aligned >=1.2, <2").unwrap();
+//! policy.deprecate_abi("1.0").unwrap();
+//! let registry = Registry::with_policy(policy);
+//! assert!(registry.policy().requirements.contains_key("aligned"));
+//! ```
 
 use crate::current;
 use crate::discover::{self, Candidate};
 use crate::error::{LoadError, Refusal};
 use crate::handler::Handler;
 use crate::load;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{OnceLock, RwLock};
 
@@ -20,6 +35,74 @@ use std::sync::{OnceLock, RwLock};
 #[derive(Debug)]
 pub struct Registry {
     handlers: RwLock<BTreeMap<String, Handler>>,
+    policy: RwLock<Policy>,
+}
+
+/// What a registry accepts beyond the ABI's own rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// Version requirements by handler name.
+    pub requirements: BTreeMap<String, semver::VersionReq>,
+    /// ABI versions `(major, minor)` that still load, with a warning.
+    pub deprecated_abis: BTreeSet<(u16, u16)>,
+}
+
+/// A policy entry that could not be parsed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// A requirement is not `NAME REQ`.
+    #[error(
+        "bad version requirement {spec:?}: {problem}. Write the handler name, a space, then a semver requirement, \
+         e.g. \"aligned >=1.2, <2\""
+    )]
+    BadRequirement {
+        /// What was given.
+        spec: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// An ABI version is not `MAJOR.MINOR`.
+    #[error("bad ABI version {spec:?}: write MAJOR.MINOR, e.g. \"1.0\"")]
+    BadAbi {
+        /// What was given.
+        spec: String,
+    },
+}
+
+impl PolicyError {
+    /// The stable reason code: `bad-requirement` or `bad-abi-version`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            PolicyError::BadRequirement { .. } => "bad-requirement",
+            PolicyError::BadAbi { .. } => "bad-abi-version",
+        }
+    }
+}
+
+impl Policy {
+    /// Add a requirement written as `NAME REQ`, e.g. `aligned >=1.2, <2`.
+    pub fn require(&mut self, spec: &str) -> Result<(), PolicyError> {
+        let bad = |problem: &str| PolicyError::BadRequirement { spec: spec.to_string(), problem: problem.to_string() };
+        let spec_trim = spec.trim();
+        let (name, req) =
+            spec_trim.split_once(char::is_whitespace).ok_or_else(|| bad("no requirement after the name"))?;
+        if name.is_empty() || !name.bytes().all(crate::validate::is_name_byte) {
+            return Err(bad("the name is not a handler name"));
+        }
+        let req = semver::VersionReq::parse(req.trim()).map_err(|e| bad(&e.to_string()))?;
+        self.requirements.insert(name.to_string(), req);
+        Ok(())
+    }
+
+    /// Mark an ABI version, written `MAJOR.MINOR`, deprecated.
+    pub fn deprecate_abi(&mut self, spec: &str) -> Result<(), PolicyError> {
+        let bad = || PolicyError::BadAbi { spec: spec.to_string() };
+        let (major, minor) = spec.trim().split_once('.').ok_or_else(bad)?;
+        let major = major.parse().map_err(|_| bad())?;
+        let minor = minor.parse().map_err(|_| bad())?;
+        self.deprecated_abis.insert((major, minor));
+        Ok(())
+    }
 }
 
 /// What happened to one candidate in [`Registry::load_all`].
@@ -40,12 +123,25 @@ impl Default for Registry {
 impl Registry {
     /// A registry holding only the built-in `default_allocator`.
     pub fn new() -> Registry {
+        Registry::with_policy(Policy::default())
+    }
+
+    /// A registry applying `policy`.
+    pub fn with_policy(policy: Policy) -> Registry {
         let mut map = BTreeMap::new();
         let b = current::builtin();
         map.insert(b.name().to_string(), b);
-        Registry {
-            handlers: RwLock::new(map),
-        }
+        Registry { handlers: RwLock::new(map), policy: RwLock::new(policy) }
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> Policy {
+        self.policy.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replace the policy (for later loads).
+    pub fn set_policy(&self, policy: Policy) {
+        *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
     }
 
     /// The process-wide registry.
@@ -56,11 +152,30 @@ impl Registry {
 
     /// Load, validate and register one candidate.
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
-        let err = |refusal| LoadError {
-            source_desc: candidate.to_string(),
-            refusal,
-        };
-        let prepared = load::prepare(candidate).map_err(err)?;
+        let err = |refusal| LoadError { source_desc: candidate.to_string(), refusal };
+        let mut prepared = load::prepare(candidate).map_err(err)?;
+        {
+            let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
+            let info = &mut prepared.info;
+            if let Some(req) = policy.requirements.get(&info.name) {
+                if !req.matches(&info.version) {
+                    return Err(err(Refusal::VersionUnsatisfied {
+                        name: info.name.clone(),
+                        found: info.version.to_string(),
+                        requirement: req.to_string(),
+                    }));
+                }
+            }
+            if policy.deprecated_abis.contains(&(info.abi_major, info.abi_minor)) {
+                info.deprecated = true;
+                tracing::warn!(
+                    name = %info.name,
+                    abi = %info.abi(),
+                    source = %candidate,
+                    "plugin uses a deprecated ABI version; it still loads, but rebuild it against the current memplug.h"
+                );
+            }
+        }
         let mut map = self.handlers.write().unwrap_or_else(|e| e.into_inner());
         if let Some(existing) = map.get(&prepared.info.name) {
             return Err(err(Refusal::DuplicateName {
@@ -89,10 +204,7 @@ impl Registry {
                 if let Err(e) = &result {
                     tracing::info!(code = e.code(), "{e}");
                 }
-                Outcome {
-                    candidate: c.clone(),
-                    result,
-                }
+                Outcome { candidate: c.clone(), result }
             })
             .collect()
     }
@@ -104,11 +216,7 @@ impl Registry {
 
     /// The handler registered under `name`.
     pub fn get(&self, name: &str) -> Option<Handler> {
-        self.handlers
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .copied()
+        self.handlers.read().unwrap_or_else(|e| e.into_inner()).get(name).copied()
     }
 
     /// Remove `name` from the registry. The library stays loaded, the
@@ -119,22 +227,12 @@ impl Registry {
 
     /// Every registered handler, by name.
     pub fn handlers(&self) -> Vec<Handler> {
-        self.handlers
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .copied()
-            .collect()
+        self.handlers.read().unwrap_or_else(|e| e.into_inner()).values().copied().collect()
     }
 
     /// The registered names, sorted.
     pub fn names(&self) -> Vec<String> {
-        self.handlers
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect()
+        self.handlers.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
     }
 }
 

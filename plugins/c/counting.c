@@ -1,8 +1,8 @@
 /*
- * counting.c — a complete memplug plugin in C (ABI 1.0).
+ * counting.c — a complete memplug plugin in C (ABI 1.1).
  *
  * libc underneath, with live/peak/total counters reported through the
- * optional statistics companion. Build it with any C compiler:
+ * optional `stats` function. Build it with any C compiler:
  *
  *     cc -shared -fPIC -O2 -I abi/include -o libcounting.so plugins/c/counting.c
  *
@@ -63,6 +63,8 @@ static void counting_free(void *ctx, void *ptr, size_t size) {
 
 static struct counting state;
 
+static int counting_stats(void *ctx, memplug_stats_t *out);
+
 static const memplug_handler_t handler = {
     .magic = MEMPLUG_MAGIC,
     .abi_major = MEMPLUG_ABI_MAJOR,
@@ -76,11 +78,15 @@ static const memplug_handler_t handler = {
     .calloc = counting_calloc,
     .realloc = counting_realloc,
     .free = counting_free,
+    /* ABI 1.1 */
+    .alignment = 16,                 /* what glibc's malloc guarantees on 64-bit */
+    .memory_kind = MEMPLUG_KIND_CPU,
+    .stats = counting_stats,
 };
 
 const memplug_handler_t *memplug_handler(void) { return &handler; }
 
-int memplug_handler_stats(void *ctx, memplug_stats_t *out) {
+static int counting_stats(void *ctx, memplug_stats_t *out) {
     struct counting *c = ctx;
     memplug_stats_t s = {0};
     s.struct_size = sizeof s;

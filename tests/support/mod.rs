@@ -24,10 +24,7 @@ pub fn plugin(name: &str) -> PathBuf {
             return p;
         }
     }
-    panic!(
-        "bundled plugin {file} not found next to {}; run the tests with `cargo test`",
-        exe.display()
-    );
+    panic!("bundled plugin {file} not found next to {}; run the tests with `cargo test`", exe.display());
 }
 
 /// The C compiler: `$CC` or `cc`.
@@ -41,23 +38,25 @@ pub fn fixture(dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
     build_c(&root().join("tests/fixtures/fixture_plugin.c"), dir, file_name, defines)
 }
 
-/// Compile one C file into a shared library `dir/file_name`.
+/// Compile one C file into a shared library `dir/file_name`, against the
+/// current header.
 pub fn build_c(src: &Path, dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
+    build_c_with(src, &root().join("abi/include"), dir, file_name, defines)
+}
+
+/// Compile one C file into a shared library `dir/file_name`, with
+/// `include` (a directory holding a `memplug.h`) on the include path.
+pub fn build_c_with(src: &Path, include: &Path, dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
     let out = dir.join(file_name);
     let mut cmd = Command::new(cc());
     cmd.args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror"])
         .arg("-I")
-        .arg(root().join("abi/include"))
+        .arg(include)
         .args(defines.iter().map(|d| format!("-D{d}")))
         .arg("-o")
         .arg(&out)
         .arg(src);
     let result = cmd.output().expect("run the C compiler (is `cc` installed?)");
-    assert!(
-        result.status.success(),
-        "compiling {} failed: {}",
-        src.display(),
-        String::from_utf8_lossy(&result.stderr)
-    );
+    assert!(result.status.success(), "compiling {} failed: {}", src.display(), String::from_utf8_lossy(&result.stderr));
     out
 }

@@ -31,12 +31,7 @@ impl Buffer {
     /// for as long as `base` is alive, and nothing else uses them meanwhile.
     pub unsafe fn from_base<B: Send + 'static>(ptr: NonNull<u8>, len: usize, base: B) -> Buffer {
         let base: Box<dyn Any + Send> = Box::new(base);
-        Buffer {
-            ptr,
-            len,
-            cap: len,
-            owner: Owner::Base(base),
-        }
+        Buffer { ptr, len, cap: len, align: 0, owner: Owner::Base(base) }
     }
 
     /// Borrow foreign memory owned elsewhere: nothing is released on drop.
@@ -46,12 +41,7 @@ impl Buffer {
     /// `ptr` is valid for reads and writes of `len` initialised bytes for the
     /// whole life of the buffer, and nothing else uses them meanwhile.
     pub unsafe fn from_borrowed(ptr: NonNull<u8>, len: usize) -> Buffer {
-        Buffer {
-            ptr,
-            len,
-            cap: len,
-            owner: Owner::Borrowed,
-        }
+        Buffer { ptr, len, cap: len, align: 0, owner: Owner::Borrowed }
     }
 
     /// Rebuild a handler-made buffer from [`Buffer::into_raw_parts`].
@@ -61,21 +51,17 @@ impl Buffer {
     /// `into_raw_parts`), its first `len <= cap` bytes are initialised, and it
     /// is not used elsewhere.
     pub unsafe fn from_raw_parts_in(ptr: NonNull<u8>, len: usize, cap: usize, handler: Handler) -> Buffer {
-        Buffer {
-            ptr,
-            len,
-            cap,
-            owner: Owner::Handler(handler),
-        }
+        Buffer { ptr, len, cap, align: 0, owner: Owner::Handler(handler) }
     }
 
     /// Give up a handler-made buffer without freeing it: `(ptr, len, cap,
     /// handler)`. Free it later with `handler.free(ptr, cap)`, or rebuild it
-    /// with [`Buffer::from_raw_parts_in`]. Foreign buffers are returned as
-    /// they are (`Err(self)`).
+    /// with [`Buffer::from_raw_parts_in`]. Foreign buffers and buffers with
+    /// an alignment above their handler's are returned as they are
+    /// (`Err(self)`).
     pub fn into_raw_parts(self) -> Result<(NonNull<u8>, usize, usize, Handler), Buffer> {
         match self.owner {
-            Owner::Handler(h) => {
+            Owner::Handler(h) if self.align == 0 => {
                 let parts = (self.ptr, self.len, self.cap, h);
                 std::mem::forget(self);
                 Ok(parts)
@@ -105,10 +91,7 @@ impl Buffer {
         // SAFETY: invariant 1: `cap - len` bytes past `len` are valid for
         // writes; `MaybeUninit` makes no claim about their contents.
         unsafe {
-            std::slice::from_raw_parts_mut(
-                self.ptr.as_ptr().add(self.len) as *mut MaybeUninit<u8>,
-                self.cap - self.len,
-            )
+            std::slice::from_raw_parts_mut(self.ptr.as_ptr().add(self.len) as *mut MaybeUninit<u8>, self.cap - self.len)
         }
     }
 
@@ -125,22 +108,19 @@ impl Buffer {
     /// Reallocate to exactly `new_cap` bytes through the owning handler.
     pub(crate) fn grow_to(&mut self, new_cap: usize) -> Result<(), BufferError> {
         let Owner::Handler(h) = self.owner else {
-            let kind = if matches!(self.owner, Owner::Borrowed) {
-                "borrowed"
-            } else {
-                "base object"
-            };
-            return Err(BufferError::NotResizable {
-                kind,
-                capacity: self.cap,
-                wanted: new_cap,
-            });
+            let kind = if matches!(self.owner, Owner::Borrowed) { "borrowed" } else { "base object" };
+            return Err(BufferError::NotResizable { kind, capacity: self.cap, wanted: new_cap });
         };
         debug_assert!(new_cap >= self.len);
-        // SAFETY: invariant 3: `ptr` is `h`'s block of `cap` bytes. On success
-        // the old pointer is replaced and never used again; on failure it is
-        // untouched and still ours.
-        let p = unsafe { h.realloc(self.ptr, self.cap, new_cap) }?;
+        let p = if self.align == 0 {
+            // SAFETY: invariant 3: `ptr` is `h`'s block of `cap` bytes. On
+            // success the old pointer is replaced and never used again; on
+            // failure it is untouched and still ours.
+            unsafe { h.realloc(self.ptr, self.cap, new_cap) }?
+        } else {
+            // SAFETY: as above, for a block from `alloc_aligned(cap, align)`.
+            unsafe { h.realloc_aligned(self.ptr, self.cap, new_cap, self.align) }?
+        };
         self.ptr = p;
         self.cap = new_cap;
         Ok(())
@@ -154,7 +134,13 @@ impl Drop for Buffer {
             // SAFETY: invariant 3, and the buffer is going away, so the block
             // is never used again. Base-owned memory is released by dropping
             // the base (the field's own drop, right after this).
-            unsafe { h.free(self.ptr, self.cap) }
+            unsafe {
+                if self.align == 0 {
+                    h.free(self.ptr, self.cap)
+                } else {
+                    h.free_aligned(self.ptr, self.cap, self.align)
+                }
+            }
         }
     }
 }
@@ -181,11 +167,7 @@ impl Block {
     /// `nelem * elsize` bytes from `h`'s zeroed allocation, untouched.
     pub(crate) fn zeroed(h: Handler, nelem: usize, elsize: usize) -> Result<Block, crate::error::AllocError> {
         let ptr = h.alloc_zeroed(nelem, elsize)?;
-        Ok(Block {
-            h,
-            ptr,
-            size: (nelem * elsize).max(1),
-        })
+        Ok(Block { h, ptr, size: (nelem * elsize).max(1) })
     }
 
     /// The block's address.

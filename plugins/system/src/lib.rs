@@ -1,7 +1,11 @@
 //! The `system` plugin: libc's `malloc`, `calloc`, `realloc` and `free`,
 //! thread-safe. The baseline every other plugin is measured against.
+//!
+//! It stays on ABI 1.0 on purpose: it is exported with
+//! `export_handler_v1_0!`, against the frozen 1.0 layout, so every
+//! `memplug check` shows a 1.0 plugin loading beside 1.1 ones.
 
-use memplug_abi::{Allocator, FLAG_THREAD_SAFE, export_handler};
+use memplug_abi::{Allocator, FLAG_THREAD_SAFE, export_handler_v1_0};
 
 /// libc's allocator.
 pub struct System;
@@ -40,4 +44,4 @@ impl Allocator for System {
     }
 }
 
-export_handler!(System);
+export_handler_v1_0!(System);

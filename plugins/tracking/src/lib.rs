@@ -9,8 +9,8 @@
 //! - A free or realloc whose size differs from the recorded one is reported,
 //!   counted in `size_mismatches`, and then served with the recorded size.
 //! - Live bytes, live blocks, peak bytes and total allocations are kept in
-//!   atomics and exported through the statistics companion
-//!   (`memplug_handler_stats`), which the host reads as `Handler::stats`.
+//!   atomics and exported through the ABI 1.1 `stats` field, which the host
+//!   reads as `Handler::stats`.
 //!
 //! Reading the prefix of a foreign pointer assumes the 16 bytes before it are
 //! readable, which holds for heap memory (as in NumPy's test allocator).
@@ -71,19 +71,11 @@ impl Tracking {
         // aligned because every block this allocator hands out is 16-aligned.
         let (base, tag, recorded) = unsafe {
             let base = ptr.sub(PREFIX);
-            (
-                base,
-                (base as *const u64).read(),
-                (base as *const u64).add(1).read() as usize,
-            )
+            (base, (base as *const u64).read(), (base as *const u64).add(1).read() as usize)
         };
         if tag != TAG {
             self.bad_frees.fetch_add(1, Relaxed);
-            let why = if tag == FREED {
-                "already freed"
-            } else {
-                "not made by this allocator"
-            };
+            let why = if tag == FREED { "already freed" } else { "not made by this allocator" };
             eprintln!("memplug tracking: {what} of {ptr:p} ({size} bytes) refused: {why}; the block is left alone");
             return None;
         }
@@ -101,6 +93,7 @@ impl Allocator for Tracking {
     const NAME: &'static str = "tracking";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const FLAGS: u32 = FLAG_THREAD_SAFE;
+    const REQUIRED_FLAGS: u32 = memplug_abi::REQUIRE_SIZED_FREE;
 
     fn create() -> Self {
         Tracking::default()

@@ -1,0 +1,158 @@
+/* FROZEN: memplug.h exactly as released for ABI 1.1. Never edit; tests build
+ * plugins against it to prove that old plugins keep loading. */
+/*
+ * memplug.h — the stable C ABI between the memplug host and allocator plugins.
+ *
+ * ABI 1.1.  A plugin is a shared library that exports one function (by default
+ * named `memplug_handler`, see MEMPLUG_ENTRY_SYMBOL) returning a pointer to a
+ * `memplug_handler_t` that stays valid for the life of the process:
+ *
+ *     const memplug_handler_t *memplug_handler(void);
+ *
+ * The host calls it once, copies at most the fields it knows, checks them
+ * (magic, ABI major, declared size, name, version, non-NULL functions) before
+ * anything is installed, and never unloads the library.
+ *
+ * Evolution rule: a newer ABI minor only APPENDS fields after the last field of
+ * the previous minor. `struct_size` is what the plugin compiled; the host reads
+ * min(struct_size, what it knows) bytes and supplies defaults for the rest.
+ */
+#ifndef MEMPLUG_H
+#define MEMPLUG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* "MPLG" read as a little-endian u32. */
+#define MEMPLUG_MAGIC 0x474C504Du
+#define MEMPLUG_ABI_MAJOR 1u
+#define MEMPLUG_ABI_MINOR 1u
+
+/* The default name of the exported entry function. */
+#define MEMPLUG_ENTRY_SYMBOL "memplug_handler"
+/* Optional companion of an entry function: the entry's name plus this suffix
+ * (`memplug_handler_stats` for the default entry) reports statistics. */
+#define MEMPLUG_STATS_SUFFIX "_stats"
+
+/* Capacity of `name` (at most 127 bytes of [A-Za-z0-9_.-] plus NUL). */
+#define MEMPLUG_NAME_CAP 128
+/* Capacity of `version` (a semver string, NUL-terminated). */
+#define MEMPLUG_VERSION_CAP 64
+
+/* Advisory flags (`flags`): a host that does not know a bit ignores it. */
+/* Every function may be called from any thread at the same time. Without it
+ * the host serialises all calls into this handler. */
+#define MEMPLUG_FLAG_THREAD_SAFE (1u << 0)
+
+/* Required flags (`required_flags`, ABI 1.1): a host that does not know a
+ * bit refuses the plugin (reason `unsupported-feature`). */
+/* The plugin relies on `free`/`realloc` receiving the exact size the block was
+ * allocated with (this host always passes it). */
+#define MEMPLUG_REQUIRE_SIZED_FREE (1u << 0)
+
+/* Memory kinds (`memory_kind`, ABI 1.1): DLPack DLDeviceType values. Only
+ * host-accessible kinds are accepted; 0 means "not said" = MEMPLUG_KIND_CPU. */
+#define MEMPLUG_KIND_CPU 1          /* kDLCPU */
+#define MEMPLUG_KIND_CUDA_HOST 3    /* kDLCUDAHost: pinned host memory */
+#define MEMPLUG_KIND_ROCM_HOST 11   /* kDLROCMHost */
+#define MEMPLUG_KIND_CUDA_MANAGED 13 /* kDLCUDAManaged */
+
+/* The alignment the host assumes when `alignment` is 0 or absent (ABI 1.0):
+ * what C's malloc guarantees on 64-bit targets. */
+#define MEMPLUG_DEFAULT_ALIGNMENT 16u
+
+/* Capacity of `memplug_instance_t.error`. */
+#define MEMPLUG_ERROR_CAP 256
+
+/*
+ * The allocator functions. `ctx` is the handler's `ctx` field, passed back
+ * unchanged. Sizes are never 0: the host rounds a zero-size request up to 1.
+ * `free` and `realloc` receive the size the block was allocated (or last
+ * reallocated) with. An allocation failure returns NULL; a function must never
+ * unwind (C++ exceptions, Rust panics) into the host.
+ */
+typedef void *(*memplug_malloc_fn)(void *ctx, size_t size);
+typedef void *(*memplug_calloc_fn)(void *ctx, size_t nelem, size_t elsize);
+typedef void *(*memplug_realloc_fn)(void *ctx, void *ptr, size_t old_size, size_t new_size);
+typedef void (*memplug_free_fn)(void *ctx, void *ptr, size_t size);
+
+/* Statistics, see `stats` below. */
+typedef struct memplug_stats memplug_stats_t;
+typedef int (*memplug_stats_fn)(void *ctx, memplug_stats_t *out);
+
+/* ABI 1.1: an aligned allocation. `alignment` is a power of two; the block is
+ * released with the handler's ordinary `free(ctx, ptr, size)`. */
+typedef void *(*memplug_aligned_alloc_fn)(void *ctx, size_t alignment, size_t size);
+
+/* ABI 1.1: what `create` fills in. The host sets `struct_size` and
+ * `alignment` (the handler's); the plugin sets `ctx` and may raise
+ * `alignment` for this instance. On failure it writes a NUL-terminated
+ * message into `error` (e.g. "unknown option `foo`") and returns non-zero. */
+typedef struct memplug_instance {
+    uint64_t struct_size;
+    void *ctx;
+    uint64_t alignment;
+    char error[MEMPLUG_ERROR_CAP];
+} memplug_instance_t;
+
+/* ABI 1.1: make an instance from `options`, a NUL-terminated
+ * "key=value,key=value" string (possibly empty). `ctx` is the handler's own. */
+typedef int (*memplug_create_fn)(void *ctx, const char *options, memplug_instance_t *out);
+/* ABI 1.1: release an instance made by `create`. Called once, after the last
+ * block of that instance has been freed and its owner has let it go. */
+typedef void (*memplug_destroy_fn)(void *instance_ctx);
+
+/* ABI 1.1: 296 bytes on LP64 targets. The first 248 bytes are ABI 1.0,
+ * unchanged; 1.1 only appended. Field order is frozen. */
+typedef struct memplug_handler {
+    uint32_t magic;          /* MEMPLUG_MAGIC */
+    uint16_t abi_major;      /* MEMPLUG_ABI_MAJOR the plugin was built against */
+    uint16_t abi_minor;      /* MEMPLUG_ABI_MINOR the plugin was built against */
+    uint32_t struct_size;    /* sizeof(memplug_handler_t) as the plugin compiled it */
+    uint32_t flags;          /* MEMPLUG_FLAG_* */
+    char name[MEMPLUG_NAME_CAP];       /* unique handler name, NUL-terminated */
+    char version[MEMPLUG_VERSION_CAP]; /* the plugin's own semver version */
+    void *ctx;
+    memplug_malloc_fn malloc;
+    memplug_calloc_fn calloc;
+    memplug_realloc_fn realloc;
+    memplug_free_fn free;
+    /* ---- ABI 1.1 (struct_size >= 296) ---- */
+    uint64_t alignment;       /* every block is aligned to this; 0 = MEMPLUG_DEFAULT_ALIGNMENT */
+    int32_t memory_kind;      /* MEMPLUG_KIND_*; 0 = MEMPLUG_KIND_CPU */
+    uint32_t required_flags;  /* MEMPLUG_REQUIRE_* */
+    memplug_aligned_alloc_fn aligned_alloc; /* optional */
+    memplug_create_fn create;   /* optional */
+    memplug_destroy_fn destroy; /* optional (with create) */
+    memplug_stats_fn stats;     /* optional */
+} memplug_handler_t;
+
+/* The signature of the entry function. */
+typedef const memplug_handler_t *(*memplug_entry_fn)(void);
+
+/*
+ * Statistics: the `stats` field (ABI 1.1), or for ABI 1.0 plugins a function
+ * exported beside the entry function E, named E followed by
+ * MEMPLUG_STATS_SUFFIX, with the `memplug_stats_fn` signature. The host sets
+ * `struct_size`; the plugin fills what fits and returns 0, or returns
+ * non-zero when it has no statistics for this ctx.
+ */
+struct memplug_stats {
+    uint64_t struct_size;       /* set by the host: sizeof(memplug_stats_t) */
+    uint64_t live_bytes;        /* bytes currently allocated */
+    uint64_t peak_bytes;        /* highest live_bytes seen */
+    uint64_t total_allocations; /* successful malloc/calloc calls (realloc not counted) */
+    uint64_t live_count;        /* blocks currently allocated */
+    uint64_t bad_frees;         /* frees of pointers this allocator did not make */
+    uint64_t size_mismatches;   /* frees/reallocs whose size differs from the allocation */
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MEMPLUG_H */

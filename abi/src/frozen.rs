@@ -1,0 +1,146 @@
+//! Every released layout of the handler, frozen.
+//!
+//! Each module is the struct exactly as it was released, with compile-time
+//! assertions on its size and every field offset (64-bit targets): changing a
+//! released prefix fails the build. The current [`MemplugHandler`] must
+//! start with every one of them, field for field; `tests/abi_compat.rs` and
+//! the assertions below check that. A plugin may build against an old layout
+//! on purpose (see `export_handler_v1_0!`).
+//!
+//! The C headers as released are kept beside the crate in
+//! `abi/frozen/<version>/memplug.h`.
+//!
+//! [`MemplugHandler`]: crate::MemplugHandler
+
+/// ABI 1.0 as released: 248 bytes.
+pub mod v1_0 {
+    use crate::{CallocFn, FreeFn, MallocFn, NAME_CAP, ReallocFn, VERSION_CAP};
+    use core::ffi::c_void;
+
+    /// The ABI 1.0 handler.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    pub struct MemplugHandler {
+        /// Magic.
+        pub magic: u32,
+        /// ABI major.
+        pub abi_major: u16,
+        /// ABI minor.
+        pub abi_minor: u16,
+        /// Declared size.
+        pub struct_size: u32,
+        /// Advisory flags.
+        pub flags: u32,
+        /// Name, NUL-terminated.
+        pub name: [u8; NAME_CAP],
+        /// Version, NUL-terminated.
+        pub version: [u8; VERSION_CAP],
+        /// Context.
+        pub ctx: *mut c_void,
+        /// malloc.
+        pub malloc: Option<MallocFn>,
+        /// calloc.
+        pub calloc: Option<CallocFn>,
+        /// realloc.
+        pub realloc: Option<ReallocFn>,
+        /// free.
+        pub free: Option<FreeFn>,
+    }
+
+    #[cfg(target_pointer_width = "64")]
+    const _: () = {
+        use core::mem::{offset_of, size_of};
+        assert!(size_of::<MemplugHandler>() == 248);
+        assert!(offset_of!(MemplugHandler, magic) == 0);
+        assert!(offset_of!(MemplugHandler, abi_major) == 4);
+        assert!(offset_of!(MemplugHandler, abi_minor) == 6);
+        assert!(offset_of!(MemplugHandler, struct_size) == 8);
+        assert!(offset_of!(MemplugHandler, flags) == 12);
+        assert!(offset_of!(MemplugHandler, name) == 16);
+        assert!(offset_of!(MemplugHandler, version) == 144);
+        assert!(offset_of!(MemplugHandler, ctx) == 208);
+        assert!(offset_of!(MemplugHandler, malloc) == 216);
+        assert!(offset_of!(MemplugHandler, calloc) == 224);
+        assert!(offset_of!(MemplugHandler, realloc) == 232);
+        assert!(offset_of!(MemplugHandler, free) == 240);
+    };
+}
+
+/// ABI 1.1 as released: 296 bytes, the 1.0 fields then seven more.
+pub mod v1_1 {
+    use crate::{
+        AlignedAllocFn, CallocFn, CreateFn, DestroyFn, FreeFn, MallocFn, NAME_CAP, ReallocFn, StatsFn, VERSION_CAP,
+    };
+    use core::ffi::c_void;
+
+    /// The ABI 1.1 handler.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    pub struct MemplugHandler {
+        /// Magic.
+        pub magic: u32,
+        /// ABI major.
+        pub abi_major: u16,
+        /// ABI minor.
+        pub abi_minor: u16,
+        /// Declared size.
+        pub struct_size: u32,
+        /// Advisory flags.
+        pub flags: u32,
+        /// Name, NUL-terminated.
+        pub name: [u8; NAME_CAP],
+        /// Version, NUL-terminated.
+        pub version: [u8; VERSION_CAP],
+        /// Context.
+        pub ctx: *mut c_void,
+        /// malloc.
+        pub malloc: Option<MallocFn>,
+        /// calloc.
+        pub calloc: Option<CallocFn>,
+        /// realloc.
+        pub realloc: Option<ReallocFn>,
+        /// free.
+        pub free: Option<FreeFn>,
+        /// Alignment of every block (0 = default).
+        pub alignment: u64,
+        /// DLPack device type (0 = CPU).
+        pub memory_kind: i32,
+        /// Required flags.
+        pub required_flags: u32,
+        /// Optional aligned allocation.
+        pub aligned_alloc: Option<AlignedAllocFn>,
+        /// Optional instance creation.
+        pub create: Option<CreateFn>,
+        /// Optional instance destruction.
+        pub destroy: Option<DestroyFn>,
+        /// Optional statistics.
+        pub stats: Option<StatsFn>,
+    }
+
+    #[cfg(target_pointer_width = "64")]
+    const _: () = {
+        use core::mem::{offset_of, size_of};
+        assert!(size_of::<MemplugHandler>() == 296);
+        assert!(offset_of!(MemplugHandler, free) == 240);
+        assert!(offset_of!(MemplugHandler, alignment) == 248);
+        assert!(offset_of!(MemplugHandler, memory_kind) == 256);
+        assert!(offset_of!(MemplugHandler, required_flags) == 260);
+        assert!(offset_of!(MemplugHandler, aligned_alloc) == 264);
+        assert!(offset_of!(MemplugHandler, create) == 272);
+        assert!(offset_of!(MemplugHandler, destroy) == 280);
+        assert!(offset_of!(MemplugHandler, stats) == 288);
+    };
+}
+
+/// Each frozen layout is a prefix of the next and of the current struct:
+/// same offsets for every shared field.
+const _: () = {
+    use crate::MemplugHandler as Cur;
+    use core::mem::offset_of;
+    macro_rules! same {
+        ($a:ty, $b:ty: $($f:ident),*) => { $( assert!(offset_of!($a, $f) == offset_of!($b, $f)); )* };
+    }
+    same!(v1_0::MemplugHandler, v1_1::MemplugHandler: magic, abi_major, abi_minor, struct_size, flags, name, version, ctx, malloc, calloc, realloc, free);
+    same!(v1_1::MemplugHandler, Cur: magic, abi_major, abi_minor, struct_size, flags, name, version, ctx, malloc, calloc, realloc, free,
+        alignment, memory_kind, required_flags, aligned_alloc, create, destroy, stats);
+};
