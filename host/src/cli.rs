@@ -6,9 +6,10 @@
 
 use crate::check::{self, CheckResult, Tally, Verdict};
 use crate::discover::{self, Candidate};
-use crate::handler::{AlignedStrategy, Handler, flag_names};
+use crate::handler::{AlignedStrategy, Handler, Source, flag_names};
 use crate::load;
-use crate::registry::{Policy, PolicyError, Registry};
+use crate::registry::{Outcome, Policy, PolicyError, Registry};
+use crate::symbols::SymbolSpec;
 use clap::{Parser, Subcommand};
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -48,6 +49,69 @@ impl PolicyArgs {
         }
         Ok(p)
     }
+}
+
+/// An allocator taken by symbol name from a library, on the command line
+/// (the same as a `*.memplug.toml` manifest).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SymbolArgs {
+    /// Take plain C allocation functions from this library: a path, or a
+    /// soname for the dynamic loader (e.g. libmimalloc.so.2).
+    #[arg(long, value_name = "LIB", requires_all = ["malloc", "free"])]
+    pub library: Option<String>,
+    /// The handler's name (default: from the library's file name).
+    #[arg(long, requires = "library")]
+    pub name: Option<String>,
+    /// `void *malloc(size_t)` symbol.
+    #[arg(long, value_name = "SYMBOL", requires = "library")]
+    pub malloc: Option<String>,
+    /// `void *calloc(size_t, size_t)` symbol (default: derived).
+    #[arg(long, value_name = "SYMBOL", requires = "library")]
+    pub calloc: Option<String>,
+    /// `void *realloc(void *, size_t)` symbol (default: derived).
+    #[arg(long, value_name = "SYMBOL", requires = "library")]
+    pub realloc: Option<String>,
+    /// `void free(void *)` symbol.
+    #[arg(long, value_name = "SYMBOL", requires = "library")]
+    pub free: Option<String>,
+    /// `void sized_free(void *, size_t)` symbol, used instead of free.
+    #[arg(long, value_name = "SYMBOL", requires = "library")]
+    pub sized_free: Option<String>,
+    /// `void *aligned_alloc(size_t alignment, size_t size)` symbol.
+    #[arg(long, value_name = "SYMBOL", requires = "library")]
+    pub aligned_alloc: Option<String>,
+    /// The functions are thread-safe (default: the host locks every call).
+    #[arg(long, requires = "library")]
+    pub thread_safe: bool,
+    /// The alignment every block has (default 16).
+    #[arg(long, value_name = "BYTES", requires = "library")]
+    pub alignment: Option<u64>,
+}
+
+impl SymbolArgs {
+    /// The spec these arguments describe, if `--library` was given.
+    pub fn spec(&self) -> Option<SymbolSpec> {
+        let library = self.library.as_ref()?;
+        let name = self.name.clone().unwrap_or_else(|| name_from_library(library));
+        let mut spec = SymbolSpec::new(&name, library, self.malloc.as_deref()?, self.free.as_deref()?)
+            .thread_safe(self.thread_safe);
+        spec.symbols.calloc = self.calloc.clone();
+        spec.symbols.realloc = self.realloc.clone();
+        spec.symbols.sized_free = self.sized_free.clone();
+        spec.symbols.aligned_alloc = self.aligned_alloc.clone();
+        spec.alignment = self.alignment;
+        Some(spec)
+    }
+}
+
+/// `libmimalloc.so.2` → `mimalloc`.
+fn name_from_library(library: &str) -> String {
+    let file = library.rsplit('/').next().unwrap_or(library);
+    let stem = file.split(".so").next().unwrap_or(file);
+    let stem = stem.strip_prefix("lib").unwrap_or(stem);
+    let cleaned: String =
+        stem.chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '_' }).collect();
+    if cleaned.is_empty() { "symbols".into() } else { cleaned }
 }
 
 /// The subcommands.
@@ -92,6 +156,9 @@ pub enum Command {
         /// Version requirements and deprecations.
         #[command(flatten)]
         policy: PolicyArgs,
+        /// An allocator made of a library's C functions.
+        #[command(flatten)]
+        library: SymbolArgs,
         /// Print a JSON array, one object per candidate (and per instance).
         #[arg(long)]
         json: bool,
@@ -124,7 +191,7 @@ pub fn run(cli: Cli) -> ExitCode {
             Err(e) => usage_error(&e.to_string()),
         },
         Command::Inspect { file, symbol, json } => inspect(Candidate::new(file).with_symbol(symbol), json),
-        Command::Check { paths, symbols, options, policy, json } => {
+        Command::Check { paths, symbols, options, policy, library, json } => {
             let policy = match policy.policy() {
                 Ok(p) => p,
                 Err(e) => return usage_error(&e.to_string()),
@@ -140,7 +207,7 @@ pub fn run(cli: Cli) -> ExitCode {
                     }
                 }
             }
-            check(&paths, &symbols, &per_name, policy, json)
+            check(&paths, &symbols, library.spec(), &per_name, policy, json)
         }
     }
 }
@@ -197,6 +264,7 @@ impl Row {
                     "name": info.name,
                     "version": info.version.to_string(),
                     "abi": info.abi(),
+                    "kind": if matches!(info.source, Source::Symbols { .. }) { "symbols" } else { "plugin" },
                     "deprecated": info.deprecated,
                     "flags": info.flag_names(),
                     "thread_safe": info.thread_safe(),
@@ -243,13 +311,19 @@ fn failed_summary(checks: &[CheckResult]) -> String {
 fn check(
     paths: &[PathBuf],
     symbols: &[String],
+    spec: Option<SymbolSpec>,
     options: &[(String, String)],
     policy: Policy,
     json_out: bool,
 ) -> ExitCode {
     let registry = Registry::with_policy(policy);
-    let found = candidates(paths, symbols);
-    if found.is_empty() {
+    let found = if spec.is_some() && paths.is_empty() { Vec::new() } else { candidates(paths, symbols) };
+    let mut outcomes = Vec::new();
+    if let Some(spec) = &spec {
+        let candidate = Candidate::new(&spec.library).with_symbol(spec.symbols.malloc.clone());
+        outcomes.push(Outcome { candidate, result: registry.load_symbols(spec) });
+    }
+    if found.is_empty() && outcomes.is_empty() {
         eprintln!(
             "memplug: no plugin candidates found (searched: {}). Pass files or directories, or set {}.",
             describe_search(paths),
@@ -259,7 +333,8 @@ fn check(
     }
     let mut rows = Vec::new();
     let mut used = vec![false; options.len()];
-    for outcome in registry.load_all(&found) {
+    outcomes.extend(registry.load_all(&found));
+    for outcome in outcomes {
         let candidate = outcome.candidate;
         let h = match outcome.result {
             Ok(h) => h,
@@ -321,10 +396,11 @@ fn row(h: Handler, checks: Option<Tally>) -> [String; 5] {
         Some(o) => format!("{}[{o}]", info.name),
         None => info.name.clone(),
     };
+    let abi = if matches!(info.source, Source::Symbols { .. }) { "symbols".to_string() } else { info.abi() };
     [
         name,
         info.version.to_string(),
-        info.abi(),
+        abi,
         if flags.is_empty() { "-".into() } else { flags.join(",") },
         checks.map_or("-".into(), |t| format!("{}/{}", t.passed, t.passed + t.failed)),
     ]

@@ -14,8 +14,9 @@
 //! beside it when it exists (an installed layout).
 //!
 //! In a directory, every file whose name ends in `.so` (or `.dylib` on macOS)
-//! is a candidate, in name order; subdirectories are not entered. The entry
-//! symbol is [`memplug_abi::ENTRY_SYMBOL`] unless told otherwise.
+//! is a candidate, and so is every allocator manifest (`*.memplug.toml`, see
+//! [`crate::symbols`]), in name order; subdirectories are not entered. The
+//! entry symbol is [`memplug_abi::ENTRY_SYMBOL`] unless told otherwise.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -35,10 +36,13 @@ pub struct Candidate {
 impl Candidate {
     /// A candidate with the default entry symbol.
     pub fn new(path: impl Into<PathBuf>) -> Candidate {
-        Candidate {
-            path: path.into(),
-            symbol: memplug_abi::ENTRY_SYMBOL.to_string(),
-        }
+        Candidate { path: path.into(), symbol: memplug_abi::ENTRY_SYMBOL.to_string() }
+    }
+
+    /// Whether this is an allocator manifest (`*.memplug.toml`) rather than
+    /// a plugin library.
+    pub fn is_manifest(&self) -> bool {
+        self.path.file_name().and_then(|n| n.to_str()).is_some_and(crate::symbols::is_manifest_name)
     }
 
     /// The same library, another entry symbol (one library may export
@@ -113,7 +117,7 @@ pub fn scan_dir(dir: &Path) -> std::io::Result<Vec<Candidate>> {
         let entry = entry?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if !is_library_name(name) {
+        if !is_library_name(name) && !crate::symbols::is_manifest_name(name) {
             continue;
         }
         if entry.file_type()?.is_dir() {
@@ -172,10 +176,7 @@ mod tests {
         let mut want = vec![PathBuf::from("/a")];
         want.extend(d.clone());
         assert_eq!(search_path_from(Some("/a:")), want);
-        assert_eq!(
-            search_path_from(Some("/a:/b")),
-            vec![PathBuf::from("/a"), PathBuf::from("/b")]
-        );
+        assert_eq!(search_path_from(Some("/a:/b")), vec![PathBuf::from("/a"), PathBuf::from("/b")]);
     }
 
     #[test]

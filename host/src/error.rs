@@ -10,10 +10,7 @@ use thiserror::Error;
 #[non_exhaustive]
 pub enum Refusal {
     /// The file could not be opened as a shared library.
-    #[error(
-        "not a loadable shared library: {loader}. Check that the file is a shared library built for this platform \
-         and that its own dependencies resolve (`ldd FILE`)"
-    )]
+    #[error("not a loadable shared library: {loader}. {}", load_hint(.loader))]
     NotALibrary {
         /// The dynamic loader's own text.
         loader: String,
@@ -26,6 +23,30 @@ pub enum Refusal {
     MissingSymbol {
         /// The symbol looked for.
         symbol: String,
+    },
+    /// A symbol named for an allocator role (`malloc`, `free`, …) is not in
+    /// the library. Same code as [`Refusal::MissingSymbol`].
+    #[error(
+        "the library has no symbol `{symbol}` (named as its `{role}` function): check the name with `nm -D LIBRARY`, \
+         or leave the role out if it is optional (calloc, realloc, sized_free, aligned_alloc)"
+    )]
+    MissingAllocatorSymbol {
+        /// The symbol looked for (empty if none was named).
+        symbol: String,
+        /// Its role: `malloc`, `calloc`, `realloc`, `free`, `sized_free` or
+        /// `aligned_alloc`.
+        role: &'static str,
+    },
+    /// A `*.memplug.toml` manifest (or its equivalent from the command line)
+    /// is malformed.
+    #[error("bad manifest at line {line}, column {column}: {message}. See examples/manifests/ for the form")]
+    BadManifest {
+        /// 1-based line of the problem (0 when not tied to a place).
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// The parser's message.
+        message: String,
     },
     /// The entry function returned NULL.
     #[error(
@@ -175,7 +196,8 @@ impl Refusal {
     pub fn code(&self) -> &'static str {
         match self {
             Refusal::NotALibrary { .. } => "not-a-library",
-            Refusal::MissingSymbol { .. } => "missing-symbol",
+            Refusal::MissingSymbol { .. } | Refusal::MissingAllocatorSymbol { .. } => "missing-symbol",
+            Refusal::BadManifest { .. } => "bad-manifest",
             Refusal::NullHandler { .. } => "null-handler",
             Refusal::BadMagic { .. } => "bad-magic",
             Refusal::AbiMajorMismatch { .. } => "abi-major-mismatch",
@@ -191,6 +213,21 @@ impl Refusal {
             Refusal::NoInstances { .. } => "no-options",
             Refusal::BadOptions { .. } => "bad-options",
         }
+    }
+}
+
+/// Advice for a library the dynamic loader refused, from its message.
+fn load_hint(loader: &str) -> &'static str {
+    if loader.contains("static TLS") {
+        "This library uses initial-exec TLS and cannot be opened after the program started (typical of jemalloc \
+         builds): start the program with it preloaded (`LD_PRELOAD=/path/to/the/library.so`), or give glibc more \
+         static TLS room (`GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384`)"
+    } else if loader.contains("No such file") || loader.contains("cannot open shared object") {
+        "Check the path, or for a bare soname that the dynamic loader can find it (`ldconfig -p | grep NAME`; \
+         install the package that ships it)"
+    } else {
+        "Check that the file is a shared library built for this platform and that its own dependencies resolve \
+         (`ldd FILE`)"
     }
 }
 

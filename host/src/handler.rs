@@ -49,6 +49,16 @@ pub enum Source {
         /// The entry symbol.
         symbol: String,
     },
+    /// Plain C allocation functions taken by name from a library
+    /// ([`crate::symbols`]).
+    Symbols {
+        /// The library as named (path or soname).
+        library: String,
+        /// The manifest it was described in, if any.
+        manifest: Option<PathBuf>,
+        /// The functions taken.
+        symbols: crate::symbols::Symbols,
+    },
 }
 
 impl fmt::Display for Source {
@@ -57,6 +67,8 @@ impl fmt::Display for Source {
             Source::Builtin => f.write_str("<builtin>"),
             Source::Plugin { path, symbol } if symbol == memplug_abi::ENTRY_SYMBOL => write!(f, "{}", path.display()),
             Source::Plugin { path, symbol } => write!(f, "{}#{symbol}", path.display()),
+            Source::Symbols { manifest: Some(m), .. } => write!(f, "{}", m.display()),
+            Source::Symbols { library, symbols, .. } => write!(f, "{library} ({} / {})", symbols.malloc, symbols.free),
         }
     }
 }

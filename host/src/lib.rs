@@ -6,6 +6,8 @@
 //!   `MEMPLUG_PLUGIN_PATH`, the default directory);
 //! - [`validate`] — judge a handler header: pure Rust over bytes, no FFI;
 //! - [`load`] — open a library, call its entry, copy and validate the header;
+//! - [`symbols`] — allocators made of plain C functions from any library
+//!   (`malloc`/`free` by name), and `*.memplug.toml` manifests;
 //! - [`registry`] — install validated handlers under unique names;
 //! - [`handler`] — dispatch `alloc`/`alloc_zeroed`/`realloc`/`free`;
 //! - [`current`] — the process default and per-thread scoped handler;
@@ -47,6 +49,7 @@ pub mod lock;
 #[allow(unsafe_code)]
 mod raw;
 pub mod registry;
+pub mod symbols;
 pub mod validate;
 
 pub use buffer::{Buffer, Ownership, View};

@@ -26,7 +26,8 @@ use crate::current;
 use crate::discover::{self, Candidate};
 use crate::error::{LoadError, Refusal};
 use crate::handler::Handler;
-use crate::load;
+use crate::load::{self, Prepared};
+use crate::symbols::SymbolSpec;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{OnceLock, RwLock};
@@ -150,10 +151,29 @@ impl Registry {
         GLOBAL.get_or_init(Registry::new)
     }
 
-    /// Load, validate and register one candidate.
+    /// Load, validate and register one candidate: a plugin library, or an
+    /// allocator manifest (`*.memplug.toml`, see [`crate::symbols`]).
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
         let err = |refusal| LoadError { source_desc: candidate.to_string(), refusal };
-        let mut prepared = load::prepare(candidate).map_err(err)?;
+        let prepared = if candidate.is_manifest() {
+            SymbolSpec::read_manifest(&candidate.path).and_then(|spec| spec.prepare(Some(&candidate.path)))
+        } else {
+            load::prepare(candidate)
+        };
+        self.install(prepared.map_err(err)?, &candidate.to_string())
+    }
+
+    /// Make, validate and register a handler from a library's plain C
+    /// allocation functions (see [`crate::symbols`]).
+    pub fn load_symbols(&self, spec: &SymbolSpec) -> Result<Handler, LoadError> {
+        let desc = format!("{} ({} / {})", spec.library, spec.symbols.malloc, spec.symbols.free);
+        let prepared = spec.prepare(None).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
+        self.install(prepared, &desc)
+    }
+
+    /// Apply the policy, check the name is free, and install.
+    fn install(&self, mut prepared: Prepared, desc: &str) -> Result<Handler, LoadError> {
+        let err = |refusal| LoadError { source_desc: desc.to_string(), refusal };
         {
             let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
             let info = &mut prepared.info;
@@ -166,12 +186,12 @@ impl Registry {
                     }));
                 }
             }
-            if policy.deprecated_abis.contains(&(info.abi_major, info.abi_minor)) {
+            if info.struct_size != 0 && policy.deprecated_abis.contains(&(info.abi_major, info.abi_minor)) {
                 info.deprecated = true;
                 tracing::warn!(
                     name = %info.name,
                     abi = %info.abi(),
-                    source = %candidate,
+                    source = desc,
                     "plugin uses a deprecated ABI version; it still loads, but rebuild it against the current memplug.h"
                 );
             }
@@ -185,7 +205,7 @@ impl Registry {
         }
         let handler = prepared.install();
         map.insert(handler.name().to_string(), handler);
-        tracing::debug!(name = handler.name(), source = %candidate, "registered handler");
+        tracing::debug!(name = handler.name(), source = desc, "registered handler");
         Ok(handler)
     }
 

@@ -42,6 +42,11 @@ impl VTable {
         VTable { ctx, malloc, calloc, realloc, free, aligned_alloc: None, create: None, destroy: None, stats: None }
     }
 
+    /// The same vtable with an aligned allocation function.
+    pub(crate) fn with_aligned_alloc(self, f: AlignedAllocFn) -> VTable {
+        VTable { aligned_alloc: Some(f), ..self }
+    }
+
     /// Whether the plugin has its own aligned allocation.
     pub(crate) fn has_aligned_alloc(&self) -> bool {
         self.aligned_alloc.is_some()

@@ -19,34 +19,32 @@ static LIBRARIES: Mutex<Vec<(PathBuf, &'static Library)>> = Mutex::new(Vec::new(
 
 /// The paths of every library opened so far (none is ever closed).
 pub(crate) fn opened() -> Vec<PathBuf> {
-    LIBRARIES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .map(|(p, _)| p.clone())
-        .collect()
+    LIBRARIES.lock().unwrap_or_else(|e| e.into_inner()).iter().map(|(p, _)| p.clone()).collect()
 }
 
 /// Open `path` and keep it open for the rest of the process.
 pub(crate) fn open(path: &Path) -> Result<&'static Library, Refusal> {
     // A bare file name would make dlopen search the system paths; a plugin
     // candidate is always a file, so make it a path.
-    let path_buf = if path.components().count() == 1 {
-        Path::new(".").join(path)
-    } else {
-        path.to_path_buf()
-    };
+    let path_buf = if path.components().count() == 1 { Path::new(".").join(path) } else { path.to_path_buf() };
+    open_raw(path_buf.as_os_str(), path)
+}
+
+/// Open a library by a path (anything with a `/`) or a bare soname such as
+/// `libmimalloc.so.2`, which the dynamic loader resolves through its search
+/// path; keep it open for the rest of the process.
+pub(crate) fn open_by_name(name: &str) -> Result<&'static Library, Refusal> {
+    open_raw(std::ffi::OsStr::new(name), Path::new(name))
+}
+
+fn open_raw(arg: &std::ffi::OsStr, record: &Path) -> Result<&'static Library, Refusal> {
     // SAFETY: opening a library runs its initialisers. Loading a plugin means
     // trusting its code; the user chose this file (or put it in a plugins
-    // directory). Nothing else is assumed here.
-    let lib = unsafe { Library::open(Some(&path_buf), RTLD_NOW | RTLD_LOCAL) }.map_err(|e| Refusal::NotALibrary {
-        loader: loader_text(&e),
-    })?;
+    // directory, or named it in a manifest). Nothing else is assumed here.
+    let lib = unsafe { Library::open(Some(arg), RTLD_NOW | RTLD_LOCAL) }
+        .map_err(|e| Refusal::NotALibrary { loader: loader_text(&e) })?;
     let lib: &'static Library = Box::leak(Box::new(lib));
-    LIBRARIES
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((path.to_path_buf(), lib));
+    LIBRARIES.lock().unwrap_or_else(|e| e.into_inner()).push((record.to_path_buf(), lib));
     Ok(lib)
 }
 
@@ -65,9 +63,7 @@ pub(crate) fn entry(lib: &'static Library, symbol: &str) -> Result<EntryFn, Refu
     let f = unsafe { lib.get::<EntryFn>(symbol.as_bytes()) };
     match f {
         Ok(sym) => Ok(*sym),
-        Err(_) => Err(Refusal::MissingSymbol {
-            symbol: symbol.to_string(),
-        }),
+        Err(_) => Err(Refusal::MissingSymbol { symbol: symbol.to_string() }),
     }
 }
 
@@ -97,9 +93,7 @@ pub(crate) fn read_handler(entry: EntryFn, symbol: &str) -> Result<Image, Refusa
     // takes no arguments and returns a handler pointer or NULL.
     let ptr: *const MemplugHandler = unsafe { entry() };
     if ptr.is_null() {
-        return Err(Refusal::NullHandler {
-            symbol: symbol.to_string(),
-        });
+        return Err(Refusal::NullHandler { symbol: symbol.to_string() });
     }
     let mut bytes = vec![0u8; PREFIX_LEN];
     // SAFETY: a non-null handler pointer points at a handler of at least the
@@ -113,17 +107,9 @@ pub(crate) fn read_handler(entry: EntryFn, symbol: &str) -> Result<Image, Refusa
             // SAFETY: the plugin declared `struct_size >= len` bytes for its
             // handler (checked by `readable_len`), so `len` bytes are readable.
             unsafe { std::ptr::copy_nonoverlapping(ptr as *const u8, bytes.as_mut_ptr(), len) };
-            Ok(Image {
-                prefix,
-                bytes,
-                prefix_refusal: None,
-            })
+            Ok(Image { prefix, bytes, prefix_refusal: None })
         }
-        Err(r) => Ok(Image {
-            prefix,
-            bytes,
-            prefix_refusal: Some(r),
-        }),
+        Err(r) => Ok(Image { prefix, bytes, prefix_refusal: Some(r) }),
     }
 }
 

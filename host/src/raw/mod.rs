@@ -10,4 +10,5 @@ pub(crate) mod builtin;
 pub(crate) mod dispatch;
 pub(crate) mod guard;
 pub(crate) mod library;
+pub(crate) mod symbols;
 pub(crate) mod sys;
