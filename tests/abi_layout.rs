@@ -21,6 +21,12 @@ int main(void) {
     F(memplug_handler_t, struct_size) F(memplug_handler_t, flags) F(memplug_handler_t, name)
     F(memplug_handler_t, version) F(memplug_handler_t, ctx) F(memplug_handler_t, malloc)
     F(memplug_handler_t, calloc) F(memplug_handler_t, realloc) F(memplug_handler_t, free)
+    F(memplug_handler_t, alignment) F(memplug_handler_t, memory_kind) F(memplug_handler_t, required_flags)
+    F(memplug_handler_t, aligned_alloc) F(memplug_handler_t, create) F(memplug_handler_t, destroy)
+    F(memplug_handler_t, stats)
+    printf("instance.size %zu\n", sizeof(memplug_instance_t));
+    F(memplug_instance_t, struct_size) F(memplug_instance_t, ctx) F(memplug_instance_t, alignment)
+    F(memplug_instance_t, error)
     printf("stats.size %zu\n", sizeof(memplug_stats_t));
     F(memplug_stats_t, struct_size) F(memplug_stats_t, live_bytes) F(memplug_stats_t, peak_bytes)
     F(memplug_stats_t, total_allocations) F(memplug_stats_t, live_count) F(memplug_stats_t, bad_frees)
@@ -31,6 +37,10 @@ int main(void) {
     printf("NAME_CAP %d\n", MEMPLUG_NAME_CAP);
     printf("VERSION_CAP %d\n", MEMPLUG_VERSION_CAP);
     printf("FLAG_THREAD_SAFE %u\n", MEMPLUG_FLAG_THREAD_SAFE);
+    printf("REQUIRE_SIZED_FREE %u\n", MEMPLUG_REQUIRE_SIZED_FREE);
+    printf("KINDS %d %d %d %d\n", MEMPLUG_KIND_CPU, MEMPLUG_KIND_CUDA_HOST, MEMPLUG_KIND_ROCM_HOST, MEMPLUG_KIND_CUDA_MANAGED);
+    printf("DEFAULT_ALIGNMENT %u\n", MEMPLUG_DEFAULT_ALIGNMENT);
+    printf("ERROR_CAP %d\n", MEMPLUG_ERROR_CAP);
     printf("ENTRY %s\n", MEMPLUG_ENTRY_SYMBOL);
     printf("STATS_SUFFIX %s\n", MEMPLUG_STATS_SUFFIX);
     return 0;
@@ -86,27 +96,44 @@ fn header_and_rust_mirror_agree() {
         malloc,
         calloc,
         realloc,
-        free
+        free,
+        alignment,
+        memory_kind,
+        required_flags,
+        aligned_alloc,
+        create,
+        destroy,
+        stats
     );
+    put("instance.size", size_of::<memplug_abi::MemplugInstance>().to_string());
+    macro_rules! i {
+        ($($f:ident),*) => { $( put(concat!("memplug_instance_t.", stringify!($f)), offset_of!(memplug_abi::MemplugInstance, $f).to_string()); )* };
+    }
+    i!(struct_size, ctx, alignment, error);
     put("stats.size", size_of::<MemplugStats>().to_string());
     macro_rules! s {
         ($($f:ident),*) => { $( put(concat!("memplug_stats_t.", stringify!($f)), offset_of!(MemplugStats, $f).to_string()); )* };
     }
-    s!(
-        struct_size,
-        live_bytes,
-        peak_bytes,
-        total_allocations,
-        live_count,
-        bad_frees,
-        size_mismatches
-    );
+    s!(struct_size, live_bytes, peak_bytes, total_allocations, live_count, bad_frees, size_mismatches);
     put("MAGIC", memplug_abi::MAGIC.to_string());
     put("MAJOR", memplug_abi::ABI_MAJOR.to_string());
     put("MINOR", memplug_abi::ABI_MINOR.to_string());
     put("NAME_CAP", memplug_abi::NAME_CAP.to_string());
     put("VERSION_CAP", memplug_abi::VERSION_CAP.to_string());
     put("FLAG_THREAD_SAFE", memplug_abi::FLAG_THREAD_SAFE.to_string());
+    put("REQUIRE_SIZED_FREE", memplug_abi::REQUIRE_SIZED_FREE.to_string());
+    put(
+        "KINDS",
+        format!(
+            "{} {} {} {}",
+            memplug_abi::KIND_CPU,
+            memplug_abi::KIND_CUDA_HOST,
+            memplug_abi::KIND_ROCM_HOST,
+            memplug_abi::KIND_CUDA_MANAGED
+        ),
+    );
+    put("DEFAULT_ALIGNMENT", memplug_abi::DEFAULT_ALIGNMENT.to_string());
+    put("ERROR_CAP", memplug_abi::ERROR_CAP.to_string());
     put("ENTRY", memplug_abi::ENTRY_SYMBOL.to_string());
     put("STATS_SUFFIX", memplug_abi::STATS_SUFFIX.to_string());
     assert_eq!(c, rust);

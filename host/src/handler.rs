@@ -178,7 +178,12 @@ pub fn flag_names(flags: u32) -> Vec<&'static str> {
 
 /// The state behind a [`Handler`]. Leaked on installation: it lives for the
 /// rest of the process.
+/// `repr(C)` keeps `direct` and the vtable's first fields on one cache line.
+#[repr(C)]
 pub(crate) struct HandlerInner {
+    /// Thread-safe and not an instance: calls go straight to the plugin, with
+    /// no lock and no count (the hot path checks only this).
+    pub(crate) direct: bool,
     pub(crate) vtable: VTable,
     /// `Some` for handlers that are not thread-safe: every call holds it.
     pub(crate) lock: Option<HandlerLock>,
@@ -243,7 +248,8 @@ impl Handler {
         let name: &'static str = Box::leak(info.name.clone().into_boxed_str());
         let lock = (!info.thread_safe()).then(HandlerLock::new);
         let alignment = info.alignment;
-        let inner = Box::leak(Box::new(HandlerInner { vtable, lock, info, name, alignment, life }));
+        let direct = lock.is_none() && life.is_none();
+        let inner = Box::leak(Box::new(HandlerInner { direct, vtable, lock, info, name, alignment, life }));
         Handler { inner }
     }
 
@@ -348,14 +354,32 @@ impl Handler {
     #[inline]
     pub fn alloc(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
         let size = size.max(1);
+        if self.inner.direct {
+            // The hot path: one load, one branch, one indirect call.
+            return match NonNull::new(self.direct_malloc(size)) {
+                Some(p) => Ok(p),
+                None => Err(self.out_of_memory(size)),
+            };
+        }
+        self.alloc_slow(size)
+    }
+
+    /// `alloc` for locked handlers and instances.
+    #[inline(never)]
+    fn alloc_slow(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
         self.enter_block()?;
         match NonNull::new(self.raw_malloc(size)) {
             Some(p) => Ok(p),
             None => {
                 self.leave_block();
-                Err(AllocError::OutOfMemory { handler: self.name(), size })
+                Err(self.out_of_memory(size))
             }
         }
+    }
+
+    #[cold]
+    fn out_of_memory(&self, size: usize) -> AllocError {
+        AllocError::OutOfMemory { handler: self.name(), size }
     }
 
     /// Allocate `size` bytes aligned to `alignment` (a power of two). Free
