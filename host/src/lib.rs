@@ -58,3 +58,8 @@ pub use error::{AllocError, BufferError, LoadError, Refusal};
 pub use handler::{AlignedStrategy, Handler, HandlerInfo, Instance, Source};
 pub use lock::{HandlerGuard, LockError, MultiGuard};
 pub use registry::Registry;
+
+/// The README's Rust examples, compiled as doctests.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
