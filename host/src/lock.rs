@@ -1,24 +1,362 @@
-//! Locks for handlers that are not thread-safe.
+//! Locks for handlers that are not thread-safe, and guards that hold them.
 //!
 //! A plugin that does not declare [`memplug_abi::FLAG_THREAD_SAFE`] gets a
-//! lock when it is installed, and every call into it holds that lock. A
+//! lock when it is installed, and **every call into it holds that lock**:
+//! there is no way to reach its functions from safe code without it. A
 //! thread-safe handler has no lock: its calls go straight to the plugin.
+//!
+//! There are two ways to hold the lock:
+//! - **per call** — [`Handler::alloc`], [`Handler::free`], dropping a
+//!   [`Buffer`](crate::Buffer), … each take and release the lock around one
+//!   call into the plugin;
+//! - **per batch** — [`Handler::lock`] returns a [`HandlerGuard`] whose
+//!   `alloc` / `alloc_zeroed` / `realloc` / `free` call the plugin directly,
+//!   without locking again, until the guard is dropped (a ufunc inner loop,
+//!   a parser filling many small buffers). For a thread-safe handler the guard
+//!   holds nothing and costs nothing.
+//!
+//! ```
+//! use memplug::current;
+//!
+//! let h = current::default_handler(); // any handler, thread-safe or not
+//! let guard = h.lock();
+//! let blocks: Vec<_> = (0..100).map(|i| (guard.alloc(16 + i).unwrap(), 16 + i)).collect();
+//! for (p, size) in blocks {
+//!     // SAFETY: each block came from this handler with this size.
+//!     unsafe { guard.free(p, size) };
+//! }
+//! drop(guard); // the lock (if any) is released here, or on panic
+//! ```
+//!
+//! # Reentrancy
+//! The lock is reentrant: a thread that holds a guard may also use the
+//! per-call path of the same handler — drop a [`Buffer`](crate::Buffer) it
+//! made, call [`Handler::alloc`], or take another guard of it — without
+//! deadlocking. Other threads wait until the last guard is dropped.
+//!
+//! Guards are neither `Send` nor `Sync`: a lock is released by the thread
+//! that took it, and the guard's calls are serialised because only that
+//! thread can make them.
+//!
+//! ```compile_fail
+//! let guard = memplug::current::default_handler().lock();
+//! std::thread::spawn(move || drop(guard)); // a guard stays on its thread
+//! ```
+//!
+//! ```compile_fail
+//! let guard = memplug::current::default_handler().lock();
+//! std::thread::scope(|s| {
+//!     s.spawn(|| guard.alloc(8)); // nor is it shared with another thread
+//! });
+//! ```
+//!
+//! # Several handlers at once
+//! [`lock_all`] takes the locks of 2, 3 or N handlers at once and returns a
+//! [`MultiGuard`] holding one [`HandlerGuard`] per distinct handler:
+//! - a handler given twice is locked once (locking it twice is harmless with
+//!   a reentrant lock, but one guard per handler is what callers index);
+//! - distinct handlers are locked in **one global order** — ascending address
+//!   of their state — so two threads asking for the same handlers in opposite
+//!   orders cannot deadlock (NumPy gh-31682 is that deadlock);
+//! - everything is released when the `MultiGuard` is dropped: normally, on an
+//!   early return with `?`, or while unwinding from a panic.
+//!
+//! ```
+//! use memplug::{Buffer, current, lock};
+//!
+//! let a = current::builtin();
+//! let b = current::default_handler();
+//! let guards = lock::lock_all(&[b, a, b]); // any order, duplicates allowed
+//! let p = guards[a].alloc(64).unwrap();
+//! // SAFETY: `p` came from `a` with 64 bytes.
+//! unsafe { guards.guard(a).free(p, 64) };
+//! ```
+//!
+//! # The rule that keeps it deadlock-free
+//! Take every handler you need **in one** [`lock_all`] call. A thread that
+//! already holds guards may lock again only handlers it already holds:
+//! asking for a new one, which could be locked out of the global order, is
+//! refused — [`Handler::lock`] and [`lock_all`] panic, [`Handler::lock_checked`]
+//! and [`lock_all_checked`] return [`LockError::OrderViolation`]. (Handlers
+//! that are thread-safe have no lock and are always allowed.)
+//!
+//! The per-call path is not checked: while holding a guard, freeing a buffer
+//! of *another* non-thread-safe handler takes that handler's lock for the
+//! call, which can deadlock against a thread doing the opposite. Lock both
+//! with [`lock_all`], or drop such buffers after releasing the guard.
 
-use std::sync::{Mutex, MutexGuard};
+use crate::handler::Handler;
+use parking_lot::{ReentrantMutex, ReentrantMutexGuard};
+use std::cell::RefCell;
+use std::fmt;
+use std::marker::PhantomData;
+use thiserror::Error;
 
-/// The lock of one non-thread-safe handler.
+/// The lock of one non-thread-safe handler: reentrant, so that a thread
+/// holding a [`HandlerGuard`] may also use the per-call path.
 #[derive(Debug, Default)]
-pub(crate) struct HandlerLock(Mutex<()>);
+pub(crate) struct HandlerLock(ReentrantMutex<()>);
 
 impl HandlerLock {
     pub(crate) fn new() -> HandlerLock {
-        HandlerLock(Mutex::new(()))
+        HandlerLock(ReentrantMutex::new(()))
     }
 
-    /// Take the lock. A poisoned lock is taken anyway: nothing runs under it
-    /// that can leave the plugin half-updated because of a Rust panic.
+    /// Take the lock (again, if this thread holds it already). There is no
+    /// poisoning: nothing runs under it that can leave the plugin half-updated
+    /// because of a Rust panic (plugins catch their own).
     #[inline]
-    pub(crate) fn acquire(&self) -> MutexGuard<'_, ()> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn acquire(&self) -> ReentrantMutexGuard<'_, ()> {
+        self.0.lock()
     }
+}
+
+/// Why a lock was refused.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The thread already holds guards and asked for a handler it does not
+    /// hold: locking it now could break the global lock order.
+    #[error(
+        "lock-order violation: this thread holds the lock of {held} and asked for `{wanted}` too; taking handler \
+         locks one after another can deadlock against a thread that takes them in the other order. Ask for every \
+         handler in one `memplug::lock::lock_all` call (it locks in one global order), or drop the guards first",
+        held = held.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    )]
+    OrderViolation {
+        /// The handler asked for.
+        wanted: &'static str,
+        /// The handlers whose locks this thread holds through guards.
+        held: Vec<&'static str>,
+    },
+}
+
+impl LockError {
+    /// The stable reason code: `lock-order-violation`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LockError::OrderViolation { .. } => "lock-order-violation",
+        }
+    }
+}
+
+thread_local! {
+    /// The non-thread-safe handlers whose locks this thread holds through
+    /// guards: (address of the handler state, name), one entry per guard.
+    static HELD: RefCell<Vec<(usize, &'static str)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The key of the global lock order.
+#[inline]
+fn order_key(h: Handler) -> usize {
+    std::ptr::from_ref(h.inner) as usize
+}
+
+/// Refuse to lock a handler this thread does not hold while it holds others.
+fn check_order(sorted: &[Handler]) -> Result<(), LockError> {
+    HELD.with(|held| {
+        let held = held.borrow();
+        if held.is_empty() {
+            return Ok(());
+        }
+        match sorted.iter().find(|h| !h.is_thread_safe() && !held.iter().any(|&(a, _)| a == order_key(**h))) {
+            None => Ok(()),
+            Some(h) => {
+                let mut names: Vec<&'static str> = held.iter().map(|&(_, n)| n).collect();
+                names.dedup();
+                Err(LockError::OrderViolation { wanted: h.name(), held: names })
+            }
+        }
+    })
+}
+
+/// Exclusive access to one handler for as long as it lives.
+///
+/// Made by [`Handler::lock`] or [`lock_all`]. While a guard exists, this
+/// thread holds the handler's lock (if the handler has one), so its
+/// [`alloc`](HandlerGuard::alloc), [`alloc_zeroed`](HandlerGuard::alloc_zeroed),
+/// [`realloc`](HandlerGuard::realloc) and [`free`](HandlerGuard::free) call
+/// the plugin directly. Dropping it releases the lock. Not `Send`, not
+/// `Sync`.
+pub struct HandlerGuard {
+    handler: Handler,
+    /// Invariant: `Some` exactly when the handler has a lock, and then this
+    /// thread holds it for the guard's whole life.
+    /// A guard that holds a lock is recorded in `HELD` until dropped.
+    held: Option<ReentrantMutexGuard<'static, ()>>,
+    _not_send_sync: PhantomData<*const ()>,
+}
+
+impl HandlerGuard {
+    /// Lock `handler` (no order check; callers check first).
+    #[inline]
+    fn acquire(handler: Handler) -> HandlerGuard {
+        let inner: &'static crate::handler::HandlerInner = handler.inner;
+        let held = inner.lock.as_ref().map(HandlerLock::acquire);
+        if held.is_some() {
+            HELD.with(|h| h.borrow_mut().push((order_key(handler), handler.name())));
+        }
+        HandlerGuard { handler, held, _not_send_sync: PhantomData }
+    }
+
+    /// The handler this guard is for.
+    #[inline]
+    pub fn handler(&self) -> Handler {
+        self.handler
+    }
+
+    /// Whether the guard holds a lock (`false` for a thread-safe handler,
+    /// whose guard is a plain wrapper).
+    pub fn holds_lock(&self) -> bool {
+        self.held.is_some()
+    }
+
+    /// Statistics, if the plugin reports them (see [`Handler::stats`]).
+    pub fn stats(&self) -> Option<memplug_abi::MemplugStats> {
+        // Reentrant: taking the lock again on this thread is free of deadlock.
+        self.handler.stats()
+    }
+}
+
+impl Drop for HandlerGuard {
+    fn drop(&mut self) {
+        if self.held.is_some() {
+            let key = order_key(self.handler);
+            // `try_with`: during thread teardown the list may be gone already.
+            let _ = HELD.try_with(|h| {
+                let mut h = h.borrow_mut();
+                if let Some(i) = h.iter().rposition(|&(a, _)| a == key) {
+                    h.remove(i);
+                }
+            });
+        }
+        // `held` is released after this, by its own drop.
+    }
+}
+
+impl fmt::Debug for HandlerGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerGuard")
+            .field("handler", &self.handler.name())
+            .field("holds_lock", &self.holds_lock())
+            .finish()
+    }
+}
+
+impl Handler {
+    /// Hold this handler's lock until the returned guard is dropped, and call
+    /// the plugin through the guard without locking again. For a thread-safe
+    /// handler nothing is locked.
+    ///
+    /// # Panics
+    /// If this thread holds guards of other non-thread-safe handlers (see the
+    /// [module docs](crate::lock)); [`Handler::lock_checked`] returns the
+    /// error instead.
+    ///
+    /// ```
+    /// let h = memplug::current::default_handler();
+    /// let g = h.lock();
+    /// let p = g.alloc_zeroed(4, 8).unwrap();
+    /// // SAFETY: `p` came from `h` with 32 bytes; it is freed once.
+    /// unsafe { g.free(p, 32) };
+    /// ```
+    #[must_use = "the lock is released when the guard is dropped"]
+    pub fn lock(&self) -> HandlerGuard {
+        self.lock_checked().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Handler::lock`], returning [`LockError::OrderViolation`] instead of
+    /// panicking.
+    pub fn lock_checked(&self) -> Result<HandlerGuard, LockError> {
+        check_order(std::slice::from_ref(self))?;
+        Ok(HandlerGuard::acquire(*self))
+    }
+}
+
+/// The guards of several handlers, taken at once by [`lock_all`]: one per
+/// distinct handler, in lock order. Dropping it releases them all.
+///
+/// Look a guard up by handler with [`MultiGuard::get`],
+/// [`MultiGuard::guard`] or indexing (`guards[h]`).
+pub struct MultiGuard {
+    /// Sorted by `order_key`, distinct.
+    guards: Vec<HandlerGuard>,
+}
+
+impl MultiGuard {
+    /// The guard for `handler`, if it was asked for.
+    #[inline]
+    pub fn get(&self, handler: Handler) -> Option<&HandlerGuard> {
+        let key = order_key(handler);
+        self.guards.binary_search_by_key(&key, |g| order_key(g.handler)).ok().map(|i| &self.guards[i])
+    }
+
+    /// The guard for `handler`.
+    ///
+    /// # Panics
+    /// If `handler` was not among those locked.
+    #[inline]
+    pub fn guard(&self, handler: Handler) -> &HandlerGuard {
+        self.get(handler).unwrap_or_else(|| panic!("handler `{}` is not held by this MultiGuard", handler.name()))
+    }
+
+    /// The guards, in the order they were locked.
+    pub fn iter(&self) -> std::slice::Iter<'_, HandlerGuard> {
+        self.guards.iter()
+    }
+
+    /// The distinct handlers held, in the order they were locked.
+    pub fn handlers(&self) -> impl Iterator<Item = Handler> + '_ {
+        self.guards.iter().map(|g| g.handler)
+    }
+
+    /// How many distinct handlers are held.
+    pub fn len(&self) -> usize {
+        self.guards.len()
+    }
+
+    /// Whether no handler is held (`lock_all(&[])`).
+    pub fn is_empty(&self) -> bool {
+        self.guards.is_empty()
+    }
+}
+
+impl std::ops::Index<Handler> for MultiGuard {
+    type Output = HandlerGuard;
+
+    /// See [`MultiGuard::guard`].
+    fn index(&self, handler: Handler) -> &HandlerGuard {
+        self.guard(handler)
+    }
+}
+
+impl fmt::Debug for MultiGuard {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.guards.iter()).finish()
+    }
+}
+
+/// Lock every handler in `handlers` at once: duplicates are locked once and
+/// distinct handlers in the global order (ascending address of their state),
+/// whatever order they are given in. See the [module docs](crate::lock).
+///
+/// # Panics
+/// On a lock-order violation ([`lock_all_checked`] returns it instead).
+#[must_use = "the locks are released when the guard is dropped"]
+pub fn lock_all(handlers: &[Handler]) -> MultiGuard {
+    lock_all_checked(handlers).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// [`lock_all`], returning [`LockError::OrderViolation`] instead of
+/// panicking when this thread holds guards of other handlers already.
+/// Nothing is locked when it fails.
+pub fn lock_all_checked(handlers: &[Handler]) -> Result<MultiGuard, LockError> {
+    let mut sorted = handlers.to_vec();
+    sorted.sort_unstable_by_key(|&h| order_key(h));
+    sorted.dedup();
+    check_order(&sorted)?;
+    // Acquired one by one in ascending order; if anything unwinds midway, the
+    // guards collected so far are dropped, releasing their locks.
+    let guards = sorted.into_iter().map(HandlerGuard::acquire).collect();
+    Ok(MultiGuard { guards })
 }
