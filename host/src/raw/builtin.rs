@@ -26,11 +26,5 @@ unsafe extern "C" fn builtin_free(_ctx: *mut c_void, ptr: *mut c_void, _size: us
 
 /// The built-in handler's vtable (thread-safe; no `ctx`).
 pub(crate) fn vtable() -> VTable {
-    VTable::from_fns(
-        std::ptr::null_mut(),
-        builtin_malloc,
-        builtin_calloc,
-        builtin_realloc,
-        builtin_free,
-    )
+    VTable::from_fns(std::ptr::null_mut(), builtin_malloc, builtin_calloc, builtin_realloc, builtin_free)
 }

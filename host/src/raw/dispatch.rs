@@ -11,6 +11,7 @@ use std::ptr::NonNull;
 
 /// A handler's functions and `ctx`; the four required functions non-null.
 #[derive(Clone, Copy)]
+#[repr(C)]
 pub(crate) struct VTable {
     ctx: *mut c_void,
     malloc: MallocFn,
@@ -136,6 +137,17 @@ impl VTable {
 }
 
 impl Handler {
+    /// `malloc` with no lock and no count: only for `inner.direct` handlers.
+    #[inline(always)]
+    pub(crate) fn direct_malloc(&self, size: usize) -> *mut u8 {
+        debug_assert!(self.inner.direct);
+        let v = &self.inner.vtable;
+        // SAFETY: `malloc` is a valid ABI function of this handler and `ctx`
+        // is its own; a direct handler is thread-safe, so no lock is needed;
+        // `size > 0` as the ABI promises (callers round up).
+        unsafe { (v.malloc)(v.ctx, size) as *mut u8 }
+    }
+
     #[inline]
     pub(crate) fn raw_malloc(&self, size: usize) -> *mut u8 {
         let v = &self.inner.vtable;
@@ -209,6 +221,22 @@ impl Handler {
     /// size or last `realloc` size) and is not used again.
     #[inline]
     pub unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
+        let v = &self.inner.vtable;
+        if self.inner.direct {
+            // SAFETY: the caller guarantees `ptr`/`size` describe a live block
+            // of this thread-safe, uncounted handler: nothing to lock or count.
+            return unsafe { (v.free)(v.ctx, ptr.as_ptr() as *mut c_void, size.max(1)) };
+        }
+        // SAFETY: forwarded: the caller's contract.
+        unsafe { self.free_slow(ptr, size) }
+    }
+
+    /// `free` for locked handlers and instances.
+    ///
+    /// # Safety
+    /// As for [`free`](Handler::free).
+    #[inline(never)]
+    unsafe fn free_slow(&self, ptr: NonNull<u8>, size: usize) {
         let v = &self.inner.vtable;
         let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
         // SAFETY: the caller guarantees `ptr`/`size` describe a live block of
