@@ -168,8 +168,9 @@ const TWO_THREAD_ITERS: u64 = 20;
 
 /// A noise-resistant cross-check of the criterion figures, printed after
 /// them: the variants take turns, round after round, so that a burst of
-/// noise on a shared machine hits all of them alike; the minimum and median
-/// over the rounds are reported, with their ratio to `unlocked_direct`.
+/// noise on a shared machine hits all of them alike. For each variant: the
+/// minimum and median time per iteration, and the median (and interquartile
+/// range) over the rounds of its ratio to `unlocked_direct` in the same round.
 fn interleaved_summary(hosted: Handler, unlocked: impl Fn()) {
     if std::env::args().any(|a| a == "--list" || a == "--test") {
         return; // `cargo test --benches` / `--list`: no timing
@@ -193,23 +194,30 @@ fn interleaved_summary(hosted: Handler, unlocked: impl Fn()) {
             samples[i].push(run());
         }
     }
-    let stat = |v: &mut Vec<Duration>| {
-        v.sort();
-        (v[0], v[v.len() / 2])
-    };
-    let stats: Vec<(Duration, Duration)> = samples.iter_mut().map(stat).collect();
-    let (base_min, base_med) = stats[0];
+    // Per-round ratios first (each round's variants saw the same machine).
+    let ratios: Vec<Vec<f64>> = samples
+        .iter()
+        .map(|v| {
+            let mut r: Vec<f64> = v.iter().zip(&samples[0]).map(|(x, b)| x.as_secs_f64() / b.as_secs_f64()).collect();
+            r.sort_by(f64::total_cmp);
+            r
+        })
+        .collect();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
     println!(
-        "\ninterleaved summary ({ROUNDS} rounds; time per iteration = {BATCH} pairs of alloc+free of {SIZE} B per thread)"
+        "\ninterleaved summary ({ROUNDS} rounds; one iteration = {BATCH} pairs of alloc+free of {SIZE} B per thread)"
     );
-    println!("{:<24} {:>10} {:>10} {:>9} {:>9}", "variant", "min", "median", "min/unl", "med/unl");
-    for ((name, _), (min, med)) in variants.iter().zip(&stats) {
+    println!("{:<24} {:>10} {:>10} {:>14} {:>16}", "variant", "min", "median", "ratio (median)", "ratio (IQR)");
+    for (((name, _), v), r) in variants.iter().zip(samples.iter_mut()).zip(&ratios) {
+        v.sort();
+        let q = |f: f64| r[((r.len() - 1) as f64 * f) as usize];
         println!(
-            "{name:<24} {:>8.2}us {:>8.2}us {:>8.2}x {:>8.2}x",
-            min.as_secs_f64() * 1e6,
-            med.as_secs_f64() * 1e6,
-            min.as_secs_f64() / base_min.as_secs_f64(),
-            med.as_secs_f64() / base_med.as_secs_f64()
+            "{name:<24} {:>8.2}us {:>8.2}us {:>13.2}x {:>7.2}-{:.2}x",
+            us(v[0]),
+            us(v[v.len() / 2]),
+            q(0.5),
+            q(0.25),
+            q(0.75)
         );
     }
 }
