@@ -24,18 +24,13 @@ fn main() -> ExitCode {
         }
     }
     let Some(handler) = registry.get(&wanted) else {
-        eprintln!(
-            "no handler named {wanted:?}; registered: {}",
-            registry.names().join(", ")
-        );
+        eprintln!("no handler named {wanted:?}; registered: {}", registry.names().join(", "));
         return ExitCode::from(1);
     };
 
     let buffers: Vec<Buffer> = current::with_handler(handler, || {
         println!("current handler: {}", current::current_name());
-        (0..4)
-            .map(|i| Buffer::zeroed(1 << (10 + i)).expect("allocation"))
-            .collect()
+        (0..4).map(|i| Buffer::zeroed(1 << (10 + i)).expect("allocation")).collect()
     });
     println!("current handler after the scope: {}", current::current_name());
     for b in &buffers {
@@ -48,10 +43,7 @@ fn main() -> ExitCode {
         );
     }
     if let Some(s) = handler.stats() {
-        println!(
-            "{wanted}: {} live bytes in {} blocks, peak {}",
-            s.live_bytes, s.live_count, s.peak_bytes
-        );
+        println!("{wanted}: {} live bytes in {} blocks, peak {}", s.live_bytes, s.live_count, s.peak_bytes);
     }
     ExitCode::SUCCESS
 }

@@ -36,10 +36,7 @@ impl Mapping {
         if p == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(Mapping {
-            ptr: NonNull::new(p.cast()).expect("mmap never returns NULL on success"),
-            len,
-        })
+        Ok(Mapping { ptr: NonNull::new(p.cast()).expect("mmap never returns NULL on success"), len })
     }
 }
 

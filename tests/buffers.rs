@@ -29,10 +29,7 @@ fn foreign(len: usize, releases: &Arc<AtomicUsize>) -> Buffer {
     // SAFETY: plain libc allocation.
     let raw = unsafe { libc::calloc(len, 1) } as *mut u8;
     let ptr = NonNull::new(raw).unwrap();
-    let base = LibcBase {
-        ptr,
-        releases: releases.clone(),
-    };
+    let base = LibcBase { ptr, releases: releases.clone() };
     // SAFETY: `ptr` holds `len` zeroed bytes and lives as long as `base`.
     unsafe { Buffer::from_base(ptr, len, base) }
 }
@@ -76,14 +73,8 @@ fn ownership_by_flag_is_refused_with_an_explanation() {
     assert!(matches!(e, BufferError::OwnsDataFlag { .. }));
     assert_eq!(e.code(), "owns-data-flag-refused");
     let msg = e.to_string();
-    assert!(
-        msg.contains("base object") && msg.contains("Buffer::from_base"),
-        "{msg}"
-    );
-    assert!(
-        borrowed.set_owns_data(false).is_ok(),
-        "asking for what it is is a no-op"
-    );
+    assert!(msg.contains("base object") && msg.contains("Buffer::from_base"), "{msg}");
+    assert!(borrowed.set_owns_data(false).is_ok(), "asking for what it is is a no-op");
     drop(borrowed);
     assert_eq!(data, [1, 2, 3], "borrowed memory is not freed");
 
@@ -121,11 +112,7 @@ fn growth_zero_size_and_raw_parts() {
         b.push((i % 251) as u8).unwrap();
     }
     assert!(b.iter().enumerate().all(|(i, &x)| x == (i % 251) as u8));
-    assert_eq!(
-        b.as_ptr() as usize % 64,
-        0,
-        "aligned keeps 64-byte alignment across reallocs"
-    );
+    assert_eq!(b.as_ptr() as usize % 64, 0, "aligned keeps 64-byte alignment across reallocs");
     b.resize(20_000, 0xEE).unwrap();
     assert_eq!(b[19_999], 0xEE);
     b.truncate(10);

@@ -21,9 +21,7 @@ fn process_default_switch_restore_and_new_threads() {
     // New threads start from the (new) process default.
     assert_eq!(std::thread::spawn(current::current_name).join().unwrap(), "aligned");
     // A thread's override wins over the default, on that thread only.
-    let seen = std::thread::spawn(move || current::with_handler(tracking, current::current_name))
-        .join()
-        .unwrap();
+    let seen = std::thread::spawn(move || current::with_handler(tracking, current::current_name)).join().unwrap();
     assert_eq!(seen, "tracking");
     assert_eq!(current::current_name(), "aligned");
 

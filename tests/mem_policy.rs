@@ -34,11 +34,7 @@ fn switch_nest_and_restore() {
             let _t = current::scoped(tracking);
             assert_eq!(current::current_name(), "tracking");
         }
-        assert_eq!(
-            current::current_name(),
-            "aligned",
-            "the inner scope restores the outer one"
-        );
+        assert_eq!(current::current_name(), "aligned", "the inner scope restores the outer one");
     }
     assert_eq!(current::current(), default, "the default comes back");
     assert_eq!(current::with_handler(tracking, current::current_name), "tracking");
@@ -83,11 +79,7 @@ fn thread_locality() {
         current::current_name()
     });
     assert_eq!(rx.recv().unwrap(), "tracking");
-    assert_eq!(
-        current::current_name(),
-        "aligned",
-        "the other thread's override does not leak here"
-    );
+    assert_eq!(current::current_name(), "aligned", "the other thread's override does not leak here");
     back_tx.send(()).unwrap();
     assert_eq!(t.join().unwrap(), "tracking");
     assert_eq!(current::current_name(), "aligned");

@@ -86,10 +86,7 @@ fn each_bad_candidate_gets_its_own_code_and_the_good_ones_load() {
         // SAFETY: `p` came from `h.alloc(100)`.
         unsafe { h.free(p, 100) };
     }
-    assert!(
-        registry.get("fixture").is_none(),
-        "no refused fixture got in under its default name"
-    );
+    assert!(registry.get("fixture").is_none(), "no refused fixture got in under its default name");
     // Every library stays open, refused ones included.
     let opened = memplug::registry::opened_libraries();
     assert!(opened.iter().any(|p| p.ends_with("bad-magic.so")));
@@ -104,33 +101,18 @@ fn messages_tell_the_user_what_to_do() {
 
     let e = load("text.so");
     let text = e.to_string();
-    assert!(
-        text.contains("file too short") || text.contains("invalid ELF header"),
-        "the loader's own text: {e}"
-    );
+    assert!(text.contains("file too short") || text.contains("invalid ELF header"), "the loader's own text: {e}");
     let e = load("no-symbol.so");
-    assert!(
-        e.to_string().contains("memplug_handler") && e.to_string().contains("--symbol"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("memplug_handler") && e.to_string().contains("--symbol"), "{e}");
     let e = load("major-2.so");
-    assert!(
-        e.to_string().contains("ABI 2.x") && e.to_string().contains("rebuild"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("ABI 2.x") && e.to_string().contains("rebuild"), "{e}");
     let e = load("null-free.so");
     assert!(e.to_string().contains("`free`"), "{e}");
     let e = load("bad-version.so");
-    assert!(
-        e.to_string().contains("one.two") && e.to_string().contains("semver"),
-        "{e}"
-    );
+    assert!(e.to_string().contains("one.two") && e.to_string().contains("semver"), "{e}");
     registry.load(&Candidate::new(dir.path().join("twin-a.so"))).unwrap();
     let e = load("twin-b.so");
-    assert!(
-        e.to_string().contains("twin-a.so"),
-        "names where the other came from: {e}"
-    );
+    assert!(e.to_string().contains("twin-a.so"), "names where the other came from: {e}");
 }
 
 #[test]
@@ -139,15 +121,11 @@ fn another_entry_symbol_in_the_same_library() {
     let lib = support::fixture(dir.path(), "two.so", &["FIX_NAME=\"pair\"", "FIX_SECOND"]);
     let registry = Registry::new();
     let first = registry.load(&Candidate::new(&lib)).unwrap();
-    let second = registry
-        .load(&Candidate::new(&lib).with_symbol("second_handler"))
-        .unwrap();
+    let second = registry.load(&Candidate::new(&lib).with_symbol("second_handler")).unwrap();
     assert_eq!(first.name(), "pair");
     assert_eq!(second.name(), "pair-second");
     assert_eq!(second.info().version, semver::Version::new(2, 0, 0));
-    let e = registry
-        .load(&Candidate::new(&lib).with_symbol("third_handler"))
-        .unwrap_err();
+    let e = registry.load(&Candidate::new(&lib).with_symbol("third_handler")).unwrap_err();
     assert_eq!(e.code(), "missing-symbol");
 }
 
@@ -155,16 +133,8 @@ fn another_entry_symbol_in_the_same_library() {
 fn cli_reports_every_code_and_exits_1() {
     let dir = tempfile::tempdir().unwrap();
     let expected = populate(dir.path());
-    let out = Command::new(env!("CARGO_BIN_EXE_memplug"))
-        .args(["check", "--json"])
-        .arg(dir.path())
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "a refused candidate makes the exit status 1"
-    );
+    let out = Command::new(env!("CARGO_BIN_EXE_memplug")).args(["check", "--json"]).arg(dir.path()).output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "a refused candidate makes the exit status 1");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let arr = v.as_array().unwrap();
     assert_eq!(arr.len(), expected.len());

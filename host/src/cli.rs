@@ -158,7 +158,7 @@ pub enum Command {
         policy: PolicyArgs,
         /// An allocator made of a library's C functions.
         #[command(flatten)]
-        library: SymbolArgs,
+        library: Box<SymbolArgs>,
         /// Print a JSON array, one object per candidate (and per instance).
         #[arg(long)]
         json: bool,

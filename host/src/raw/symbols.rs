@@ -84,9 +84,10 @@ unsafe fn lookup<T: Copy>(lib: &'static Library, name: &str, role: &'static str)
 impl SymbolTable {
     /// Find every named function; a missing one is refused, naming it.
     pub(crate) fn find(lib: &'static Library, names: &Names<'_>, alignment: usize) -> Result<SymbolTable, Refusal> {
-        // SAFETY (all lookups below): the user named each symbol for its role,
-        // which is the C signature it is looked up with; that is the contract
-        // of loading allocators by symbol, documented in `crate::symbols`.
+        // SAFETY: the user named this symbol for its role, which is the C
+        // signature it is looked up with; that is the contract of loading
+        // allocators by symbol, documented in `crate::symbols`. The same holds
+        // for every lookup below ("as above").
         let malloc = unsafe { lookup::<CMalloc>(lib, names.malloc, "malloc") }?;
         let calloc = match names.calloc {
             // SAFETY: as above.

@@ -799,9 +799,15 @@ impl Allocator for Exported {
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     // Not FLAG_THREAD_SAFE: the host serialises every call.
     const FLAGS: u32 = 0;
+    // Instances with their own regions: `create("region_size=…")` (ABI 1.1).
+    const HAS_INSTANCES: bool = true;
 
     fn create() -> Self {
         Exported::from_options("").expect("the default options are valid")
+    }
+
+    fn with_options(&self, options: &str) -> Result<Self, String> {
+        Exported::from_options(options)
     }
 
     #[inline]
