@@ -21,11 +21,13 @@
 //! dev-dependency, so cargo builds `libmemplug_arena.so` next to the bench
 //! executable. The figures are in BENCHMARKS.md.
 
+mod common;
+
+use common::plugin;
 use criterion::{Criterion, Throughput, criterion_main};
 use memplug::{Handler, Registry};
 use memplug_abi::MemplugHandler;
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -33,23 +35,6 @@ use std::time::{Duration, Instant};
 const SIZE: usize = 64;
 /// Pairs (allocation + free) per iteration and thread.
 const BATCH: usize = 1000;
-
-/// Path of the bundled plugin `name` as built by cargo for this bench run.
-fn plugin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("bench executable path");
-    let deps = exe.parent().expect("bench executable directory");
-    let file = format!("libmemplug_{name}.so");
-    for dir in [deps.to_path_buf(), deps.join("..")] {
-        let p = dir.join(&file);
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!(
-        "bundled plugin {file} not found next to {}; run `cargo bench --bench arena` so that cargo builds it",
-        exe.display()
-    );
-}
 
 /// The arena through the host, from a private copy (its own state).
 fn hosted_arena(dir: &tempfile::TempDir) -> Handler {

@@ -18,33 +18,15 @@
 //! dev-dependency, so cargo builds `libmemplug_system.so` next to the bench
 //! executable.
 
+mod common;
+
+use common::plugin;
 use criterion::{Criterion, criterion_main};
 use memplug::{Buffer, Handler, Registry, current};
 use std::hint::black_box;
-use std::path::PathBuf;
 
 /// The block size of every variant.
 const SIZE: usize = 64;
-
-/// Path of the bundled plugin `name` as built by cargo for this bench run:
-/// `target/<profile>/deps/libmemplug_<name>.so`, next to the bench executable
-/// (or in its parent directory).
-fn plugin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("bench executable path");
-    let deps = exe.parent().expect("bench executable directory");
-    let file = format!("libmemplug_{name}.so");
-    for dir in [deps.to_path_buf(), deps.join("..")] {
-        let p = dir.join(&file);
-        if p.exists() {
-            return p;
-        }
-    }
-    panic!(
-        "bundled plugin {file} not found next to {} (nor in its parent directory); \
-         run the benchmark with `cargo bench --bench dispatch` so that cargo builds the plugin",
-        exe.display()
-    );
-}
 
 /// Load the bundled `system` plugin into a fresh registry.
 fn system_handler() -> Handler {
