@@ -387,7 +387,7 @@ fn row(h: Handler, checks: Option<Tally>) -> [String; 5] {
     let info = h.info();
     let mut flags: Vec<String> = info.flag_names().iter().map(|f| f.to_string()).collect();
     if !info.thread_safe() {
-        flags.push("locked".into());
+        flags.push("not-thread-safe(locked)".into());
     }
     if info.deprecated {
         flags.push("DEPRECATED-ABI".into());
