@@ -141,30 +141,25 @@ impl Handler {
     #[inline(always)]
     pub(crate) fn direct_malloc(&self, size: usize) -> *mut u8 {
         debug_assert!(self.inner.direct);
-        let v = &self.inner.vtable;
-        // SAFETY: `malloc` is a valid ABI function of this handler and `ctx`
-        // is its own; a direct handler is thread-safe, so no lock is needed;
+        // SAFETY: a direct handler is thread-safe, so the call needs no lock;
         // `size > 0` as the ABI promises (callers round up).
-        unsafe { (v.malloc)(v.ctx, size) as *mut u8 }
+        unsafe { self.inner.vtable.malloc_held(size) }
     }
 
     #[inline]
     pub(crate) fn raw_malloc(&self, size: usize) -> *mut u8 {
-        let v = &self.inner.vtable;
         let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
-        // SAFETY: `malloc` is a valid ABI function of this handler and `ctx`
-        // is its own; the call is serialised if the handler is not
+        // SAFETY: the call is serialised by the guard if the handler is not
         // thread-safe; `size > 0` as the ABI promises (callers round up).
-        unsafe { (v.malloc)(v.ctx, size) as *mut u8 }
+        unsafe { self.inner.vtable.malloc_held(size) }
     }
 
     #[inline]
     pub(crate) fn raw_calloc(&self, nelem: usize, elsize: usize) -> *mut u8 {
-        let v = &self.inner.vtable;
         let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
         // SAFETY: as in `raw_malloc`; the product does not overflow (checked
         // by `alloc_zeroed`) and is non-zero.
-        unsafe { (v.calloc)(v.ctx, nelem, elsize) as *mut u8 }
+        unsafe { self.inner.vtable.calloc_held(nelem, elsize) }
     }
 
     #[inline]
@@ -205,13 +200,12 @@ impl Handler {
         new_size: usize,
     ) -> Result<NonNull<u8>, AllocError> {
         let (old_size, new_size) = (old_size.max(1), new_size.max(1));
-        let v = &self.inner.vtable;
         let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
         // SAFETY: the caller guarantees `ptr`/`old_size` describe a live block
         // of this handler; the call is serialised if needed.
-        let p = unsafe { (v.realloc)(v.ctx, ptr.as_ptr() as *mut c_void, old_size, new_size) };
+        let p = unsafe { self.inner.vtable.realloc_held(ptr, old_size, new_size) };
         drop(_guard);
-        NonNull::new(p as *mut u8).ok_or(AllocError::OutOfMemory { handler: self.name(), size: new_size })
+        NonNull::new(p).ok_or(AllocError::OutOfMemory { handler: self.name(), size: new_size })
     }
 
     /// Free a block made by this handler.
@@ -221,11 +215,10 @@ impl Handler {
     /// size or last `realloc` size) and is not used again.
     #[inline]
     pub unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
-        let v = &self.inner.vtable;
         if self.inner.direct {
             // SAFETY: the caller guarantees `ptr`/`size` describe a live block
             // of this thread-safe, uncounted handler: nothing to lock or count.
-            return unsafe { (v.free)(v.ctx, ptr.as_ptr() as *mut c_void, size.max(1)) };
+            return unsafe { self.inner.vtable.free_held(ptr, size.max(1)) };
         }
         // SAFETY: forwarded: the caller's contract.
         unsafe { self.free_slow(ptr, size) }
@@ -237,11 +230,10 @@ impl Handler {
     /// As for [`free`](Handler::free).
     #[inline(never)]
     unsafe fn free_slow(&self, ptr: NonNull<u8>, size: usize) {
-        let v = &self.inner.vtable;
         let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
         // SAFETY: the caller guarantees `ptr`/`size` describe a live block of
         // this handler; the call is serialised if needed.
-        unsafe { (v.free)(v.ctx, ptr.as_ptr() as *mut c_void, size.max(1)) };
+        unsafe { self.inner.vtable.free_held(ptr, size.max(1)) };
         drop(_guard);
         self.leave_block();
     }
