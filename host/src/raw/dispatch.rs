@@ -77,10 +77,9 @@ impl VTable {
             alignment: alignment as u64,
             error: [0; memplug_abi::ERROR_CAP],
         };
-        // SAFETY: `create` is this plugin's ABI function, `ctx` its own, the
-        // options a NUL-terminated string that outlives the call, and `out` a
-        // valid, writable struct with `struct_size` set; the caller holds the
-        // lock if the handler is not thread-safe.
+        // The caller holds the lock if the handler is not thread-safe.
+        // SAFETY: `create` is this plugin's ABI function, `ctx` its own, the options
+        // a live NUL-terminated string, `out` a writable struct with `struct_size` set.
         let rc = unsafe { create(self.ctx, c_options.as_ptr(), &mut out) };
         if rc != 0 {
             let end = out.error.iter().position(|&b| b == 0).unwrap_or(out.error.len());
@@ -116,10 +115,9 @@ impl VTable {
     /// signatures (the plugin's side of the contract in `memplug.h`).
     pub(crate) unsafe fn from_header(h: &ValidatedHeader, stats: Option<StatsFn>) -> VTable {
         let f = &h.functions;
-        // SAFETY: `validate` guarantees the four required addresses are
-        // non-zero, optional ones are 0 (None) or functions, and the caller
-        // guarantees each is a function of the matching ABI type; function
-        // pointers, `Option`s of them and usize have the same size here.
+        // Function pointers, `Option`s of them and usize have the same size here.
+        // SAFETY: `validate` made the four required addresses non-zero (optional ones
+        // are 0 = None), and the caller guarantees each is a function of its ABI type.
         unsafe {
             VTable {
                 ctx: h.ctx as *mut c_void,
@@ -306,10 +304,9 @@ pub(crate) fn align_within(raw: NonNull<u8>, alignment: usize) -> NonNull<u8> {
 /// Run an instance's `destroy` once its last reference is gone. Called by
 /// `Handler::leave_block` (holding the lock if the handler needs one).
 pub(crate) fn destroy_released(h: &Handler) {
-    // SAFETY: `leave_block` calls this exactly once, when the instance's
-    // count (owner + live blocks) reached zero, so no block is left and no
-    // further allocation can start (`enter_block` refuses at zero); the
-    // vtable is the instance's, made by `create_instance`.
+    // The vtable is the instance's, made by `create_instance`.
+    // SAFETY: `leave_block` calls this once, when the count (owner + live blocks)
+    // reached zero: no block is left and `enter_block` refuses any new one.
     unsafe { h.inner.vtable.destroy_instance() }
 }
 

@@ -84,10 +84,9 @@ unsafe fn lookup<T: Copy>(lib: &'static Library, name: &str, role: &'static str)
 impl SymbolTable {
     /// Find every named function; a missing one is refused, naming it.
     pub(crate) fn find(lib: &'static Library, names: &Names<'_>, alignment: usize) -> Result<SymbolTable, Refusal> {
-        // SAFETY: the user named this symbol for its role, which is the C
-        // signature it is looked up with; that is the contract of loading
-        // allocators by symbol, documented in `crate::symbols`. The same holds
-        // for every lookup below ("as above").
+        // The same holds for every lookup below ("as above").
+        // SAFETY: the user named this symbol for its role, which is the C signature
+        // it is looked up with: the contract of loading by symbol (`crate::symbols`).
         let malloc = unsafe { lookup::<CMalloc>(lib, names.malloc, "malloc") }?;
         let calloc = match names.calloc {
             // SAFETY: as above.
@@ -222,10 +221,9 @@ unsafe extern "C" fn sym_aligned_alloc(ctx: *mut c_void, alignment: usize, size:
     // when the table has an aligned allocation function.
     let t = unsafe { table(ctx) };
     match t.aligned_alloc {
-        // SAFETY: the library's C `aligned_alloc(alignment, size)`; the
-        // alignment is a power of two. The size is passed as asked (and later
-        // to the sized free), so the function must accept any size, as
-        // glibc's, mimalloc's and jemalloc's do.
+        // The size is passed as asked (and later to the sized free): the function
+        // must accept any size, as glibc's, mimalloc's and jemalloc's do.
+        // SAFETY: the library's C `aligned_alloc(alignment, size)`; a power of two.
         Some(f) => unsafe { f(alignment, size) },
         None => std::ptr::null_mut(),
     }
