@@ -1,0 +1,161 @@
+"""memplug: load memory allocators from shared libraries at run time, and use
+them as NumPy's data-memory handler (NEP 49).
+
+The package links the memplug library (the same loader and checks as the
+``memplug`` command) and ships the bundled plugins (``system``,
+``aligned``, ``tracking``, ``arena``, ...), so they load with no setup::
+
+    import memplug
+    memplug.load_search_path()        # bundled + MEMPLUG_PLUGIN_PATH
+    [h["name"] for h in memplug.handlers()]
+
+    import numpy as np
+    import memplug.numpy
+    with memplug.numpy.use("tracking"):
+        a = np.ones(1000)             # its data comes from the tracking plugin
+
+Search path, in order: the directories in ``MEMPLUG_PLUGIN_PATH``
+(colon-separated), then the package's own plugin directory
+(:data:`PLUGIN_DIR`). A plugin found earlier wins a name; a later one with
+the same name is refused as ``duplicate-name``. :func:`load` adds files and
+directories, and ``python -m memplug.numpy --plugin-path DIR`` does too.
+Handlers are looked up lazily: the first call that needs one loads the
+search path.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any, Dict, List, Union
+
+from . import _memplug as _native
+from ._errors import Error, LoadError, NumpyError, UnknownHandlerError
+
+__all__ = [
+    "Error",
+    "LoadError",
+    "NumpyError",
+    "UnknownHandlerError",
+    "PLUGIN_DIR",
+    "PATH_ENV",
+    "search_path",
+    "load",
+    "load_search_path",
+    "handlers",
+    "names",
+    "stats",
+]
+
+__version__ = "0.1.0"
+
+#: The directory of the plugins shipped in this package.
+PLUGIN_DIR: Path = Path(__file__).resolve().parent / "plugins"
+#: The environment variable with extra plugin directories.
+PATH_ENV = "MEMPLUG_PLUGIN_PATH"
+
+PathLike = Union[str, "os.PathLike[str]"]
+Outcome = Dict[str, Any]
+
+_search_loaded = False
+_lock = threading.Lock()
+
+
+def search_path() -> List[Path]:
+    """The plugin directories searched, in order: ``MEMPLUG_PLUGIN_PATH``'s
+    entries (empty entries skipped), then :data:`PLUGIN_DIR`."""
+    dirs: List[Path] = []
+    for entry in os.environ.get(PATH_ENV, "").split(os.pathsep):
+        if entry and Path(entry) not in dirs:
+            dirs.append(Path(entry))
+    if PLUGIN_DIR not in dirs:
+        dirs.append(PLUGIN_DIR)
+    return dirs
+
+
+def _refused_message(refused: List[Outcome]) -> str:
+    lines = [f"{o['path']}: [{o['reason']}] {o['message']}" for o in refused]
+    return "; ".join(lines)
+
+
+def load(*paths: PathLike, strict: bool = True) -> List[Outcome]:
+    """Load plugin libraries (``*.so``), allocator manifests
+    (``*.memplug.toml``) and directories of them into memplug's registry.
+
+    Returns one outcome per candidate, as ``memplug check --json`` reports
+    it: ``path``, ``symbol``, ``status`` (``"ok"`` or ``"rejected"``),
+    ``reason`` (a reason code, or None), ``message``, ``name``, ``version``,
+    ``abi``. A candidate loaded before reports its first outcome again.
+
+    With ``strict`` (the default) a refused candidate raises
+    :class:`LoadError` after every candidate was tried: its ``code`` is the
+    first refusal's, its ``outcomes`` all of them. ``strict=False`` only
+    returns the outcomes.
+    """
+    outcomes: List[Outcome] = _native.load([os.fspath(p) for p in paths])
+    refused = [o for o in outcomes if o["status"] != "ok"]
+    if strict and refused:
+        first = refused[0]
+        raise LoadError(_refused_message(refused), first["reason"], first["path"], outcomes)
+    return outcomes
+
+
+def load_search_path() -> List[Outcome]:
+    """Load every candidate on :func:`search_path`; the outcomes (never
+    raises for a refused candidate: a plugin directory may hold anything)."""
+    global _search_loaded
+    with _lock:
+        outcomes = _native.load([os.fspath(d) for d in search_path() if d.is_dir()])
+        _search_loaded = True
+    return outcomes
+
+
+def _ensure_loaded() -> None:
+    if not _search_loaded:
+        load_search_path()
+
+
+def handlers() -> List[Dict[str, Any]]:
+    """Every registered handler (loading the search path first, once): dicts
+    with ``name``, ``version``, ``abi``, ``alignment``, ``thread_safe``,
+    ``memory_kind`` (its DLPack name, e.g. ``"kDLCPU"``), ``source``,
+    ``flags``, ``takes_options``, ``has_stats``, ``deprecated``,
+    ``options``."""
+    _ensure_loaded()
+    return _native.handlers()
+
+
+def names() -> List[str]:
+    """The registered handler names, sorted (loading the search path first,
+    once)."""
+    _ensure_loaded()
+    return _native.names()
+
+
+def stats(name: str) -> Dict[str, Any]:
+    """Statistics of handler ``name`` (or ``"name:options"``).
+
+    Returns a dict with ``name``, ``handler`` (its information dict),
+    ``plugin`` -- the plugin's own statistics (``live_bytes``,
+    ``peak_bytes``, ``total_allocations``, ``live_count``, ``bad_frees``,
+    ``size_mismatches``), or None if it reports none -- and ``bridge`` --
+    the NumPy bridge's counters, or None if NumPy was never given this
+    handler: ``allocations``, ``frees``, ``reallocs``, ``bytes_allocated``,
+    ``bytes_freed``, ``live_blocks``, ``live_bytes``, ``peak_bytes`` (exact
+    for large blocks; small ones are published in batches of
+    ``COUNTER_FLUSH_BYTES`` per thread), ``null_frees`` (NumPy's ``free(NULL)``
+    calls, filtered out), ``numpy_size_mismatches`` and
+    ``numpy_size_mismatch_sites`` (frees where NumPy passed a size other
+    than the block's, with the Python file, line and function), and
+    ``foreign_pointers`` with its sites (pointers NumPy handed back that the
+    bridge never made: never passed to the plugin).
+
+    Raises :class:`UnknownHandlerError` if no handler has that name.
+    """
+    _ensure_loaded()
+    return _native.stats(name)
+
+
+#: Net bytes a thread counts before publishing them for the peak.
+COUNTER_FLUSH_BYTES: int = _native.COUNTER_FLUSH_BYTES

@@ -1,0 +1,60 @@
+"""memplug's exceptions. Each carries a stable kebab-case reason code in
+``.code`` -- the same codes ``memplug check`` prints -- and a message that
+says what to do."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+__all__ = ["Error", "LoadError", "UnknownHandlerError", "NumpyError"]
+
+
+class Error(Exception):
+    """Base class of memplug's exceptions.
+
+    Attributes:
+        code: the stable reason code, e.g. ``"bad-magic"``.
+        source: what the error is about (a plugin path, a handler name), or None.
+    """
+
+    code: str
+    source: Optional[str]
+
+    def __init__(self, message: str, code: str, source: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.source = source
+
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.code, self.source))
+
+
+class LoadError(Error):
+    """A plugin (or an instance of one) was refused.
+
+    ``code`` is memplug's reason code (``"not-a-library"``, ``"bad-magic"``,
+    ``"abi-major-mismatch"``, ``"duplicate-name"``, ``"bad-options"``, ...).
+    Raised by :func:`memplug.load` for a refused candidate, with every
+    outcome in ``outcomes``.
+    """
+
+    outcomes: list
+
+    def __init__(self, message: str, code: str, source: Optional[str] = None, outcomes: Optional[list] = None) -> None:
+        super().__init__(message, code, source)
+        self.outcomes = list(outcomes or [])
+
+    def __reduce__(self) -> Any:
+        return (type(self), (str(self), self.code, self.source, self.outcomes))
+
+
+class UnknownHandlerError(Error, LookupError):
+    """No handler is registered under the name asked for; the message names
+    the ones that are. ``code`` is ``"unknown-handler"``."""
+
+
+class NumpyError(Error):
+    """NumPy cannot take a handler: ``"numpy-unavailable"`` (not installed or
+    not importable), ``"numpy-too-old"`` (data-memory handlers need NumPy
+    1.22 or later), ``"not-a-handler"`` (an object that is not a handler
+    capsule)."""

@@ -1,0 +1,116 @@
+//! `memplug._memplug`: the native half of the `memplug` Python package.
+//!
+//! The Python modules (`memplug`, `memplug.numpy`) are the public API and
+//! document it; this module gives them:
+//! - loading into memplug's process-wide registry and describing it
+//!   ([`registry`]);
+//! - bridges: a memplug handler seen from NumPy, with its block header,
+//!   counters and record of NumPy's mistakes ([`bridge`], [`counters`]);
+//! - NumPy's handler capsules and current handler ([`numpy`]), over the one
+//!   unsafe module, [`raw_numpy`] (NumPy's C API table and the functions
+//!   NumPy calls);
+//! - exceptions with reason codes ([`errors`]).
+//!
+//! Layers, lowest first: `counters` → `bridge` ↔ `raw_numpy` (the bridge's
+//! state and the calls on it) → `registry` → `numpy` → this module.
+
+#![deny(unsafe_code)]
+
+mod bridge;
+mod counters;
+mod errors;
+mod numpy;
+#[allow(unsafe_code)]
+mod raw_numpy;
+mod registry;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::path::PathBuf;
+
+/// Load plugin libraries, manifests and directories; one outcome dict per
+/// candidate.
+#[pyfunction]
+fn load(py: Python<'_>, paths: Vec<PathBuf>) -> PyResult<Bound<'_, PyList>> {
+    registry::load(py, paths)
+}
+
+/// Information dicts of every registered handler.
+#[pyfunction]
+fn handlers(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+    registry::handlers(py)
+}
+
+/// Statistics of a handler (`name` or `name:options`).
+#[pyfunction]
+fn stats<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
+    registry::stats(py, name)
+}
+
+/// The names of the registered handlers, sorted.
+#[pyfunction]
+fn names() -> Vec<String> {
+    memplug::Registry::global().names()
+}
+
+/// NumPy's `mem_handler` capsule for a memplug handler.
+#[pyfunction]
+fn numpy_capsule(py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
+    numpy::capsule(py, name)
+}
+
+/// Set NumPy's handler for the current context (`None`: NumPy's default);
+/// returns the previous capsule.
+#[pyfunction]
+#[pyo3(signature = (capsule))]
+fn numpy_set<'py>(py: Python<'py>, capsule: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    numpy::set(py, capsule.as_ref())
+}
+
+/// NumPy's handler capsule in the current context.
+#[pyfunction]
+fn numpy_get(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    numpy::get(py)
+}
+
+/// `(numpy_name, memplug_name or None)` for a handler capsule, or None if
+/// the object is not one.
+#[pyfunction]
+fn describe_capsule(obj: &Bound<'_, PyAny>) -> Option<(String, Option<String>)> {
+    numpy::describe(obj)
+}
+
+/// NumPy's C feature version (`PyArray_GetNDArrayCFeatureVersion`).
+#[pyfunction]
+fn numpy_feature_version(py: Python<'_>) -> PyResult<u32> {
+    Ok(numpy::api(py)?.feature_version)
+}
+
+/// Send memplug's log (the `tracing` events of the host library and the
+/// bridge) to stderr, filtered by `MEMPLUG_LOG` (e.g. `memplug=debug`).
+fn init_logging() {
+    if let Ok(filter) = std::env::var("MEMPLUG_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}
+
+/// The native module.
+#[pymodule]
+fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    init_logging();
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(handlers, m)?)?;
+    m.add_function(wrap_pyfunction!(stats, m)?)?;
+    m.add_function(wrap_pyfunction!(names, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_capsule, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_set, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_get, m)?)?;
+    m.add_function(wrap_pyfunction!(describe_capsule, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_feature_version, m)?)?;
+    m.add("HEADER_MIN_BYTES", 16)?;
+    m.add("COUNTER_FLUSH_BYTES", counters::FLUSH_BYTES)?;
+    Ok(())
+}

@@ -1,0 +1,210 @@
+//! Loading plugins into memplug's process-wide registry and describing
+//! what it holds, as Python values: outcomes like `memplug check` reports
+//! them, handler information, statistics. Also the one place names are
+//! resolved — `tracking`, or `arena:region_size=1m` for an instance made
+//! through the plugin's ABI 1.1 `create` — into [`Bridge`]s.
+
+use crate::bridge::{Bridge, EventLog};
+use crate::errors;
+use memplug::discover::{self, Candidate};
+use memplug::{Handler, Registry};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{LazyLock, Mutex, MutexGuard};
+
+/// What the bridge remembers across calls.
+#[derive(Default)]
+struct State {
+    /// Candidates loaded successfully, and the handler each gave: loading
+    /// one again reports the same outcome instead of `duplicate-name`.
+    loaded: HashMap<Candidate, Handler>,
+    /// Bridges by the name they were asked by.
+    bridges: HashMap<String, &'static Bridge>,
+}
+
+fn state() -> MutexGuard<'static, State> {
+    static STATE: LazyLock<Mutex<State>> = LazyLock::new(Mutex::default);
+    STATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One load outcome, as a dict with the keys of `memplug check --json`
+/// rows: `path`, `symbol`, `status`, `reason`, `message`, `name`, `version`,
+/// `abi`.
+fn outcome<'py>(py: Python<'py>, c: &Candidate, result: &Result<Handler, memplug::LoadError>) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("path", c.path.to_string_lossy())?;
+    d.set_item("symbol", &c.symbol)?;
+    match result {
+        Ok(h) => {
+            d.set_item("status", "ok")?;
+            d.set_item("reason", py.None())?;
+            d.set_item("message", py.None())?;
+            d.set_item("name", h.name())?;
+            d.set_item("version", h.info().version.to_string())?;
+            d.set_item("abi", h.info().abi())?;
+        }
+        Err(e) => {
+            d.set_item("status", "rejected")?;
+            d.set_item("reason", e.code())?;
+            d.set_item("message", e.refusal.to_string())?;
+            for k in ["name", "version", "abi"] {
+                d.set_item(k, py.None())?;
+            }
+        }
+    }
+    Ok(d)
+}
+
+/// Load candidates (files or directories; a directory's `*.so` and
+/// `*.memplug.toml` files), each once per process.
+pub fn load<'py>(py: Python<'py>, paths: Vec<PathBuf>) -> PyResult<Bound<'py, PyList>> {
+    let candidates = discover::candidates_from(&paths);
+    let mut results = Vec::new();
+    for c in &candidates {
+        let known = state().loaded.get(c).copied();
+        let result = match known {
+            Some(h) => Ok(h),
+            None => py.allow_threads(|| Registry::global().load(c)),
+        };
+        if let Ok(h) = result {
+            state().loaded.insert(c.clone(), h);
+        }
+        results.push((c.clone(), result));
+    }
+    let list = PyList::empty(py);
+    for (c, r) in &results {
+        list.append(outcome(py, c, r)?)?;
+    }
+    Ok(list)
+}
+
+/// The handler information dict: `name`, `version`, `abi`, `alignment`,
+/// `thread_safe`, `memory_kind`, `source`, and more.
+pub fn info<'py>(py: Python<'py>, h: Handler) -> PyResult<Bound<'py, PyDict>> {
+    let i = h.info();
+    let d = PyDict::new(py);
+    d.set_item("name", h.name())?;
+    d.set_item("version", i.version.to_string())?;
+    d.set_item("abi", i.abi())?;
+    d.set_item("alignment", h.alignment())?;
+    d.set_item("thread_safe", h.is_thread_safe())?;
+    d.set_item("memory_kind", i.memory_kind_name())?;
+    d.set_item("source", i.source.to_string())?;
+    d.set_item("flags", i.flag_names())?;
+    d.set_item("takes_options", h.takes_options())?;
+    d.set_item("has_stats", h.has_stats())?;
+    d.set_item("deprecated", i.deprecated)?;
+    d.set_item("options", i.options.clone())?;
+    Ok(d)
+}
+
+/// Every registered handler.
+pub fn handlers(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
+    let list = PyList::empty(py);
+    for h in Registry::global().handlers() {
+        list.append(info(py, h)?)?;
+    }
+    Ok(list)
+}
+
+/// The bridge for `key` (`name` or `name:options`), made on first use.
+pub fn bridge(key: &str) -> PyResult<&'static Bridge> {
+    // Held throughout, so that two threads asking at once make one bridge
+    // (and one instance).
+    let mut state = state();
+    if let Some(&b) = state.bridges.get(key) {
+        return Ok(b);
+    }
+    let (name, options) = match key.split_once(':') {
+        Some((n, o)) => (n, Some(o)),
+        None => (key, None),
+    };
+    let registry = Registry::global();
+    let handler = registry.get(name).ok_or_else(|| errors::unknown_handler(name, &registry.names()))?;
+    let bridge = match options {
+        None => Bridge::leak(key, handler, None),
+        Some(options) => {
+            let instance = handler.instantiate(options).map_err(|r| errors::refusal(key, &r))?;
+            Bridge::leak(key, instance.handler(), Some(instance))
+        }
+    };
+    state.bridges.insert(key.to_string(), bridge);
+    Ok(bridge)
+}
+
+/// The bridge already made for `key`, if any.
+pub fn existing_bridge(key: &str) -> Option<&'static Bridge> {
+    state().bridges.get(key).copied()
+}
+
+fn events<'py>(py: Python<'py>, log: &EventLog) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for (site, c) in log.sites() {
+        let d = PyDict::new(py);
+        d.set_item("file", site.file)?;
+        d.set_item("line", site.line)?;
+        d.set_item("function", site.function)?;
+        d.set_item("count", c.count)?;
+        d.set_item("allocated", c.allocated)?;
+        d.set_item("passed", c.passed)?;
+        list.append(d)?;
+    }
+    Ok(list)
+}
+
+/// Statistics for `key`: the plugin's own (`plugin`, or None if it reports
+/// none) and the bridge's counters (`bridge`, or None if NumPy has not been
+/// given this handler).
+pub fn stats<'py>(py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyDict>> {
+    let existing = existing_bridge(key);
+    let handler = match existing {
+        Some(b) => b.handler,
+        None if key.contains(':') => bridge(key)?.handler,
+        None => {
+            let registry = Registry::global();
+            registry.get(key).ok_or_else(|| errors::unknown_handler(key, &registry.names()))?
+        }
+    };
+    let d = PyDict::new(py);
+    d.set_item("name", key)?;
+    d.set_item("handler", info(py, handler)?)?;
+    match handler.stats() {
+        Some(s) => {
+            let p = PyDict::new(py);
+            p.set_item("live_bytes", s.live_bytes)?;
+            p.set_item("peak_bytes", s.peak_bytes)?;
+            p.set_item("total_allocations", s.total_allocations)?;
+            p.set_item("live_count", s.live_count)?;
+            p.set_item("bad_frees", s.bad_frees)?;
+            p.set_item("size_mismatches", s.size_mismatches)?;
+            d.set_item("plugin", p)?;
+        }
+        None => d.set_item("plugin", py.None())?,
+    }
+    match existing_bridge(key) {
+        Some(b) => {
+            let t = b.totals();
+            let br = PyDict::new(py);
+            br.set_item("numpy_name", &b.numpy_name)?;
+            br.set_item("header_bytes", b.header)?;
+            br.set_item("allocations", t.allocs)?;
+            br.set_item("frees", t.frees)?;
+            br.set_item("reallocs", t.reallocs)?;
+            br.set_item("bytes_allocated", t.bytes_allocated)?;
+            br.set_item("bytes_freed", t.bytes_freed)?;
+            br.set_item("live_blocks", t.live_blocks())?;
+            br.set_item("live_bytes", t.live_bytes())?;
+            br.set_item("peak_bytes", t.peak_bytes)?;
+            br.set_item("null_frees", t.null_frees)?;
+            br.set_item("numpy_size_mismatches", b.size_mismatches.total())?;
+            br.set_item("numpy_size_mismatch_sites", events(py, &b.size_mismatches)?)?;
+            br.set_item("foreign_pointers", b.foreign_pointers.total())?;
+            br.set_item("foreign_pointer_sites", events(py, &b.foreign_pointers)?)?;
+            d.set_item("bridge", br)?;
+        }
+        None => d.set_item("bridge", py.None())?,
+    }
+    Ok(d)
+}
