@@ -111,11 +111,7 @@ static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
 impl Shared {
     const fn new_const() -> Shared {
-        Shared {
-            live: AtomicI64::new(0),
-            peak: AtomicI64::new(0),
-            fallback: [const { AtomicU64::new(0) }; 6],
-        }
+        Shared { live: AtomicI64::new(0), peak: AtomicI64::new(0), fallback: [const { AtomicU64::new(0) }; 6] }
     }
 }
 

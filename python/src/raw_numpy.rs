@@ -102,9 +102,7 @@ pub fn numpy_api(py: Python<'_>) -> PyResult<&'static NumpyApi> {
 }
 
 fn read_api(py: Python<'_>) -> PyResult<NumpyApi> {
-    let module = py
-        .import("numpy._core._multiarray_umath")
-        .or_else(|_| py.import("numpy.core._multiarray_umath"))?;
+    let module = py.import("numpy._core._multiarray_umath").or_else(|_| py.import("numpy.core._multiarray_umath"))?;
     let capsule = module.getattr("_ARRAY_API")?;
     // SAFETY: `capsule` is a live object; the check only reads its type.
     if unsafe { ffi::PyCapsule_CheckExact(capsule.as_ptr()) } == 0 {
@@ -121,7 +119,8 @@ fn read_api(py: Python<'_>) -> PyResult<NumpyApi> {
     // `unsigned int PyArray_GetNDArrayCFeatureVersion(void)` since NumPy
     // 1.4. The module (and so the table) is never unloaded.
     let feature_version = unsafe {
-        let f: unsafe extern "C" fn() -> c_uint = std::mem::transmute(*table.add(SLOT_FEATURE_VERSION));
+        let f =
+            std::mem::transmute::<*const c_void, unsafe extern "C" fn() -> c_uint>(*table.add(SLOT_FEATURE_VERSION));
         f()
     };
     if feature_version < MIN_FEATURE_VERSION {
@@ -137,8 +136,13 @@ fn read_api(py: Python<'_>) -> PyResult<NumpyApi> {
     if set.is_null() || get.is_null() {
         return Err(PyRuntimeError::new_err("numpy's C API table has no PyDataMem_SetHandler/GetHandler"));
     }
-    // SAFETY: the signatures are NumPy's for these slots (see above).
-    unsafe { Ok(NumpyApi { set_handler: std::mem::transmute(set), get_handler: std::mem::transmute(get), feature_version }) }
+    type SetFn = unsafe extern "C" fn(*mut ffi::PyObject) -> *mut ffi::PyObject;
+    type GetFn = unsafe extern "C" fn() -> *mut ffi::PyObject;
+    // SAFETY: the signatures are NumPy's for these slots (see above), and
+    // both pointers are non-NULL.
+    let (set_handler, get_handler) =
+        unsafe { (std::mem::transmute::<*const c_void, SetFn>(set), std::mem::transmute::<*const c_void, GetFn>(get)) };
+    Ok(NumpyApi { set_handler, get_handler, feature_version })
 }
 
 impl NumpyApi {
@@ -146,7 +150,11 @@ impl NumpyApi {
     /// the current handler of this context; returns the previous one.
     /// NumPy checks the capsule's name and raises `ValueError` if it is not
     /// a handler.
-    pub fn set_handler<'py>(&self, py: Python<'py>, capsule: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
+    pub fn set_handler<'py>(
+        &self,
+        py: Python<'py>,
+        capsule: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let arg = capsule.map_or(std::ptr::null_mut(), |c| c.as_ptr());
         // SAFETY: the GIL is held (`py`); `arg` is NULL or a live object
         // (NumPy does not steal it); the result is a new reference or NULL
@@ -213,7 +221,10 @@ pub fn capsule_name(obj: &Bound<'_, PyAny>) -> Option<String> {
 /// handler and other libraries' capsules).
 pub fn capsule_bridge(obj: &Bound<'_, PyAny>) -> Option<&'static Bridge> {
     let h = handler_of(obj)?;
-    if !std::ptr::fn_addr_eq(h.allocator.malloc, bridge_malloc as unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void) {
+    if !std::ptr::fn_addr_eq(
+        h.allocator.malloc,
+        bridge_malloc as unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void,
+    ) {
         return None;
     }
     // SAFETY: only `new_capsule` installs `bridge_malloc`, always with a

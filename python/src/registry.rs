@@ -32,7 +32,11 @@ fn state() -> MutexGuard<'static, State> {
 /// One load outcome, as a dict with the keys of `memplug check --json`
 /// rows: `path`, `symbol`, `status`, `reason`, `message`, `name`, `version`,
 /// `abi`.
-fn outcome<'py>(py: Python<'py>, c: &Candidate, result: &Result<Handler, memplug::LoadError>) -> PyResult<Bound<'py, PyDict>> {
+fn outcome<'py>(
+    py: Python<'py>,
+    c: &Candidate,
+    result: &Result<Handler, memplug::LoadError>,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("path", c.path.to_string_lossy())?;
     d.set_item("symbol", &c.symbol)?;
@@ -149,6 +153,7 @@ fn events<'py>(py: Python<'py>, log: &EventLog) -> PyResult<Bound<'py, PyList>> 
         d.set_item("count", c.count)?;
         d.set_item("allocated", c.allocated)?;
         d.set_item("passed", c.passed)?;
+        d.set_item("callers", c.callers)?;
         list.append(d)?;
     }
     Ok(list)

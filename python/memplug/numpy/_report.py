@@ -40,6 +40,8 @@ def _sites(title: str, total: int, sites: List[Dict[str, Any]], sizes: bool) -> 
         func = f" in {site['function']}" if site["function"] else ""
         extra = f" (allocated {site['allocated']}, NumPy passed {site['passed']})" if sizes else ""
         lines.append(f"    {site['count']:>6}x  {where}{func}{extra}")
+        for caller in site.get("callers", [])[:4]:
+            lines.append(f"             called from {caller}")
     if len(sites) > 20:
         lines.append(f"    ... and {len(sites) - 20} more places")
     return lines

@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""NumPy's default handler vs the memplug bridge, side by side in one run.
+
+Variants (each NumPy's handler for its block of work):
+  default   NumPy's own handler (with its small-block cache)
+  system    memplug's bundled `system` plugin (libc) through the bridge
+  mimalloc  mimalloc taken by symbol name (examples/manifests/mimalloc.memplug.toml)
+
+Cases:
+  small   np.empty(8) created and deleted (64 bytes of data)
+  large   np.empty(1 MiB, uint8) created and deleted
+  mixed   a chain of ufuncs on 1e5-element float64 arrays, making temporaries:
+          d = np.sqrt(a * a + b * b) * 0.5 + np.exp(-a) ; del d
+
+Interleaved: each round runs every case under every variant, the variants in
+rotating order, for a short block each; a ratio is variant / default *in the
+same round*, and the figure of record is the median over rounds (the machine's
+speed drifts; rounds next to each other see the same speed).
+
+    python python/bench/numpy_bridge.py [--rounds 60] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import memplug
+import memplug.numpy as mnp
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = REPO / "examples" / "manifests" / "mimalloc.memplug.toml"
+
+
+def case_small(n):
+    empty = np.empty
+    for _ in range(n):
+        empty(8)
+
+
+def case_large(n):
+    empty, u8 = np.empty, np.uint8
+    for _ in range(n):
+        empty(1 << 20, dtype=u8)
+
+
+A = np.linspace(0.0, 1.0, 100_000)
+B = np.linspace(1.0, 2.0, 100_000)
+
+
+def case_mixed(n):
+    a, b, sqrt, exp = A, B, np.sqrt, np.exp
+    for _ in range(n):
+        d = sqrt(a * a + b * b) * 0.5 + exp(-a)
+        del d
+
+
+CASES = {"small": (case_small, 20_000), "large": (case_large, 2_000), "mixed": (case_mixed, 40)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=60)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--no-mimalloc", action="store_true")
+    args = ap.parse_args()
+
+    variants = {"default": None, "system": mnp.handler("system")}
+    if not args.no_mimalloc:
+        memplug.load(MANIFEST)
+        variants["mimalloc"] = mnp.handler("mimalloc")
+    names = list(variants)
+
+    times = {c: {v: [] for v in names} for c in CASES}
+    gc.disable()
+    for r in range(args.rounds):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for case, (fn, n) in CASES.items():
+            for v in order:
+                with mnp.use(variants[v]):
+                    fn(max(1, n // 20))  # warm the allocator's caches for this variant
+                    t0 = time.perf_counter_ns()
+                    fn(n)
+                    t1 = time.perf_counter_ns()
+                times[case][v].append((t1 - t0) / n)
+    gc.enable()
+
+    result = {"numpy": np.__version__, "python": sys.version.split()[0], "rounds": args.rounds, "cases": {}}
+    print(f"NumPy {np.__version__}, Python {result['python']}, {args.rounds} interleaved rounds")
+    print(f"{'case':<8}{'variant':<10}{'median ns/op':>14}{'ratio (median)':>16}{'ratio p10–p90':>18}")
+    for case in CASES:
+        base = times[case]["default"]
+        result["cases"][case] = {}
+        for v in names:
+            ratios = sorted(t / b for t, b in zip(times[case][v], base))
+            med = statistics.median(ratios)
+            p10, p90 = ratios[len(ratios) // 10], ratios[(len(ratios) * 9) // 10]
+            ns = statistics.median(times[case][v])
+            result["cases"][case][v] = {"ns_per_op": ns, "ratio": med, "p10": p10, "p90": p90}
+            print(f"{case:<8}{v:<10}{ns:>14.1f}{med:>16.3f}{p10:>11.3f}–{p90:.3f}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

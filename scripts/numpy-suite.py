@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Run part of NumPy's own test suite twice -- with NumPy's default handler,
+and through `python -m memplug.numpy --handler tracking` -- and compare.
+
+Passes when both runs have the same outcome for every test (so the same
+pass, fail, skip and xfail counts), and the bridged run's report shows zero
+`bad_frees` and zero `size_mismatches` from the plugin and no foreign
+pointers. NumPy's own size mismatches (a `free` given another size than was
+allocated) are printed with where they happened; they are NumPy's, and the
+bridge gave the plugin the right size each time.
+
+    python scripts/numpy-suite.py                 # test_multiarray + test_numeric
+    python scripts/numpy-suite.py --handler arena --modules numpy._core.tests.test_numeric
+    python scripts/numpy-suite.py --sequential    # one run after the other
+
+Run it with the Python that has numpy, pytest, hypothesis and memplug
+installed (scripts/python-tests.sh makes such a virtual environment). The two
+runs go side by side by default (about 2 minutes each on 2 cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+DEFAULT_MODULES = ["numpy._core.tests.test_multiarray", "numpy._core.tests.test_numeric"]
+
+
+def outcomes(junit: Path) -> dict[str, str]:
+    """Test id -> passed | failed | error | skipped | xfailed, from JUnit XML."""
+    result = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        tid = f"{case.get('classname')}::{case.get('name')}"
+        kinds = [child.tag for child in case]
+        if "failure" in kinds:
+            kind = "failed"
+        elif "error" in kinds:
+            kind = "error"
+        elif "skipped" in kinds:
+            skipped = case.find("skipped")
+            kind = "xfailed" if skipped is not None and skipped.get("type") == "pytest.xfail" else "skipped"
+        else:
+            kind = "passed"
+        # A test can appear twice (e.g. an error in teardown): keep the worst.
+        if result.get(tid) not in ("failed", "error"):
+            result[tid] = kind
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--handler", default="tracking")
+    ap.add_argument("--modules", nargs="+", default=DEFAULT_MODULES)
+    ap.add_argument("--sequential", action="store_true", help="run the two suites one after the other")
+    ap.add_argument("--workdir", type=Path, help="keep the JUnit XML and report here")
+    args = ap.parse_args()
+
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="numpy-suite-"))
+    work.mkdir(parents=True, exist_ok=True)
+    pytest_args = ["-m", "pytest", "--pyargs", *args.modules, "-q", "-p", "no:cacheprovider", "-W", "ignore"]
+    report = work / "report.json"
+    runs = {
+        "default": [sys.executable, *pytest_args, f"--junitxml={work / 'default.xml'}"],
+        "bridged": [
+            sys.executable, "-m", "memplug.numpy", "--handler", args.handler, "--report",
+            "--report-json", str(report), *pytest_args, f"--junitxml={work / 'bridged.xml'}",
+        ],
+    }
+    start = time.monotonic()
+    procs = {}
+    for name, cmd in runs.items():
+        print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
+        log = open(work / f"{name}.log", "w")
+        procs[name] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=work), log)
+        if args.sequential:
+            procs[name][0].wait()
+    for name, (proc, log) in procs.items():
+        proc.wait()
+        log.close()
+        tail = (work / f"{name}.log").read_text().strip().splitlines()
+        summary = [line for line in tail if " passed" in line or " failed" in line]
+        print(f"   {name}: exit {proc.returncode}, {summary[-1] if summary else 'no summary'}")
+    print(f"   both done in {time.monotonic() - start:.0f} s")
+
+    problems = []
+    got = {}
+    for name in runs:
+        xml = work / f"{name}.xml"
+        if not xml.exists():
+            problems.append(f"the {name} run wrote no JUnit XML (see {work / (name + '.log')})")
+            continue
+        got[name] = outcomes(xml)
+    if len(got) == 2:
+        a, b = got["default"], got["bridged"]
+        ca, cb = Counter(a.values()), Counter(b.values())
+        print(f"   default: {dict(sorted(ca.items()))}")
+        print(f"   bridged: {dict(sorted(cb.items()))}")
+        if sum(ca.values()) == 0:
+            problems.append("no test ran")
+        differ = sorted(t for t in set(a) | set(b) if a.get(t) != b.get(t))
+        for t in differ[:30]:
+            problems.append(f"{t}: default {a.get(t, 'absent')}, bridged {b.get(t, 'absent')}")
+        if len(differ) > 30:
+            problems.append(f"... and {len(differ) - 30} more tests differ")
+    if report.exists():
+        data = json.loads(report.read_text())
+        plugin, bridge = data["plugin"], data["bridge"]
+        if bridge is None or bridge["allocations"] == 0:
+            problems.append("NumPy allocated nothing through the bridge")
+        if plugin is not None:
+            for key in ("bad_frees", "size_mismatches"):
+                if plugin[key] != 0:
+                    problems.append(f"plugin {key} = {plugin[key]} (must be 0)")
+        if bridge is not None:
+            if bridge["foreign_pointers"]:
+                problems.append(f"{bridge['foreign_pointers']} foreign pointers reached the bridge")
+            print(
+                f"   bridge: {bridge['allocations']} allocations, {bridge['reallocs']} reallocs, "
+                f"{bridge['null_frees']} free(NULL) filtered, {bridge['numpy_size_mismatches']} NumPy size mismatches"
+            )
+            for site in bridge["numpy_size_mismatch_sites"]:
+                print(
+                    f"     {site['count']}x {site['file']}:{site['line']} in {site['function']} "
+                    f"(allocated {site['allocated']}, NumPy passed {site['passed']})"
+                )
+    else:
+        problems.append("the bridged run wrote no report")
+
+    if problems:
+        print("numpy-suite: FAILED")
+        for p in problems:
+            print(f"   {p}")
+        return 1
+    print(f"numpy-suite: ok: the same outcome for all {len(got['default'])} tests, handler {args.handler}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

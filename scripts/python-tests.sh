@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The Python package's tests: build and install `memplug` (python/) into a
+# virtual environment, then run
+#   1. the bridge crate's Rust unit tests (cargo test, linking libpython),
+#   2. python/tests with pytest,
+#   3. NumPy's own test_multiarray and test_numeric, with NumPy's default
+#      handler and through `python -m memplug.numpy --handler tracking`,
+#      compared test by test (scripts/numpy-suite.py).
+#
+#   scripts/python-tests.sh                 # all three
+#   scripts/python-tests.sh --quick         # without NumPy's suite
+#   MEMPLUG_VENV=DIR scripts/python-tests.sh  # venv location (default target/py-venv)
+#   PYTHON=python3.12 scripts/python-tests.sh # the interpreter to make it with
+#
+# Needs python3 with the venv module, cargo, cc, and PyPI (numpy, pytest,
+# hypothesis, maturin). The `pip install ./python` step builds the bundled
+# plugins with cargo and packs them into the wheel.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+[[ "${1:-}" == "--quick" ]] && quick=1
+venv=${MEMPLUG_VENV:-target/py-venv}
+python=${PYTHON:-python3}
+
+step() { echo "== $* ($(date +%T))"; }
+
+step "python: virtual environment $venv"
+if [[ ! -x "$venv/bin/python" ]]; then
+    "$python" -m venv "$venv"
+fi
+venv=$(cd "$venv" && pwd)
+"$venv/bin/python" -m pip install -q --upgrade pip
+"$venv/bin/python" -m pip install -q numpy pytest hypothesis maturin
+"$venv/bin/python" -c 'import numpy, sys; print("   python", sys.version.split()[0], "numpy", numpy.__version__)'
+
+step "python: pip install ./python (plugins + extension module)"
+start=$SECONDS
+"$venv/bin/python" -m pip install -q --force-reinstall --no-deps ./python
+echo "   built and installed in $((SECONDS - start)) s"
+
+step "python: bridge unit tests (cargo test)"
+(cd python && PYO3_PYTHON="$venv/bin/python" cargo test --no-default-features -q)
+
+step "python: pytest python/tests"
+"$venv/bin/python" -m pytest -q -p no:cacheprovider --rootdir python python/tests
+
+if ((quick)); then
+    echo "== python: NumPy's suite skipped (--quick)"
+    exit 0
+fi
+
+step "python: NumPy's own tests, default handler vs memplug tracking"
+start=$SECONDS
+"$venv/bin/python" scripts/numpy-suite.py --workdir target/numpy-suite
+echo "   NumPy suite comparison took $((SECONDS - start)) s"
