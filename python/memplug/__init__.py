@@ -142,9 +142,10 @@ def stats(name: str) -> Dict[str, Any]:
     ``size_mismatches``), or None if it reports none -- and ``bridge`` --
     the NumPy bridge's counters, or None if NumPy was never given this
     handler: ``allocations``, ``frees``, ``reallocs``, ``bytes_allocated``,
-    ``bytes_freed``, ``live_blocks``, ``live_bytes``, ``peak_bytes`` (exact
-    for large blocks; small ones are published in batches of
-    ``COUNTER_FLUSH_BYTES`` per thread), ``null_frees`` (NumPy's ``free(NULL)``
+    ``bytes_freed``, ``live_blocks``, ``live_bytes``, ``peak_bytes`` (checked
+    whenever a thread's net growth reaches :data:`PEAK_CHECK_BYTES`: exact
+    for large blocks, and short by at most that much per thread for small
+    ones), ``null_frees`` (NumPy's ``free(NULL)``
     calls, filtered out), ``numpy_size_mismatches`` and
     ``numpy_size_mismatch_sites`` (frees where NumPy passed a size other
     than the block's, with the Python file, line and function), and
@@ -157,5 +158,5 @@ def stats(name: str) -> Dict[str, Any]:
     return _native.stats(name)
 
 
-#: Net bytes a thread counts before publishing them for the peak.
-COUNTER_FLUSH_BYTES: int = _native.COUNTER_FLUSH_BYTES
+#: A thread's net growth, in bytes, between two checks of the peak.
+PEAK_CHECK_BYTES: int = _native.PEAK_CHECK_BYTES

@@ -4,7 +4,7 @@ says what to do."""
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Dict, List, Optional
 
 __all__ = ["Error", "LoadError", "UnknownHandlerError", "NumpyError"]
 
@@ -38,9 +38,9 @@ class LoadError(Error):
     outcome in ``outcomes``.
     """
 
-    outcomes: list
+    outcomes: List[Dict[str, Any]]
 
-    def __init__(self, message: str, code: str, source: Optional[str] = None, outcomes: Optional[list] = None) -> None:
+    def __init__(self, message: str, code: str, source: Optional[str] = None, outcomes: Optional[List[Dict[str, Any]]] = None) -> None:
         super().__init__(message, code, source)
         self.outcomes = list(outcomes or [])
 

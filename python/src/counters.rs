@@ -1,31 +1,42 @@
 //! The bridge's counters: blocks and bytes allocated, freed, live and peak,
 //! and `free(NULL)` calls, per bridged handler.
 //!
-//! The counting is on NumPy's every `malloc` and `free`, so it must cost next
-//! to nothing: **no shared atomic read-modify-write on the hot path**. Each
-//! thread counts in a block of its own (found through one thread-local
-//! access), with plain loads and stores; a reader sums all the blocks under
-//! a lock. A thread's block is folded into a "retired" total when the
-//! thread ends, and reused by the next thread.
+//! They are updated on NumPy's every `malloc` and `free`, so they must cost
+//! next to nothing: **no atomic read-modify-write on the hot path**. Each
+//! thread counts in a block of its own, found through one thread-local
+//! pointer (constant-initialised, no destructor check), with plain loads and
+//! stores. A reader sums every block. Counts are cumulative and never move:
+//! when a thread ends, its block goes back to a pool with its counts in it,
+//! and the next new thread carries on counting in it. So there are as many
+//! blocks as threads ever alive at once, and every sum is complete.
 //!
-//! Peak bytes need a view of all threads at once. Each thread keeps the net
-//! bytes it has not yet published, and publishes them into the handler's
-//! shared live count (one atomic add, plus a max for the peak) once they
-//! reach [`FLUSH_BYTES`] either way: large blocks publish at once, small
-//! ones in batches. The reported peak is therefore exact for blocks of
-//! `FLUSH_BYTES` or more and may miss at most `FLUSH_BYTES` per thread of
-//! small blocks; live bytes and every count are exact.
+//! **Peak bytes** need all threads at once. A thread checks the peak when its
+//! own live bytes have grown by [`PEAK_CHECK_BYTES`] since its last check
+//! (at every large block, every so many small ones): it sums the live bytes
+//! of every block (plain loads, no lock) and raises the shared peak if that
+//! is higher. The peak is therefore exact when memory grows in steps of
+//! `PEAK_CHECK_BYTES` or more, and can be short by up to about
+//! `PEAK_CHECK_BYTES` per thread when it grows in small blocks; live counts
+//! are always exact.
 //!
-//! The first [`MAX_SLOTS`] bridged handlers count per thread; any beyond
-//! that (a program making instances by the dozen) count in shared atomics.
+//! The first [`MAX_SLOTS`] bridged handlers count per thread, in up to
+//! [`MAX_BLOCKS`] thread blocks; counts beyond either (a program making
+//! instances by the dozen, or thousands of threads at once) and counts made
+//! while a thread is being torn down go to shared atomic counters instead.
 
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard};
+use crate::raw_static::{AtomicStatic, LocalStatic, Slot};
+use std::cell::Cell;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
+
+use Ordering::Relaxed;
 
 /// Handlers that count per thread.
 pub const MAX_SLOTS: usize = 32;
-/// Net bytes a thread keeps before publishing them for the peak.
-pub const FLUSH_BYTES: i64 = 32 * 1024;
+/// Thread blocks at most (threads alive at once, counting).
+pub const MAX_BLOCKS: usize = 1024;
+/// Growth of one thread's live bytes between two checks of the peak.
+pub const PEAK_CHECK_BYTES: i64 = 32 * 1024;
 
 /// A counter written by one thread and read by any: a relaxed load and
 /// store, not an atomic add (no `lock` prefix, no cache-line traffic).
@@ -38,12 +49,9 @@ impl Owned {
         self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
     }
 
+    #[inline]
     fn get(&self) -> u64 {
         self.0.load(Relaxed)
-    }
-
-    fn take(&self) -> u64 {
-        self.0.swap(0, Relaxed)
     }
 }
 
@@ -56,108 +64,147 @@ struct SlotCounts {
     null_frees: Owned,
     bytes_allocated: Owned,
     bytes_freed: Owned,
-    /// Net bytes not yet published to [`Shared::live`].
-    unpublished: AtomicI64,
+    /// This thread's live bytes when it last checked the peak (owner only).
+    checkpoint: AtomicI64,
 }
 
 impl SlotCounts {
+    /// Check the peak if this thread's live bytes grew by
+    /// [`PEAK_CHECK_BYTES`] since its last check.
     #[inline]
-    fn publish(&self, delta: i64, shared: &Shared) {
-        let mut u = self.unpublished.load(Relaxed) + delta;
-        if !(-FLUSH_BYTES..FLUSH_BYTES).contains(&u) {
-            shared.publish(u);
-            u = 0;
+    fn maybe_check_peak(&self, slot: usize, shared: &Shared) {
+        let live = self.live();
+        if live - self.checkpoint.load(Relaxed) >= PEAK_CHECK_BYTES {
+            self.checkpoint.store(live, Relaxed);
+            shared.check_peak(slot);
         }
-        self.unpublished.store(u, Relaxed);
+    }
+
+    fn live(&self) -> i64 {
+        self.bytes_allocated.get().wrapping_sub(self.bytes_freed.get()) as i64
     }
 }
 
-/// The counts every thread shares for one handler: published live bytes
-/// and the peak, and the fallback counts (threads being torn down, handlers
-/// beyond [`MAX_SLOTS`]).
-#[derive(Default)]
+/// One thread's counts for every slotted handler.
+struct ThreadBlock {
+    slots: [SlotCounts; MAX_SLOTS],
+}
+
+/// Every block made (threads' and pooled): readers look at the first
+/// `BLOCKS_LEN`.
+static BLOCKS: [AtomicStatic<ThreadBlock>; MAX_BLOCKS] = [const { AtomicStatic::empty() }; MAX_BLOCKS];
+static BLOCKS_LEN: AtomicUsize = AtomicUsize::new(0);
+/// Blocks of ended threads, waiting for new threads. Taking one from here
+/// (and returning it) under the mutex hands its counters over cleanly.
+static POOL: Mutex<Vec<&'static ThreadBlock>> = Mutex::new(Vec::new());
+
+/// The blocks made so far.
+fn blocks() -> impl Iterator<Item = &'static ThreadBlock> {
+    let len = BLOCKS_LEN.load(Ordering::Acquire);
+    BLOCKS[..len].iter().filter_map(AtomicStatic::get)
+}
+
+thread_local! {
+    /// This thread's block: empty before its first count, closed once the
+    /// thread is being torn down (or when no block could be had).
+    static LOCAL: LocalStatic<ThreadBlock> = const { LocalStatic::empty() };
+    /// Returns the block to the pool when the thread ends. Touched only
+    /// once per thread, off the hot path.
+    static RETURN_ON_EXIT: ReturnOnExit = const { ReturnOnExit(Cell::new(None)) };
+}
+
+struct ReturnOnExit(Cell<Option<&'static ThreadBlock>>);
+
+impl Drop for ReturnOnExit {
+    fn drop(&mut self) {
+        if let Some(block) = self.0.take() {
+            let _ = LOCAL.try_with(LocalStatic::close);
+            POOL.lock().unwrap_or_else(|e| e.into_inner()).push(block);
+        }
+    }
+}
+
+/// Give this thread a block (from the pool, or a new one).
+#[cold]
+#[inline(never)]
+fn attach() -> Option<&'static ThreadBlock> {
+    let mut pool = POOL.lock().unwrap_or_else(|e| e.into_inner());
+    let block = match pool.pop() {
+        Some(b) => b,
+        None => {
+            // Registration is serialised by the pool's lock.
+            let n = BLOCKS_LEN.load(Relaxed);
+            if n == MAX_BLOCKS {
+                drop(pool);
+                let _ = LOCAL.try_with(LocalStatic::close);
+                return None;
+            }
+            let b: &'static ThreadBlock =
+                Box::leak(Box::new(ThreadBlock { slots: std::array::from_fn(|_| SlotCounts::default()) }));
+            BLOCKS[n].set(b);
+            BLOCKS_LEN.store(n + 1, Ordering::Release);
+            b
+        }
+    };
+    drop(pool);
+    // Registering the destructor fails during teardown: then the block
+    // stays out of the pool (its counts still count) and the thread counts
+    // in the shared atomics from now on.
+    if RETURN_ON_EXIT.try_with(|r| r.0.set(Some(block))).is_ok() {
+        let _ = LOCAL.try_with(|l| l.set(block));
+    } else {
+        let _ = LOCAL.try_with(LocalStatic::close);
+        return None;
+    }
+    Some(block)
+}
+
+/// This thread's block, if it has (or can get) one.
+#[inline]
+fn local() -> Option<&'static ThreadBlock> {
+    match LOCAL.with(LocalStatic::get) {
+        Slot::Ref(b) => Some(b),
+        Slot::Empty => attach(),
+        Slot::Closed => None,
+    }
+}
+
+/// The counts every thread shares for one handler: the peak, and the
+/// fallback counts.
 pub struct Shared {
-    live: AtomicI64,
     peak: AtomicI64,
     fallback: [AtomicU64; 6],
 }
 
 impl Shared {
-    fn publish(&self, delta: i64) {
-        let live = self.live.fetch_add(delta, Relaxed) + delta;
-        if delta > 0 {
+    const fn new() -> Shared {
+        Shared { peak: AtomicI64::new(0), fallback: [const { AtomicU64::new(0) }; 6] }
+    }
+
+    fn fallback_live(&self) -> i64 {
+        self.fallback[BYTES_ALLOCATED].load(Relaxed).wrapping_sub(self.fallback[BYTES_FREED].load(Relaxed)) as i64
+    }
+
+    /// Raise the peak to the live bytes now, if higher.
+    #[cold]
+    #[inline(never)]
+    fn check_peak(&self, slot: usize) {
+        let live = self.fallback_live() + blocks().map(|b| b.slots[slot].live()).sum::<i64>();
+        if live > self.peak.load(Relaxed) {
             self.peak.fetch_max(live, Relaxed);
         }
     }
 }
 
-/// All of one thread's counts.
-struct ThreadBlock {
-    slots: [SlotCounts; MAX_SLOTS],
-}
-
-/// Every block ever made (live threads' and pooled ones), and what ended
-/// threads counted.
-struct Blocks {
-    all: Vec<&'static ThreadBlock>,
-    pool: Vec<&'static ThreadBlock>,
-    retired: [[u64; 6]; MAX_SLOTS],
-}
-
-static BLOCKS: Mutex<Blocks> = Mutex::new(Blocks { all: Vec::new(), pool: Vec::new(), retired: [[0; 6]; MAX_SLOTS] });
-/// The shared part of the slotted handlers, indexed by slot.
-static SLOT_SHARED: [Shared; MAX_SLOTS] = [const { Shared::new_const() }; MAX_SLOTS];
+static SLOT_SHARED: [Shared; MAX_SLOTS] = [const { Shared::new() }; MAX_SLOTS];
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
-impl Shared {
-    const fn new_const() -> Shared {
-        Shared { live: AtomicI64::new(0), peak: AtomicI64::new(0), fallback: [const { AtomicU64::new(0) }; 6] }
-    }
-}
-
-fn blocks() -> MutexGuard<'static, Blocks> {
-    BLOCKS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// This thread's block; returned to the pool when the thread ends.
-struct Local(&'static ThreadBlock);
-
-impl Local {
-    fn new() -> Local {
-        let mut b = blocks();
-        let block = b.pool.pop().unwrap_or_else(|| {
-            let block: &'static ThreadBlock =
-                Box::leak(Box::new(ThreadBlock { slots: std::array::from_fn(|_| SlotCounts::default()) }));
-            b.all.push(block);
-            block
-        });
-        Local(block)
-    }
-}
-
-impl Drop for Local {
-    fn drop(&mut self) {
-        let mut b = blocks();
-        for (i, s) in self.0.slots.iter().enumerate() {
-            let r = &mut b.retired[i];
-            for (k, c) in [&s.allocs, &s.frees, &s.reallocs, &s.null_frees, &s.bytes_allocated, &s.bytes_freed]
-                .into_iter()
-                .enumerate()
-            {
-                r[k] += c.take();
-            }
-            let u = s.unpublished.swap(0, Relaxed);
-            if u != 0 {
-                SLOT_SHARED[i].publish(u);
-            }
-        }
-        b.pool.push(self.0);
-    }
-}
-
-thread_local! {
-    static LOCAL: Local = Local::new();
-}
+const ALLOCS: usize = 0;
+const FREES: usize = 1;
+const REALLOCS: usize = 2;
+const NULL_FREES: usize = 3;
+const BYTES_ALLOCATED: usize = 4;
+const BYTES_FREED: usize = 5;
 
 /// Totals for one handler, summed over threads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -198,12 +245,11 @@ pub struct Counts {
     shared: &'static Shared,
 }
 
-const ALLOCS: usize = 0;
-const FREES: usize = 1;
-const REALLOCS: usize = 2;
-const NULL_FREES: usize = 3;
-const BYTES_ALLOCATED: usize = 4;
-const BYTES_FREED: usize = 5;
+impl Default for Counts {
+    fn default() -> Self {
+        Counts::new()
+    }
+}
 
 impl Counts {
     /// Counters for a new bridged handler.
@@ -212,97 +258,88 @@ impl Counts {
         if n < MAX_SLOTS {
             Counts { slot: Some(n), shared: &SLOT_SHARED[n] }
         } else {
-            Counts { slot: None, shared: Box::leak(Box::new(Shared::default())) }
+            Counts { slot: None, shared: Box::leak(Box::new(Shared::new())) }
         }
     }
 
-    /// Run `f` on this thread's counts; `false` if there are none (beyond
-    /// the slots, or the thread is being torn down).
+    /// This thread's counts for this handler, if it counts per thread.
     #[inline]
-    fn local(&self, f: impl FnOnce(&SlotCounts)) -> bool {
-        match self.slot {
-            Some(slot) => LOCAL.try_with(|l| f(&l.0.slots[slot])).is_ok(),
-            None => false,
-        }
+    fn mine(&self) -> Option<(usize, &'static SlotCounts)> {
+        let slot = self.slot?;
+        let block = local()?;
+        Some((slot, &block.slots[slot]))
     }
 
     #[cold]
-    fn fallback(&self, adds: &[(usize, u64)], delta: i64) {
+    #[inline(never)]
+    fn fallback(&self, adds: &[(usize, u64)]) {
         for &(k, n) in adds {
             self.shared.fallback[k].fetch_add(n, Relaxed);
         }
-        self.shared.publish(delta);
+        let live = self.shared.fallback_live();
+        if self.slot.is_none() && live > self.shared.peak.load(Relaxed) {
+            self.shared.peak.fetch_max(live, Relaxed);
+        }
     }
 
     /// A block of `size` bytes was allocated.
     #[inline]
     pub fn alloc(&self, size: usize) {
-        let shared = self.shared;
-        let done = self.local(|s| {
-            s.allocs.add(1);
-            s.bytes_allocated.add(size as u64);
-            s.publish(size as i64, shared);
-        });
-        if !done {
-            self.fallback(&[(ALLOCS, 1), (BYTES_ALLOCATED, size as u64)], size as i64);
+        match self.mine() {
+            Some((slot, s)) => {
+                s.allocs.add(1);
+                s.bytes_allocated.add(size as u64);
+                s.maybe_check_peak(slot, self.shared);
+            }
+            None => self.fallback(&[(ALLOCS, 1), (BYTES_ALLOCATED, size as u64)]),
         }
     }
 
     /// A block of `size` bytes was freed.
     #[inline]
     pub fn free(&self, size: usize) {
-        let shared = self.shared;
-        let done = self.local(|s| {
-            s.frees.add(1);
-            s.bytes_freed.add(size as u64);
-            s.publish(-(size as i64), shared);
-        });
-        if !done {
-            self.fallback(&[(FREES, 1), (BYTES_FREED, size as u64)], -(size as i64));
+        match self.mine() {
+            Some((_, s)) => {
+                s.frees.add(1);
+                s.bytes_freed.add(size as u64);
+            }
+            None => self.fallback(&[(FREES, 1), (BYTES_FREED, size as u64)]),
         }
     }
 
     /// A block was resized from `old` to `new` bytes.
     pub fn realloc(&self, old: usize, new: usize) {
-        let shared = self.shared;
-        let delta = new as i64 - old as i64;
-        let done = self.local(|s| {
-            s.reallocs.add(1);
-            s.bytes_freed.add(old as u64);
-            s.bytes_allocated.add(new as u64);
-            s.publish(delta, shared);
-        });
-        if !done {
-            self.fallback(&[(REALLOCS, 1), (BYTES_FREED, old as u64), (BYTES_ALLOCATED, new as u64)], delta);
+        match self.mine() {
+            Some((slot, s)) => {
+                s.reallocs.add(1);
+                s.bytes_freed.add(old as u64);
+                s.bytes_allocated.add(new as u64);
+                s.maybe_check_peak(slot, self.shared);
+            }
+            None => self.fallback(&[(REALLOCS, 1), (BYTES_FREED, old as u64), (BYTES_ALLOCATED, new as u64)]),
         }
     }
 
     /// NumPy freed NULL.
     pub fn null_free(&self) {
-        if !self.local(|s| s.null_frees.add(1)) {
-            self.fallback(&[(NULL_FREES, 1)], 0);
+        match self.mine() {
+            Some((_, s)) => s.null_frees.add(1),
+            None => self.fallback(&[(NULL_FREES, 1)]),
         }
     }
 
     /// The totals over every thread, live or ended.
     pub fn totals(&self) -> Totals {
-        let mut sums = [0u64; 6];
-        for (k, a) in self.shared.fallback.iter().enumerate() {
-            sums[k] = a.load(Relaxed);
-        }
+        let mut sums: [u64; 6] = std::array::from_fn(|k| self.shared.fallback[k].load(Relaxed));
         if let Some(slot) = self.slot {
-            let b = blocks();
-            for block in &b.all {
+            for block in blocks() {
                 let s = &block.slots[slot];
                 for (k, c) in [&s.allocs, &s.frees, &s.reallocs, &s.null_frees, &s.bytes_allocated, &s.bytes_freed]
                     .into_iter()
                     .enumerate()
                 {
-                    sums[k] += c.get();
+                    sums[k] = sums[k].wrapping_add(c.get());
                 }
-            }
-            for (k, r) in b.retired[slot].iter().enumerate() {
-                sums[k] += r;
             }
         }
         let mut t = Totals {
@@ -329,17 +366,42 @@ mod tests {
         c.alloc(100);
         std::thread::scope(|s| {
             s.spawn(|| {
-                c.alloc(FLUSH_BYTES as usize * 2);
+                c.alloc(PEAK_CHECK_BYTES as usize * 2);
                 c.free(100);
                 c.null_free();
             });
         });
-        c.realloc(10, 30);
+        // A new thread reuses the ended thread's block and keeps its counts.
+        std::thread::scope(|s| {
+            s.spawn(|| c.realloc(10, 30));
+        });
         let t = c.totals();
         assert_eq!((t.allocs, t.frees, t.reallocs, t.null_frees), (2, 1, 1, 1));
-        assert_eq!(t.bytes_allocated, 100 + FLUSH_BYTES as u64 * 2 + 30);
+        assert_eq!(t.bytes_allocated, 100 + PEAK_CHECK_BYTES as u64 * 2 + 30);
         assert_eq!(t.bytes_freed, 100 + 10);
-        assert_eq!(t.live_bytes(), FLUSH_BYTES as u64 * 2 + 20);
-        assert!(t.peak_bytes >= FLUSH_BYTES as u64 * 2, "{t:?}");
+        assert_eq!(t.live_bytes(), PEAK_CHECK_BYTES as u64 * 2 + 20);
+        assert!(t.peak_bytes >= PEAK_CHECK_BYTES as u64 * 2 + 100, "{t:?}");
+    }
+
+    #[test]
+    fn the_peak_follows_large_blocks_exactly() {
+        let c = Counts::new();
+        let mb = 1 << 20;
+        c.alloc(3 * mb);
+        c.free(3 * mb);
+        c.alloc(mb);
+        let t = c.totals();
+        assert_eq!((t.peak_bytes, t.live_bytes()), (3 * mb as u64, mb as u64));
+    }
+
+    #[test]
+    fn handlers_beyond_the_slots_count_in_shared_atomics() {
+        let extra: Vec<Counts> = (0..MAX_SLOTS + 1).map(|_| Counts::new()).collect();
+        let last = extra.last().unwrap();
+        assert!(last.slot.is_none());
+        last.alloc(1 << 20);
+        last.free(1 << 20);
+        let t = last.totals();
+        assert_eq!((t.allocs, t.frees, t.live_bytes(), t.peak_bytes), (1, 1, 0, 1 << 20));
     }
 }

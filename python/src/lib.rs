@@ -8,10 +8,11 @@
 //!   counters and record of NumPy's mistakes ([`bridge`], [`counters`]);
 //! - NumPy's handler capsules and current handler ([`numpy`]), over the one
 //!   unsafe module, [`raw_numpy`] (NumPy's C API table and the functions
-//!   NumPy calls);
+//!   NumPy calls), and [`raw_static`] (`'static` references in atomics and
+//!   thread-locals, for the counters);
 //! - exceptions with reason codes ([`errors`]).
 //!
-//! Layers, lowest first: `counters` → `bridge` ↔ `raw_numpy` (the bridge's
+//! Layers, lowest first: `raw_static` → `counters` → `bridge` ↔ `raw_numpy` (the bridge's
 //! state and the calls on it) → `registry` → `numpy` → this module.
 
 #![deny(unsafe_code)]
@@ -22,6 +23,8 @@ mod errors;
 mod numpy;
 #[allow(unsafe_code)]
 mod raw_numpy;
+#[allow(unsafe_code)]
+mod raw_static;
 mod registry;
 
 use pyo3::prelude::*;
@@ -111,6 +114,6 @@ fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(describe_capsule, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_feature_version, m)?)?;
     m.add("HEADER_MIN_BYTES", 16)?;
-    m.add("COUNTER_FLUSH_BYTES", counters::FLUSH_BYTES)?;
+    m.add("PEAK_CHECK_BYTES", counters::PEAK_CHECK_BYTES)?;
     Ok(())
 }

@@ -93,3 +93,17 @@ def test_usage_errors_exit_2():
     assert r.returncode == 2 and "-m MODULE or SCRIPT" in r.stderr
     r = run_bridge("-m", "json.tool")
     assert r.returncode == 2 and "--handler" in r.stderr
+
+
+def test_options_end_at_the_program():
+    from memplug.numpy.__main__ import split_argv
+
+    assert split_argv(["--handler", "x", "-m", "mod", "-q", "--handler", "y"]) == (
+        ["--handler", "x"], "mod", None, ["-q", "--handler", "y"],
+    )
+    assert split_argv(["--handler=x", "--report", "s.py", "-m", "z"]) == (
+        ["--handler=x", "--report"], None, "s.py", ["-m", "z"],
+    )
+    assert split_argv(["--plugin-path", "d", "--handler", "x", "--", "-odd.py"]) == (
+        ["--plugin-path", "d", "--handler", "x"], None, "-odd.py", [],
+    )

@@ -63,8 +63,12 @@ def handler(name: str) -> Capsule:
     refuses the options (``"bad-options"``, ``"no-options"``), and
     :class:`memplug.NumpyError` if NumPy is missing or older than 1.22.
     """
-    import numpy  # noqa: F401  (NumPy must be importable)
-
+    try:
+        import numpy  # noqa: F401  (the capsule is for NumPy)
+    except ImportError as e:
+        raise memplug.NumpyError(
+            f"NumPy is not importable ({e}): install numpy>=1.22", "numpy-unavailable"
+        ) from e
     memplug._ensure_loaded()
     return _native.numpy_capsule(name)
 
@@ -111,11 +115,12 @@ def get_handler_name(arr: Any = None) -> Optional[str]:
     """The name of NumPy's current handler, or of the handler that made
     ``arr``'s data (None if ``arr`` does not own its data): NumPy's own
     ``get_handler_name``. memplug handlers show as ``memplug:<name>``."""
-    try:
-        from numpy._core.multiarray import get_handler_name as _get
-    except ImportError:  # NumPy 1.x
-        from numpy.core.multiarray import get_handler_name as _get
-    return _get() if arr is None else _get(arr)
+    import numpy
+
+    multiarray = getattr(numpy, "_core", None) or numpy.core  # NumPy 2 / 1.x
+    get = multiarray.multiarray.get_handler_name
+    name: Optional[str] = get() if arr is None else get(arr)
+    return name
 
 
 def memplug_name(capsule: Capsule) -> Optional[str]:
