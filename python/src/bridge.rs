@@ -8,7 +8,7 @@
 //! state they use and the cold paths they call into.
 
 use crate::counters::{Counts, Totals};
-use crate::raw_numpy;
+use crate::raw_thread;
 use memplug::{Handler, Instance};
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
@@ -42,7 +42,7 @@ impl Site {
     /// (`file:line in function`), if this thread holds the GIL. NumPy calls
     /// `free` without the GIL in places; then the site is `<no GIL>`.
     fn here() -> (Site, Vec<String>) {
-        if !raw_numpy::gil_held() {
+        if !raw_thread::gil_held() {
             return (Site::placeholder("<no GIL>"), Vec::new());
         }
         let caught = std::panic::catch_unwind(|| {

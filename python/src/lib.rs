@@ -8,11 +8,11 @@
 //!   counters and record of NumPy's mistakes ([`bridge`], [`counters`]);
 //! - NumPy's handler capsules and current handler ([`numpy`]), over the one
 //!   unsafe module, [`raw_numpy`] (NumPy's C API table and the functions
-//!   NumPy calls), and [`raw_static`] (`'static` references in atomics and
-//!   thread-locals, for the counters);
+//!   NumPy calls), and [`raw_thread`] (the thread's id, whether it holds
+//!   the GIL);
 //! - exceptions with reason codes ([`errors`]).
 //!
-//! Layers, lowest first: `raw_static` → `counters` → `bridge` ↔ `raw_numpy` (the bridge's
+//! Layers, lowest first: `raw_thread` → `counters` → `bridge` ↔ `raw_numpy` (the bridge's
 //! state and the calls on it) → `registry` → `numpy` → this module.
 
 #![deny(unsafe_code)]
@@ -24,7 +24,7 @@ mod numpy;
 #[allow(unsafe_code)]
 mod raw_numpy;
 #[allow(unsafe_code)]
-mod raw_static;
+mod raw_thread;
 mod registry;
 
 use pyo3::prelude::*;

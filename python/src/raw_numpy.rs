@@ -29,7 +29,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
-use std::ffi::{CStr, c_char, c_int, c_uint, c_void};
+use std::ffi::{CStr, c_char, c_uint, c_void};
 use std::ptr::NonNull;
 
 /// NumPy's name for handler capsules (`MEM_HANDLER_CAPSULE_NAME`).
@@ -70,19 +70,6 @@ const _: () = {
     assert!(std::mem::offset_of!(PyDataMemHandler, allocator) == 128);
     assert!(size_of::<PyDataMemHandler>() == 128 + 5 * size_of::<usize>());
 };
-
-unsafe extern "C" {
-    // Public C API since Python 3.4, though not in the limited API: every
-    // CPython exports it. It tells whether this thread holds the GIL.
-    fn PyGILState_Check() -> c_int;
-}
-
-/// Whether the calling thread holds the GIL.
-pub fn gil_held() -> bool {
-    // SAFETY: callable from any thread, with or without the GIL, once the
-    // interpreter is initialised (it is: NumPy is calling us, or Python is).
-    unsafe { PyGILState_Check() == 1 }
-}
 
 /// The two NumPy functions the bridge needs, read from NumPy's C API table.
 pub struct NumpyApi {
@@ -281,7 +268,7 @@ unsafe fn read_header(bridge: &Bridge, ptr: *mut u8) -> Option<usize> {
 
 unsafe extern "C" fn bridge_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: `ctx` is the leaked bridge `new_capsule` stored.
-    let bridge = unsafe { &*(ctx as *const Bridge) };
+    let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
     let Some(total) = size.checked_add(bridge.header) else { return std::ptr::null_mut() };
     match bridge.handler.alloc(total) {
         Ok(base) => {
@@ -295,7 +282,7 @@ unsafe extern "C" fn bridge_malloc(ctx: *mut c_void, size: usize) -> *mut c_void
 
 unsafe extern "C" fn bridge_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
     // SAFETY: as in `bridge_malloc`.
-    let bridge = unsafe { &*(ctx as *const Bridge) };
+    let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
     let Some(size) = nelem.checked_mul(elsize) else { return std::ptr::null_mut() };
     let Some(total) = size.checked_add(bridge.header) else { return std::ptr::null_mut() };
     match bridge.handler.alloc_zeroed(total, 1) {
@@ -314,7 +301,7 @@ unsafe extern "C" fn bridge_realloc(ctx: *mut c_void, ptr: *mut c_void, new_size
         return unsafe { bridge_malloc(ctx, new_size) };
     }
     // SAFETY: as in `bridge_malloc`.
-    let bridge = unsafe { &*(ctx as *const Bridge) };
+    let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
     let ptr = ptr.cast::<u8>();
     // SAFETY: NumPy reallocs only blocks this handler made.
     let Some(old_size) = (unsafe { read_header(bridge, ptr) }) else {
@@ -342,7 +329,7 @@ unsafe extern "C" fn bridge_realloc(ctx: *mut c_void, ptr: *mut c_void, new_size
 
 unsafe extern "C" fn bridge_free(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
     // SAFETY: as in `bridge_malloc`.
-    let bridge = unsafe { &*(ctx as *const Bridge) };
+    let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
     if ptr.is_null() {
         // NumPy frees NULL (argsort's index buffer, ...); plugins never see it.
         bridge.counts.null_free();
