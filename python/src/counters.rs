@@ -353,14 +353,17 @@ mod tests {
     fn many_threads_each_get_a_line_and_give_it_up() {
         let c = leaked();
         for _ in 0..4 {
-            std::thread::scope(|s| {
-                for _ in 0..64 {
-                    s.spawn(|| {
+            // `join` waits for the thread to end, its destructors included
+            // (a scoped thread's end is signalled before them).
+            let threads: Vec<_> = (0..64)
+                .map(|_| {
+                    std::thread::spawn(move || {
                         c.alloc(8);
                         c.free(8);
-                    });
-                }
-            });
+                    })
+                })
+                .collect();
+            threads.into_iter().for_each(|t| t.join().unwrap());
         }
         let t = c.totals();
         assert_eq!((t.allocs, t.frees, t.live_bytes()), (256, 256, 0));

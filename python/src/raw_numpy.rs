@@ -344,6 +344,8 @@ unsafe extern "C" fn bridge_free(ctx: *mut c_void, ptr: *mut c_void, size: usize
     if size != real {
         bridge.numpy_size_mismatch(real, size);
     }
+    // Counted first: its loads overlap with the call below.
+    bridge.counts.free(real);
     // SAFETY: the header matched: `ptr - header` is a live block of
     // `header + real` bytes. Clearing the check word first makes a second
     // free of the same pointer recognisable.
@@ -351,5 +353,4 @@ unsafe extern "C" fn bridge_free(ctx: *mut c_void, ptr: *mut c_void, size: usize
         ptr.cast::<usize>().sub(1).write(0);
         bridge.handler.free(NonNull::new_unchecked(ptr.sub(bridge.header)), bridge.header + real);
     }
-    bridge.counts.free(real);
 }
