@@ -18,9 +18,9 @@
 //!   returned and no free was of a wrong size or unknown pointer (skipped
 //!   when the plugin has no statistics).
 
+use crate::buffer::Buffer;
 use crate::error::AllocError;
 use crate::handler::Handler;
-use crate::raw::buffer::Block;
 use serde::Serialize;
 
 /// The verdict of one check.
@@ -125,6 +125,41 @@ pub fn conformance(handler: Handler) -> Vec<CheckResult> {
     out
 }
 
+/// A block for the checks: a buffer of exactly `size` bytes (0 served as
+/// 1), every byte initialised, freed through its handler on drop.
+struct Block(Buffer);
+
+impl Block {
+    /// `size` bytes from `h`, filled with `0x5A`.
+    fn new(h: Handler, size: usize) -> Result<Block, AllocError> {
+        let mut b = Buffer::with_capacity_in(size.max(1), h)?;
+        b.resize(size.max(1), 0x5A).expect("the capacity is there");
+        Ok(Block(b))
+    }
+
+    /// `size` bytes from `h`'s zeroed allocation, untouched.
+    fn zeroed(h: Handler, size: usize) -> Result<Block, AllocError> {
+        Buffer::zeroed_in(size.max(1), h).map(Block)
+    }
+
+    fn addr(&self) -> usize {
+        self.0.as_ptr() as usize
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+
+    /// Resize to exactly `new_size` bytes through the handler's `realloc`;
+    /// bytes past the old size are filled with `0x5A`.
+    fn realloc(&mut self, new_size: usize) -> Result<(), String> {
+        let new_size = new_size.max(1);
+        self.0.truncate(new_size);
+        self.0.grow_to(new_size).map_err(|e| e.to_string())?;
+        self.0.resize(new_size, 0x5A).map_err(|e| e.to_string())
+    }
+}
+
 fn pattern(seed: usize, i: usize) -> u8 {
     (seed.wrapping_mul(31).wrapping_add(i.wrapping_mul(7)) % 251) as u8
 }
@@ -172,7 +207,7 @@ fn check_zeroed(h: Handler) -> Result<(), String> {
             let mut dirty = Block::new(h, size).map_err(|e| e.to_string())?;
             dirty.bytes().fill(0xA5);
         }
-        let mut z = Block::zeroed(h, size / 8, 8).map_err(|e| e.to_string())?;
+        let mut z = Block::zeroed(h, size).map_err(|e| e.to_string())?;
         if let Some(i) = z.bytes().iter().position(|&x| x != 0) {
             return Err(format!("zeroed {size}-byte block has a non-zero byte at {i}"));
         }
@@ -185,7 +220,7 @@ fn check_realloc(h: Handler) -> Result<(), String> {
     fill(b.bytes(), 1);
     let mut kept = 64;
     for new_size in [4096usize, 1 << 20, 100, 3, 70_000] {
-        b.realloc(new_size).map_err(|e| e.to_string())?;
+        b.realloc(new_size)?;
         let keep = kept.min(new_size);
         verify(&b.bytes()[..keep], 1, &format!("after realloc to {new_size}"))?;
         fill(b.bytes(), 1);
@@ -226,7 +261,7 @@ fn check_overflow(h: Handler) -> Result<(), String> {
 
 fn check_aligned(h: Handler) -> Result<(), String> {
     for align in [h.alignment() * 2, 256, 4096] {
-        let mut b = crate::Buffer::with_capacity_aligned_in(100, align, h).map_err(|e| e.to_string())?;
+        let mut b = Buffer::with_capacity_aligned_in(100, align, h).map_err(|e| e.to_string())?;
         for round in 0..3 {
             let addr = b.as_ptr() as usize;
             if addr % align != 0 {

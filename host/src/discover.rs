@@ -17,6 +17,8 @@
 //! is a candidate, and so is every allocator manifest (`*.memplug.toml`, see
 //! [`crate::symbols`]), in name order; subdirectories are not entered. The
 //! entry symbol is [`memplug_abi::ENTRY_SYMBOL`] unless told otherwise.
+//!
+//! Imports only `symbols` (the manifest file-name rule).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -64,12 +66,12 @@ impl fmt::Display for Candidate {
 }
 
 /// Whether a file name looks like a shared library.
-pub fn is_library_name(name: &str) -> bool {
+pub(crate) fn is_library_name(name: &str) -> bool {
     name.ends_with(".so") || (cfg!(target_os = "macos") && name.ends_with(".dylib"))
 }
 
 /// The default plugin directories that exist (see the module docs).
-pub fn default_dirs() -> Vec<PathBuf> {
+pub(crate) fn default_dirs() -> Vec<PathBuf> {
     let Ok(exe) = std::env::current_exe() else {
         return Vec::new();
     };
@@ -94,7 +96,7 @@ pub fn search_path() -> Vec<PathBuf> {
 }
 
 /// [`search_path`] for a given value of the variable.
-pub fn search_path_from(var: Option<&str>) -> Vec<PathBuf> {
+pub(crate) fn search_path_from(var: Option<&str>) -> Vec<PathBuf> {
     let Some(var) = var.filter(|v| !v.is_empty()) else {
         return default_dirs();
     };

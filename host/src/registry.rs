@@ -7,28 +7,20 @@
 //! name: the library stays loaded and the handler keeps serving the buffers
 //! it made.
 //!
-//! A registry applies a [`Policy`]: version requirements per plugin name
-//! (`aligned >=1.2, <2`; a miss is refused as `version-unsatisfied`) and ABI
-//! minors the host considers deprecated (still loaded, with a warning and
-//! [`HandlerInfo::deprecated`](crate::HandlerInfo::deprecated) set).
+//! A registry applies a [`Policy`] (`policy.rs`): version requirements per
+//! plugin name and deprecated ABI minors.
 //!
-//! ```
-//! use memplug::registry::{Policy, Registry};
-//!
-//! let mut policy = Policy::default();
-//! policy.require("aligned >=1.2, <2").unwrap();
-//! policy.deprecate_abi("1.0").unwrap();
-//! let registry = Registry::with_policy(policy);
-//! assert!(registry.policy().requirements.contains_key("aligned"));
-//! ```
+//! Imports `load`, `discover`, `symbols`, `handler`, `current`, `policy`,
+//! `raw` (the list of opened libraries) and `error`.
 
 use crate::current;
 use crate::discover::{self, Candidate};
 use crate::error::{LoadError, Refusal};
 use crate::handler::Handler;
 use crate::load::{self, Prepared};
+pub use crate::policy::{Policy, PolicyError};
 use crate::symbols::SymbolSpec;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{OnceLock, RwLock};
 
@@ -37,73 +29,6 @@ use std::sync::{OnceLock, RwLock};
 pub struct Registry {
     handlers: RwLock<BTreeMap<String, Handler>>,
     policy: RwLock<Policy>,
-}
-
-/// What a registry accepts beyond the ABI's own rules.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Policy {
-    /// Version requirements by handler name.
-    pub requirements: BTreeMap<String, semver::VersionReq>,
-    /// ABI versions `(major, minor)` that still load, with a warning.
-    pub deprecated_abis: BTreeSet<(u16, u16)>,
-}
-
-/// A policy entry that could not be parsed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PolicyError {
-    /// A requirement is not `NAME REQ`.
-    #[error(
-        "bad version requirement {spec:?}: {problem}. Write the handler name, a space, then a semver requirement, \
-         e.g. \"aligned >=1.2, <2\""
-    )]
-    BadRequirement {
-        /// What was given.
-        spec: String,
-        /// What is wrong.
-        problem: String,
-    },
-    /// An ABI version is not `MAJOR.MINOR`.
-    #[error("bad ABI version {spec:?}: write MAJOR.MINOR, e.g. \"1.0\"")]
-    BadAbi {
-        /// What was given.
-        spec: String,
-    },
-}
-
-impl PolicyError {
-    /// The stable reason code: `bad-requirement` or `bad-abi-version`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            PolicyError::BadRequirement { .. } => "bad-requirement",
-            PolicyError::BadAbi { .. } => "bad-abi-version",
-        }
-    }
-}
-
-impl Policy {
-    /// Add a requirement written as `NAME REQ`, e.g. `aligned >=1.2, <2`.
-    pub fn require(&mut self, spec: &str) -> Result<(), PolicyError> {
-        let bad = |problem: &str| PolicyError::BadRequirement { spec: spec.to_string(), problem: problem.to_string() };
-        let spec_trim = spec.trim();
-        let (name, req) =
-            spec_trim.split_once(char::is_whitespace).ok_or_else(|| bad("no requirement after the name"))?;
-        if name.is_empty() || !name.bytes().all(crate::validate::is_name_byte) {
-            return Err(bad("the name is not a handler name"));
-        }
-        let req = semver::VersionReq::parse(req.trim()).map_err(|e| bad(&e.to_string()))?;
-        self.requirements.insert(name.to_string(), req);
-        Ok(())
-    }
-
-    /// Mark an ABI version, written `MAJOR.MINOR`, deprecated.
-    pub fn deprecate_abi(&mut self, spec: &str) -> Result<(), PolicyError> {
-        let bad = || PolicyError::BadAbi { spec: spec.to_string() };
-        let (major, minor) = spec.trim().split_once('.').ok_or_else(bad)?;
-        let major = major.parse().map_err(|_| bad())?;
-        let minor = minor.parse().map_err(|_| bad())?;
-        self.deprecated_abis.insert((major, minor));
-        Ok(())
-    }
 }
 
 /// What happened to one candidate in [`Registry::load_all`].
@@ -156,7 +81,8 @@ impl Registry {
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
         let err = |refusal| LoadError { source_desc: candidate.to_string(), refusal };
         let prepared = if candidate.is_manifest() {
-            SymbolSpec::read_manifest(&candidate.path).and_then(|spec| spec.prepare(Some(&candidate.path)))
+            SymbolSpec::read_manifest(&candidate.path)
+                .and_then(|spec| load::prepare_symbols(&spec, Some(&candidate.path)))
         } else {
             load::prepare(candidate)
         };
@@ -167,7 +93,8 @@ impl Registry {
     /// allocation functions (see [`crate::symbols`]).
     pub fn load_symbols(&self, spec: &SymbolSpec) -> Result<Handler, LoadError> {
         let desc = format!("{} ({} / {})", spec.library, spec.symbols.malloc, spec.symbols.free);
-        let prepared = spec.prepare(None).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
+        let prepared =
+            load::prepare_symbols(spec, None).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
         self.install(prepared, &desc)
     }
 
@@ -203,7 +130,7 @@ impl Registry {
                 existing: existing.info().source.to_string(),
             }));
         }
-        let handler = prepared.install();
+        let handler = Handler::install(prepared);
         map.insert(handler.name().to_string(), handler);
         tracing::debug!(name = handler.name(), source = desc, "registered handler");
         Ok(handler)

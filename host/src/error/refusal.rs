@@ -1,7 +1,9 @@
-//! Typed errors. Every refusal has a stable kebab-case reason code
-//! ([`Refusal::code`]) and a message that tells the user what to do.
+//! Refusals of plugin candidates: what someone loading plugins sees.
+//!
+//! Owns [`Refusal`] (one variant per situation, each with a stable reason
+//! code) and [`LoadError`] (a refusal with the candidate it is about).
+//! Imports nothing from the rest of the crate.
 
-use std::fmt;
 use thiserror::Error;
 
 /// Why a plugin candidate was refused. Nothing of a refused candidate is
@@ -31,7 +33,7 @@ pub enum Refusal {
          or leave the role out if it is optional (calloc, realloc, sized_free, aligned_alloc)"
     )]
     MissingAllocatorSymbol {
-        /// The symbol looked for (empty if none was named).
+        /// The symbol looked for.
         symbol: String,
         /// Its role: `malloc`, `calloc`, `realloc`, `free`, `sized_free` or
         /// `aligned_alloc`.
@@ -41,12 +43,21 @@ pub enum Refusal {
     /// is malformed.
     #[error("bad manifest at line {line}, column {column}: {message}. See examples/manifests/ for the form")]
     BadManifest {
-        /// 1-based line of the problem (0 when not tied to a place).
+        /// 1-based line of the problem.
         line: usize,
         /// 1-based column.
         column: usize,
         /// The parser's message.
         message: String,
+    },
+    /// A manifest file could not be read. Same code as
+    /// [`Refusal::BadManifest`].
+    #[error("cannot read the manifest {path}: {error}. Check that the file exists and is readable")]
+    ManifestUnreadable {
+        /// The manifest's path.
+        path: std::path::PathBuf,
+        /// The operating system's message.
+        error: String,
     },
     /// The entry function returned NULL.
     #[error(
@@ -93,6 +104,19 @@ pub enum Refusal {
         major: u16,
         /// The plugin's ABI minor.
         minor: u16,
+    },
+    /// A header image handed to the validator is shorter than the layout it
+    /// must hold (the loader never copies a short one; fuzzers and tests
+    /// do). Same code as [`Refusal::StructTooSmall`].
+    #[error(
+        "the handler image is {len} bytes, shorter than the {required} bytes its ABI version needs: copy at least \
+         `readable_len` bytes of the handler before validating"
+    )]
+    TruncatedImage {
+        /// The image's length.
+        len: usize,
+        /// The least length needed.
+        required: usize,
     },
     /// A required function pointer is NULL.
     #[error(
@@ -162,22 +186,6 @@ pub enum Refusal {
         /// The requirement, e.g. `>=1.2, <2`.
         requirement: String,
     },
-    /// The handler has no `create`, so it takes no options.
-    #[error("handler `{name}` takes no options: it has no `create` function (ABI 1.1); use it without options")]
-    NoInstances {
-        /// The handler's name.
-        name: String,
-    },
-    /// The plugin refused the options.
-    #[error("handler `{name}` refused the options {options:?}: {message}")]
-    BadOptions {
-        /// The handler's name.
-        name: String,
-        /// The options given.
-        options: String,
-        /// The plugin's own message.
-        message: String,
-    },
     /// Another handler already has this name.
     #[error(
         "a handler named `{name}` is already registered (from {existing}): give this plugin another name, or \
@@ -197,11 +205,11 @@ impl Refusal {
         match self {
             Refusal::NotALibrary { .. } => "not-a-library",
             Refusal::MissingSymbol { .. } | Refusal::MissingAllocatorSymbol { .. } => "missing-symbol",
-            Refusal::BadManifest { .. } => "bad-manifest",
+            Refusal::BadManifest { .. } | Refusal::ManifestUnreadable { .. } => "bad-manifest",
             Refusal::NullHandler { .. } => "null-handler",
             Refusal::BadMagic { .. } => "bad-magic",
             Refusal::AbiMajorMismatch { .. } => "abi-major-mismatch",
-            Refusal::StructTooSmall { .. } => "struct-too-small",
+            Refusal::StructTooSmall { .. } | Refusal::TruncatedImage { .. } => "struct-too-small",
             Refusal::NullFunction { .. } => "null-function",
             Refusal::BadName { .. } => "bad-name",
             Refusal::BadVersionString { .. } => "bad-version-string",
@@ -210,8 +218,6 @@ impl Refusal {
             Refusal::BadAlignment { .. } => "bad-alignment",
             Refusal::UnsupportedMemoryKind { .. } => "unsupported-memory-kind",
             Refusal::VersionUnsatisfied { .. } => "version-unsatisfied",
-            Refusal::NoInstances { .. } => "no-options",
-            Refusal::BadOptions { .. } => "bad-options",
         }
     }
 }
@@ -246,122 +252,5 @@ impl LoadError {
     /// The stable reason code of the refusal.
     pub fn code(&self) -> &'static str {
         self.refusal.code()
-    }
-}
-
-/// An allocation through a handler failed.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[non_exhaustive]
-pub enum AllocError {
-    /// The handler returned NULL.
-    #[error(
-        "handler `{handler}` could not allocate {size} bytes (it returned NULL): free memory, ask for less, or use \
-         another handler"
-    )]
-    OutOfMemory {
-        /// The handler's name.
-        handler: &'static str,
-        /// The size asked for.
-        size: usize,
-    },
-    /// The alignment asked for is not a power of two.
-    #[error("alignment {alignment} is not a power of two; refused before calling handler `{handler}`")]
-    BadAlignment {
-        /// The handler's name.
-        handler: &'static str,
-        /// The alignment asked for.
-        alignment: usize,
-    },
-    /// The instance was destroyed (its owner dropped and its blocks freed).
-    #[error(
-        "instance `{handler}` is gone: its owner was dropped and its last block freed; keep the `Instance` alive \
-         while you allocate from it"
-    )]
-    InstanceGone {
-        /// The handler's name.
-        handler: &'static str,
-    },
-    /// `nelem * elsize` (or a growth computation) does not fit in `usize`.
-    #[error("{nelem} x {elsize} bytes overflows usize; refused before calling handler `{handler}`")]
-    SizeOverflow {
-        /// The handler's name.
-        handler: &'static str,
-        /// Element count.
-        nelem: usize,
-        /// Element size.
-        elsize: usize,
-    },
-}
-
-impl AllocError {
-    /// The stable reason code: `allocation-failed`, `size-overflow`,
-    /// `bad-alignment` or `instance-gone`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            AllocError::OutOfMemory { .. } => "allocation-failed",
-            AllocError::SizeOverflow { .. } => "size-overflow",
-            AllocError::BadAlignment { .. } => "bad-alignment",
-            AllocError::InstanceGone { .. } => "instance-gone",
-        }
-    }
-}
-
-/// An operation on a [`Buffer`](crate::Buffer) was refused.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[non_exhaustive]
-pub enum BufferError {
-    /// An attempt to change ownership by flag.
-    #[error(
-        "memplug does not change who owns memory by setting a flag ({requested}): foreign memory is owned through a \
-         base object. Wrap it with `Buffer::from_base(ptr, len, base)` where dropping `base` releases the memory, \
-         or with `Buffer::from_owner(owner)`; a handler-made buffer always frees itself through its handler"
-    )]
-    OwnsDataFlag {
-        /// What was asked, e.g. `owns_data = true on a borrowed buffer`.
-        requested: String,
-    },
-    /// Foreign memory cannot grow: memplug did not allocate it.
-    #[error(
-        "this buffer holds foreign memory ({kind}) of {capacity} bytes and cannot grow to {wanted}: copy it into a \
-         handler-owned buffer with `Buffer::from_slice` first"
-    )]
-    NotResizable {
-        /// `borrowed` or `base object`.
-        kind: &'static str,
-        /// Its capacity.
-        capacity: usize,
-        /// The length asked for.
-        wanted: usize,
-    },
-    /// The handler could not allocate.
-    #[error(transparent)]
-    Alloc(#[from] AllocError),
-}
-
-impl BufferError {
-    /// The stable reason code.
-    pub fn code(&self) -> &'static str {
-        match self {
-            BufferError::OwnsDataFlag { .. } => "owns-data-flag-refused",
-            BufferError::NotResizable { .. } => "foreign-not-resizable",
-            BufferError::Alloc(e) => e.code(),
-        }
-    }
-}
-
-/// Print a string with control characters escaped, for names read from plugins.
-pub(crate) struct Escaped<'a>(pub &'a [u8]);
-
-impl fmt::Display for Escaped<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for chunk in self.0.utf8_chunks() {
-            for c in chunk.valid().chars() {
-                write!(f, "{}", c.escape_debug())?;
-            }
-            for b in chunk.invalid() {
-                write!(f, "\\x{b:02x}")?;
-            }
-        }
-        Ok(())
     }
 }

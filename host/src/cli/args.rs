@@ -1,0 +1,145 @@
+//! Arguments shared by several commands: the policy (`--require`,
+//! `--deprecate-abi`) and an allocator taken by symbol name (`--library`
+//! and one flag per role of [`memplug::symbols::Role`], generated from that
+//! table).
+
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use memplug::policy::{Policy, PolicyError};
+use memplug::symbols::{Role, SymbolSpec};
+
+/// What the registry accepts beyond the ABI's rules.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct PolicyArgs {
+    /// Require a plugin version: `NAME REQ`, e.g. 'aligned >=1.2, <2'
+    /// (repeatable). A miss is refused as `version-unsatisfied`.
+    #[arg(long = "require", value_name = "SPEC")]
+    require: Vec<String>,
+    /// Mark an ABI version deprecated, e.g. `1.0` (repeatable): such plugins
+    /// still load, with a warning and a `deprecated` mark.
+    #[arg(long = "deprecate-abi", value_name = "MAJOR.MINOR")]
+    deprecate_abi: Vec<String>,
+}
+
+impl PolicyArgs {
+    /// The policy these arguments describe.
+    pub(crate) fn policy(&self) -> Result<Policy, PolicyError> {
+        let mut p = Policy::default();
+        for r in &self.require {
+            p.require(r)?;
+        }
+        for a in &self.deprecate_abi {
+            p.deprecate_abi(a)?;
+        }
+        Ok(p)
+    }
+}
+
+/// An allocator taken by symbol name from a library, on the command line
+/// (the same as a `*.memplug.toml` manifest): `--library LIB`, `--name`,
+/// one `--ROLE SYMBOL` flag per role, `--thread-safe`, `--alignment`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SymbolArgs {
+    library: Option<String>,
+    name: Option<String>,
+    /// The symbols named, by role.
+    roles: Vec<(Role, String)>,
+    thread_safe: bool,
+    alignment: Option<u64>,
+}
+
+impl SymbolArgs {
+    /// The spec these arguments describe, if `--library` was given.
+    pub(crate) fn spec(&self) -> Option<SymbolSpec> {
+        let library = self.library.as_ref()?;
+        let named = |role| self.roles.iter().find(|(r, _)| *r == role).map(|(_, s)| s.clone());
+        let name = self.name.clone().unwrap_or_else(|| name_from_library(library));
+        let mut spec =
+            SymbolSpec::new(&name, library, &named(Role::Malloc)?, &named(Role::Free)?).thread_safe(self.thread_safe);
+        for role in Role::ALL.into_iter().filter(|r| !r.required()) {
+            spec.symbols.set(role, named(role));
+        }
+        spec.alignment = self.alignment;
+        Some(spec)
+    }
+}
+
+/// The help line of a role's flag, e.g. "`void free(void *)` symbol".
+fn role_help(role: Role) -> String {
+    match role.when_absent() {
+        None => format!("`{}` symbol", role.signature()),
+        Some(absent) => format!("`{}` symbol (default: {absent})", role.signature()),
+    }
+}
+
+impl clap::Args for SymbolArgs {
+    fn augment_args(cmd: Command) -> Command {
+        let required: Vec<&str> = Role::ALL.into_iter().filter(|r| r.required()).map(Role::key).collect();
+        let mut cmd = cmd
+            .arg(
+                Arg::new("library")
+                    .long("library")
+                    .value_name("LIB")
+                    .requires_all(required)
+                    .help("Take plain C allocation functions from this library: a path, or a soname for the dynamic loader (e.g. libmimalloc.so.2)"),
+            )
+            .arg(
+                Arg::new("name")
+                    .long("name")
+                    .value_name("NAME")
+                    .requires("library")
+                    .help("The handler's name (default: from the library's file name)"),
+            );
+        for role in Role::ALL {
+            cmd = cmd.arg(
+                Arg::new(role.key()).long(role.flag()).value_name("SYMBOL").requires("library").help(role_help(role)),
+            );
+        }
+        cmd.arg(
+            Arg::new("thread_safe")
+                .long("thread-safe")
+                .action(ArgAction::SetTrue)
+                .requires("library")
+                .help("The functions are thread-safe (default: the host locks every call)"),
+        )
+        .arg(
+            Arg::new("alignment")
+                .long("alignment")
+                .value_name("BYTES")
+                .value_parser(clap::value_parser!(u64))
+                .requires("library")
+                .help("The alignment every block has (default 16)"),
+        )
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl clap::FromArgMatches for SymbolArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let text = |id: &str| m.get_one::<String>(id).cloned();
+        Ok(SymbolArgs {
+            library: text("library"),
+            name: text("name"),
+            roles: Role::ALL.into_iter().filter_map(|r| text(r.key()).map(|s| (r, s))).collect(),
+            thread_safe: m.get_flag("thread_safe"),
+            alignment: m.get_one::<u64>("alignment").copied(),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+/// `libmimalloc.so.2` → `mimalloc`.
+fn name_from_library(library: &str) -> String {
+    let file = library.rsplit('/').next().unwrap_or(library);
+    let stem = file.split(".so").next().unwrap_or(file);
+    let stem = stem.strip_prefix("lib").unwrap_or(stem);
+    let cleaned: String =
+        stem.chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '_' }).collect();
+    if cleaned.is_empty() { "symbols".into() } else { cleaned }
+}

@@ -1,0 +1,56 @@
+//! [`Policy`]: what a registry accepts beyond the ABI's own rules —
+//! version requirements per plugin name (`aligned >=1.2, <2`; a miss is
+//! refused as `version-unsatisfied`) and ABI minors the host considers
+//! deprecated (still loaded, with a warning and
+//! [`HandlerInfo::deprecated`](crate::HandlerInfo::deprecated) set).
+//!
+//! ```
+//! use memplug::registry::{Policy, Registry};
+//!
+//! let mut policy = Policy::default();
+//! policy.require("aligned >=1.2, <2").unwrap();
+//! policy.deprecate_abi("1.0").unwrap();
+//! let registry = Registry::with_policy(policy);
+//! assert!(registry.policy().requirements.contains_key("aligned"));
+//! ```
+//!
+//! Imports `validate` (the name rule) and `error`.
+
+pub use crate::error::PolicyError;
+use crate::validate::is_name_byte;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a registry accepts beyond the ABI's own rules.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Policy {
+    /// Version requirements by handler name.
+    pub requirements: BTreeMap<String, semver::VersionReq>,
+    /// ABI versions `(major, minor)` that still load, with a warning.
+    pub deprecated_abis: BTreeSet<(u16, u16)>,
+}
+
+impl Policy {
+    /// Add a requirement written as `NAME REQ`, e.g. `aligned >=1.2, <2`.
+    pub fn require(&mut self, spec: &str) -> Result<(), PolicyError> {
+        let bad = |problem: &str| PolicyError::BadRequirement { spec: spec.to_string(), problem: problem.to_string() };
+        let spec_trim = spec.trim();
+        let (name, req) =
+            spec_trim.split_once(char::is_whitespace).ok_or_else(|| bad("no requirement after the name"))?;
+        if name.is_empty() || !name.bytes().all(is_name_byte) {
+            return Err(bad("the name is not a handler name"));
+        }
+        let req = semver::VersionReq::parse(req.trim()).map_err(|e| bad(&e.to_string()))?;
+        self.requirements.insert(name.to_string(), req);
+        Ok(())
+    }
+
+    /// Mark an ABI version, written `MAJOR.MINOR`, deprecated.
+    pub fn deprecate_abi(&mut self, spec: &str) -> Result<(), PolicyError> {
+        let bad = || PolicyError::BadAbi { spec: spec.to_string() };
+        let (major, minor) = spec.trim().split_once('.').ok_or_else(bad)?;
+        let major = major.parse().map_err(|_| bad())?;
+        let minor = minor.parse().map_err(|_| bad())?;
+        self.deprecated_abis.insert((major, minor));
+        Ok(())
+    }
+}
