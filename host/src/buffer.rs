@@ -10,7 +10,7 @@
 //!
 //! Invariants every constructor establishes and every method keeps:
 //! 1. `bytes` covers memory valid for `capacity` bytes, the first `len`
-//!    initialised, used by this buffer alone ([`RawBytes`]'s invariants);
+//!    initialised, used by this buffer alone (`RawBytes`'s invariants);
 //! 2. with `Owner::Handler(h)`, it is a live block `h` made for `capacity`
 //!    bytes (by `alloc_aligned(capacity, align)` when `align` is non-zero),
 //!    freed and resized through `h` exactly so.

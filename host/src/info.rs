@@ -1,7 +1,7 @@
 //! [`HandlerInfo`]: what the host knows about a handler besides its
 //! functions, and [`Source`]: where it came from. Built once per handler,
-//! by [`HandlerInfo::from_header`] for plugins and
-//! [`HandlerInfo::from_functions`] for handlers made of plain functions.
+//! by `HandlerInfo::from_header` for plugins and
+//! `HandlerInfo::from_functions` for handlers made of plain functions.
 //!
 //! Imports `validate` and `symbols` (data only).
 

@@ -3,7 +3,7 @@
 //! symbol name: open the library a [`SymbolSpec`] names and find its
 //! functions.
 //!
-//! [`prepare`] and [`prepare_symbols`] give a `Prepared` handler that is not
+//! `prepare` and `prepare_symbols` give a `Prepared` handler that is not
 //! installed yet; the [`Registry`](crate::Registry) installs it once its name
 //! is known to be free. [`inspect`] does the same reading as `prepare` but
 //! keeps every field, valid or not, for `memplug inspect`.

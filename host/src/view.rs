@@ -38,7 +38,7 @@ impl<'a> View<'a> {
     }
 
     /// Refuse to make a view own its memory by flag: see
-    /// [`Buffer::set_owns_data`].
+    /// [`Buffer::set_owns_data`](crate::Buffer::set_owns_data).
     pub fn set_owns_data(&self, owns: bool) -> Result<(), BufferError> {
         if !owns {
             return Ok(());
