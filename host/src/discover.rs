@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 pub const PATH_ENV: &str = "MEMPLUG_PLUGIN_PATH";
 
 /// A library to try, and the entry symbol to call in it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Candidate {
     /// The library file.
     pub path: PathBuf,

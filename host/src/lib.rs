@@ -4,7 +4,8 @@
 //! # Layers
 //! One module per stage. Each imports only from modules above it in this
 //! list (bottom first), never from one below; there are no circles.
-//! 1. [`error`] — every error type, with its reason codes;
+//! 1. [`error`] — every error type, with its reason codes; [`stage`] — the
+//!    stages of loading and checking, announced before each runs;
 //! 2. [`validate`] — judge a handler header: pure Rust over bytes, no FFI;
 //! 3. [`symbols`] — allocators made of plain C functions (`malloc`/`free` by
 //!    name): specs, `*.memplug.toml` manifests, the role table;
@@ -25,10 +26,14 @@
 //! 12. `view`, `ownership` (private) and [`buffer`] — owning buffers that
 //!     free through the handler that made them, base-object ownership of
 //!     foreign memory, and views;
-//! 13. [`policy`], [`registry`] — install validated handlers under unique
-//!     names, under a policy;
-//! 14. [`check`] — the conformance pass; [`report`] — what `check` and
-//!     `list` say about a candidate.
+//! 13. [`policy`] — what a registry accepts, and whether it probes;
+//!     [`check`] — the conformance pass; [`report`] — what `check`, `list`
+//!     and `inspect` say about a candidate;
+//! 14. [`probe`] — run a candidate in a worker process, under a timeout,
+//!     and read its answer (or how it crashed, hung or exited);
+//! 15. [`registry`] — install validated handlers under unique names, under
+//!     a policy (probing them first if it says so);
+//! 16. [`worker`] — the worker side of `probe`.
 //!
 //! The `memplug` command is a separate binary built on this public API (the
 //! default cargo feature `cli`); the library itself does not depend on
@@ -57,6 +62,7 @@
 #![deny(unsafe_code)]
 
 pub mod error;
+pub mod stage;
 pub mod validate;
 pub mod symbols;
 #[allow(unsafe_code)]
@@ -72,9 +78,11 @@ mod ownership;
 mod view;
 pub mod buffer;
 pub mod policy;
-pub mod registry;
 pub mod check;
 pub mod report;
+pub mod probe;
+pub mod registry;
+pub mod worker;
 
 pub use buffer::Buffer;
 pub use current::HandlerScope;

@@ -8,7 +8,8 @@
 //! is known to be free. [`inspect`] does the same reading as `prepare` but
 //! keeps every field, valid or not, for `memplug inspect`.
 //!
-//! Imports `raw`, `validate`, `symbols`, `info`, `discover` and `error`.
+//! Imports `raw`, `validate`, `symbols`, `info`, `discover`, `stage` and
+//! `error`.
 
 use crate::discover::Candidate;
 use crate::error::Refusal;
@@ -16,6 +17,7 @@ use crate::info::{HandlerInfo, Source};
 use crate::raw::library;
 use crate::raw::symbols::SymbolTable;
 use crate::raw::vtable::VTable;
+use crate::stage;
 use crate::symbols::{Role, SymbolSpec};
 use crate::validate::{self, FieldReading, MAX_ALIGNMENT, Prefix, RawFields, ValidatedHeader};
 use std::path::Path;
@@ -28,10 +30,13 @@ pub(crate) struct Prepared {
 
 /// Open, call, copy and validate a plugin candidate.
 pub(crate) fn prepare(candidate: &Candidate) -> Result<Prepared, Refusal> {
+    stage::enter(stage::OPEN, candidate);
     let lib = library::open(&candidate.path)?;
+    stage::enter(stage::ENTRY, candidate);
     let entry = library::entry(lib, &candidate.symbol)?;
     let image = library::read_handler(entry, &candidate.symbol)?;
     let stats = library::stats_companion(lib, &candidate.symbol);
+    stage::enter(stage::VALIDATE, candidate);
     let (header, vtable) = image.validate(stats)?;
     let unknown = header.prefix.flags & !memplug_abi::KNOWN_FLAGS;
     if unknown != 0 {
@@ -53,6 +58,7 @@ pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>) -> Res
         Some(a) if a.is_power_of_two() && a <= MAX_ALIGNMENT as u64 => a as usize,
         Some(a) => return Err(Refusal::BadAlignment { found: a }),
     };
+    stage::enter(stage::OPEN, &spec.library);
     let lib = if spec.library.contains('/') {
         let path = Path::new(&spec.library);
         match (&spec.base_dir, path.is_relative()) {
@@ -107,9 +113,11 @@ pub fn inspect(candidate: &Candidate) -> Inspection {
     let mut fields = None;
     let mut stats_companion = None;
     let verdict = (|| {
+        stage::enter(stage::OPEN, candidate);
         let lib = library::open(&candidate.path)?;
         stats_companion = library::stats_companion(lib, &candidate.symbol)
             .map(|_| format!("{}{}", candidate.symbol, memplug_abi::STATS_SUFFIX));
+        stage::enter(stage::ENTRY, candidate);
         let image = library::read_handler(library::entry(lib, &candidate.symbol)?, &candidate.symbol)?;
         prefix = Some(image.prefix);
         fields = RawFields::parse(&image.bytes);

@@ -18,15 +18,50 @@
 
 pub use crate::error::PolicyError;
 use crate::validate::is_name_byte;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// What a registry accepts beyond the ABI's own rules.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Policy {
     /// Version requirements by handler name.
     pub requirements: BTreeMap<String, semver::VersionReq>,
     /// ABI versions `(major, minor)` that still load, with a warning.
     pub deprecated_abis: BTreeSet<(u16, u16)>,
+    /// Probe every candidate in a worker process before loading it into
+    /// this one (see [`Probe`]); `None` (the default) loads directly.
+    #[serde(skip)]
+    pub probe: Option<Probe>,
+}
+
+/// How to probe candidates in a worker process before loading them: the
+/// worker loads the candidate and runs the conformance pass, under a
+/// timeout; a candidate whose worker crashes, hangs or ends without a report
+/// is refused (`crashed`, `timed-out`, `no-report`) and never loaded into
+/// this process, as is one that fails a conformance check
+/// (`conformance-failed`).
+///
+/// The worker is a `memplug` executable (see [`crate::probe::Worker::find`]
+/// for where it is looked for) unless `worker` names one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// How long a worker may take before it is killed.
+    pub timeout: Duration,
+    /// The worker executable; `None` to look for one.
+    pub worker: Option<PathBuf>,
+}
+
+impl Default for Probe {
+    fn default() -> Probe {
+        Probe { timeout: Probe::DEFAULT_TIMEOUT, worker: None }
+    }
+}
+
+impl Probe {
+    /// The default timeout per candidate: 10 seconds.
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 }
 
 impl Policy {

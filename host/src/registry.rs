@@ -19,6 +19,7 @@ use crate::error::{LoadError, Refusal};
 use crate::handler::Handler;
 use crate::load::{self, Prepared};
 pub use crate::policy::{Policy, PolicyError};
+use crate::probe::{Request, Task, Worker};
 use crate::symbols::SymbolSpec;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -80,6 +81,7 @@ impl Registry {
     /// allocator manifest (`*.memplug.toml`, see [`crate::symbols`]).
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
         let err = |refusal| LoadError { source_desc: candidate.to_string(), refusal };
+        self.probe(Some(candidate), None).map_err(err)?;
         let prepared = if candidate.is_manifest() {
             SymbolSpec::read_manifest(&candidate.path)
                 .and_then(|spec| load::prepare_symbols(&spec, Some(&candidate.path)))
@@ -93,9 +95,33 @@ impl Registry {
     /// allocation functions (see [`crate::symbols`]).
     pub fn load_symbols(&self, spec: &SymbolSpec) -> Result<Handler, LoadError> {
         let desc = format!("{} ({} / {})", spec.library, spec.symbols.malloc, spec.symbols.free);
+        self.probe(None, Some(spec)).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
         let prepared =
             load::prepare_symbols(spec, None).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
         self.install(prepared, &desc)
+    }
+
+    /// If the policy asks for it, load and check the candidate (or spec) in a
+    /// worker process first; refuse it if the worker crashes, hangs, ends
+    /// without a report or sees a conformance check fail.
+    fn probe(&self, candidate: Option<&Candidate>, spec: Option<&SymbolSpec>) -> Result<(), Refusal> {
+        let mut policy = self.policy();
+        let Some(settings) = policy.probe.take() else { return Ok(()) };
+        let worker = match &settings.worker {
+            Some(exe) => Worker::new(exe),
+            None => Worker::find()?,
+        };
+        let request = Request {
+            task: Task::Check,
+            candidate: candidate.cloned(),
+            spec: spec.cloned(),
+            options: Vec::new(),
+            policy,
+        };
+        let started = std::time::Instant::now();
+        let outcome = worker.run(&request, settings.timeout);
+        tracing::debug!(elapsed = ?started.elapsed(), outcome = ?outcome.verdict(), "probed in a worker process");
+        outcome.verdict()
     }
 
     /// Apply the policy, check the name is free, and install.

@@ -143,3 +143,25 @@ fn name_from_library(library: &str) -> String {
         stem.chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '_' }).collect();
     if cleaned.is_empty() { "symbols".into() } else { cleaned }
 }
+
+/// Where plugin code runs while a command judges it.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct IsolationArgs {
+    /// Load and check each candidate in this process instead of a worker
+    /// process per candidate (for debugging: a plugin that crashes, hangs or
+    /// exits then takes memplug with it).
+    #[arg(long)]
+    pub(crate) in_process: bool,
+    /// Seconds a worker may take for one candidate before it is killed and
+    /// the candidate reported `timed-out`.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_timeout)]
+    pub(crate) timeout: f64,
+}
+
+/// A timeout: a positive number of seconds.
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(t) if t > 0.0 && t.is_finite() => Ok(t),
+        _ => Err(format!("{s:?} is not a positive number of seconds")),
+    }
+}

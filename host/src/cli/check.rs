@@ -1,12 +1,13 @@
 //! `memplug check`: load and validate every candidate (and an allocator
 //! taken by symbol name, and instances asked for with `--options`), run the
-//! conformance pass on each one accepted, report.
+//! conformance pass on each one accepted, report. Each candidate runs in a
+//! worker process of its own unless `--in-process` says otherwise.
 
-use super::{candidates, describe_search, print_json, table};
-use memplug::check::conformance;
+use super::args::IsolationArgs;
+use super::{candidates, describe_search, jobs, print_json, table};
 use memplug::discover::PATH_ENV;
-use memplug::report::Checks;
-use memplug::{Candidate, Outcome, Policy, Registry, Report, SymbolSpec};
+use memplug::probe::{Request, Task};
+use memplug::{Policy, Report, SymbolSpec};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -19,52 +20,34 @@ pub(crate) fn run(
     spec: Option<SymbolSpec>,
     options: &[(String, String)],
     policy: Policy,
+    isolation: &IsolationArgs,
     json_out: bool,
 ) -> ExitCode {
-    let registry = Registry::with_policy(policy);
     let found = if spec.is_some() && paths.is_empty() { Vec::new() } else { candidates(paths, symbols) };
-    let mut outcomes = Vec::new();
-    if let Some(spec) = &spec {
-        let candidate = Candidate::new(&spec.library).with_symbol(spec.symbols.malloc.clone());
-        outcomes.push(Outcome { candidate, result: registry.load_symbols(spec) });
-    }
-    if found.is_empty() && outcomes.is_empty() {
+    let request = |candidate, spec| Request {
+        task: Task::Check,
+        candidate,
+        spec,
+        options: options.to_vec(),
+        policy: policy.clone(),
+    };
+    let mut requests: Vec<Request> = spec.into_iter().map(|s| request(None, Some(s))).collect();
+    requests.extend(found.into_iter().map(|c| request(Some(c), None)));
+    if requests.is_empty() {
         eprintln!(
             "memplug: no plugin candidates found (searched: {}). Pass files or directories, or set {PATH_ENV}.",
             describe_search(paths),
         );
+        if json_out {
+            println!("[]");
+        }
         return ExitCode::from(1);
     }
-    outcomes.extend(registry.load_all(&found));
-    let mut reports = Vec::new();
-    let mut used = vec![false; options.len()];
-    for outcome in &outcomes {
-        let Ok(h) = outcome.result else {
-            reports.push(Report::of_outcome(outcome, Some(Vec::new())));
-            continue;
-        };
-        reports.push(Report::loaded(&outcome.candidate, h, Some(conformance(h))));
-        for (k, (name, opts)) in options.iter().enumerate().filter(|(_, (name, _))| name == h.name()) {
-            used[k] = true;
-            reports.push(match h.instantiate(opts) {
-                Ok(instance) => {
-                    let ih = instance.handler();
-                    Report::loaded(&outcome.candidate, ih, Some(conformance(ih)))
-                }
-                Err(e) => Report::refused(
-                    &outcome.candidate,
-                    e.code(),
-                    e.to_string(),
-                    Some(name.clone()),
-                    Some(opts.clone()),
-                    Some(Checks::none()),
-                ),
-            });
-        }
-    }
+    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation));
     let mut unused_options = false;
-    for (k, (name, _)) in options.iter().enumerate() {
-        if !used[k] {
+    for (name, opts) in options {
+        let used = reports.iter().any(|r| r.name.as_deref() == Some(name) && r.options.as_deref() == Some(opts));
+        if !used {
             eprintln!("memplug: --options for `{name}`, but no handler of that name was loaded");
             unused_options = true;
         }

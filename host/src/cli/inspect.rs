@@ -1,15 +1,19 @@
 //! `memplug inspect`: a plugin's handler header field by field, as read —
 //! which ABI 1.1 fields came from the plugin and which are host defaults
-//! (as `validate` records them) — and the verdict. Nothing is installed.
+//! (as `validate` records them) — and the verdict. Nothing is installed;
+//! the plugin's code (its constructors, its entry) runs in a worker process
+//! unless `--in-process` says otherwise.
 
-use memplug::Candidate;
+use super::args::IsolationArgs;
 use memplug::info::flag_names;
-use memplug::load::{self, Inspection};
-use memplug::validate::{FieldReading, readable_len};
+use memplug::probe::{Answer, Request, Task, Worker};
+use memplug::report::{InspectionReport, Reading, Status};
+use memplug::{Candidate, Policy, load};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// What `inspect --json` prints.
 #[derive(Serialize)]
@@ -23,8 +27,12 @@ struct InspectJson<'a> {
     flags: Option<Vec<&'static str>>,
     fields: Option<FieldsJson>,
     status: &'static str,
-    reason: Option<&'static str>,
-    message: Option<String>,
+    reason: Option<&'a str>,
+    message: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stage: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<&'a str>,
 }
 
 /// The fields as read: the ABI 1.0 ones as values, the 1.1 ones with where
@@ -39,7 +47,7 @@ struct FieldsJson {
     #[serde(flatten)]
     functions: BTreeMap<&'static str, String>,
     #[serde(flatten)]
-    v1_1: BTreeMap<&'static str, ReadingJson>,
+    v1_1: BTreeMap<String, ReadingJson>,
 }
 
 /// One ABI 1.1 field: its value, `plugin` or `default`, and a note.
@@ -51,22 +59,53 @@ struct ReadingJson {
 }
 
 /// Where a reading came from, as shown.
-fn source(r: &FieldReading) -> &'static str {
+fn source(r: &Reading) -> &'static str {
     if r.from_plugin { "plugin" } else { "default" }
 }
 
 /// Inspect `candidate`; exit status 0 if it would be accepted, else 1.
-pub(crate) fn run(candidate: Candidate, json_out: bool) -> ExitCode {
-    let i = load::inspect(&candidate);
+pub(crate) fn run(candidate: Candidate, isolation: &IsolationArgs, json_out: bool) -> ExitCode {
+    let report = inspect(&candidate, isolation);
     if json_out {
-        print_json(&i)
+        print_json(&report)
     } else {
-        print_text(&i)
+        print_text(&report)
     }
-    if i.verdict.is_ok() { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if report.status == Status::Ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }
 
-fn print_json(i: &Inspection) {
+/// Read the header here or in a worker.
+fn inspect(candidate: &Candidate, isolation: &IsolationArgs) -> InspectionReport {
+    let worker = match std::env::current_exe() {
+        Ok(exe) if !isolation.in_process => Worker::new(exe),
+        _ => return InspectionReport::of(&load::inspect(candidate)),
+    };
+    let request = Request {
+        task: Task::Inspect,
+        candidate: Some(candidate.clone()),
+        spec: None,
+        options: Vec::new(),
+        policy: Policy::default(),
+    };
+    let outcome = worker.run(&request, Duration::from_secs_f64(isolation.timeout));
+    if let memplug::probe::WorkerOutcome::Answered(Answer::Inspection(report)) = outcome {
+        return *report;
+    }
+    match outcome.failure() {
+        Some((status, message, stage, signal)) => {
+            InspectionReport::worker_failed(candidate, status, message, stage, signal)
+        }
+        None => InspectionReport::worker_failed(
+            candidate,
+            Status::NoReport,
+            format!("the worker gave no inspection: {outcome:?}"),
+            None,
+            None,
+        ),
+    }
+}
+
+fn print_json(i: &InspectionReport) {
     let fields = i.fields.as_ref().map(|f| FieldsJson {
         name: String::from_utf8_lossy(&f.name).into_owned(),
         name_terminated: f.name_terminated,
@@ -77,7 +116,7 @@ fn print_json(i: &Inspection) {
         v1_1: i
             .readings
             .iter()
-            .map(|r| (r.name, ReadingJson { value: r.value.clone(), source: source(r), note: r.note.clone() }))
+            .map(|r| (r.name.clone(), ReadingJson { value: r.value.clone(), source: source(r), note: r.note.clone() }))
             .collect(),
     });
     let json = InspectJson {
@@ -86,17 +125,19 @@ fn print_json(i: &Inspection) {
         magic: i.prefix.map(|p| format!("{:#010x}", p.magic)),
         abi: i.prefix.map(|p| format!("{}.{}", p.abi_major, p.abi_minor)),
         struct_size: i.prefix.map(|p| p.struct_size),
-        host_reads: i.prefix.and_then(|p| readable_len(&p).ok()),
+        host_reads: i.host_reads,
         flags: i.prefix.map(|p| flag_names(p.flags)),
         fields,
-        status: if i.verdict.is_ok() { "ok" } else { "rejected" },
-        reason: i.verdict.as_ref().err().map(|e| e.code()),
-        message: i.verdict.as_ref().err().map(|e| e.to_string()),
+        status: i.status.as_str(),
+        reason: i.reason.as_deref(),
+        message: i.message.as_deref(),
+        stage: i.stage.as_deref(),
+        signal: i.signal.as_deref(),
     };
     super::print_json(&json);
 }
 
-fn print_text(i: &Inspection) {
+fn print_text(i: &InspectionReport) {
     println!("file:           {}", i.candidate.path.display());
     println!("symbol:         {}", i.candidate.symbol);
     if let Some(p) = i.prefix {
@@ -104,9 +145,9 @@ fn print_text(i: &Inspection) {
         println!("magic:          {:#010x} ({magic_ok})", p.magic);
         let (major, minor) = (memplug_abi::ABI_MAJOR, memplug_abi::ABI_MINOR);
         println!("abi:            {}.{} (host speaks {major}.{minor})", p.abi_major, p.abi_minor);
-        match readable_len(&p) {
-            Ok(n) => println!("struct_size:    {} bytes (the host reads {n})", p.struct_size),
-            Err(_) => println!("struct_size:    {} bytes", p.struct_size),
+        match i.host_reads {
+            Some(n) => println!("struct_size:    {} bytes (the host reads {n})", p.struct_size),
+            None => println!("struct_size:    {} bytes", p.struct_size),
         }
         println!("flags:          {:#x} [{}]", p.flags, flag_names(p.flags).join(", "));
     }
@@ -124,8 +165,9 @@ fn print_text(i: &Inspection) {
             println!("{:<15} {} ({}{note})", format!("{}:", r.name), r.value, source(r));
         }
     }
-    match &i.verdict {
-        Ok(_) => println!("verdict:        ok"),
-        Err(e) => println!("verdict:        rejected [{}] {e}", e.code()),
+    match (i.status, &i.reason, &i.message) {
+        (Status::Ok, _, _) => println!("verdict:        ok"),
+        (Status::Rejected, Some(code), Some(msg)) => println!("verdict:        rejected [{code}] {msg}"),
+        (status, _, msg) => println!("verdict:        {} {}", status.as_str(), msg.as_deref().unwrap_or("")),
     }
 }

@@ -5,11 +5,12 @@
 mod args;
 mod check;
 mod inspect;
+mod jobs;
 mod list;
 mod sys;
 mod table;
 
-use args::{PolicyArgs, SymbolArgs};
+use args::{IsolationArgs, PolicyArgs, SymbolArgs};
 use clap::{Parser, Subcommand};
 use memplug::Candidate;
 use std::path::PathBuf;
@@ -34,6 +35,9 @@ enum Command {
         /// Version requirements and deprecations.
         #[command(flatten)]
         policy: PolicyArgs,
+        /// Where plugin code runs.
+        #[command(flatten)]
+        isolation: IsolationArgs,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -46,6 +50,9 @@ enum Command {
         /// The entry symbol to call.
         #[arg(long, default_value = memplug_abi::ENTRY_SYMBOL)]
         symbol: String,
+        /// Where plugin code runs.
+        #[command(flatten)]
+        isolation: IsolationArgs,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -69,6 +76,9 @@ enum Command {
         /// An allocator made of a library's C functions.
         #[command(flatten)]
         library: Box<SymbolArgs>,
+        /// Where plugin code runs.
+        #[command(flatten)]
+        isolation: IsolationArgs,
         /// Print a JSON array, one object per candidate (and per instance).
         #[arg(long)]
         json: bool,
@@ -79,8 +89,14 @@ enum Command {
 const USAGE: u8 = 2;
 
 /// Parse the command line, set up logging, run, and return the exit status.
+/// Started with [`memplug::probe::WORKER_ARG`], serve as a worker process
+/// instead.
 pub(crate) fn main() -> ExitCode {
     sys::default_sigpipe();
+    if std::env::args_os().nth(1).is_some_and(|a| a == memplug::probe::WORKER_ARG) {
+        init_logging();
+        return memplug::worker::serve();
+    }
     let cli = Cli::parse();
     init_logging();
     run(cli)
@@ -96,12 +112,14 @@ fn init_logging() {
 /// Run a parsed command line.
 fn run(cli: Cli) -> ExitCode {
     match cli.command {
-        Command::List { paths, policy, json } => match policy.policy() {
-            Ok(p) => list::run(&paths, p, json),
+        Command::List { paths, policy, isolation, json } => match policy.policy() {
+            Ok(p) => list::run(&paths, p, &isolation, json),
             Err(e) => usage_error(&e.to_string()),
         },
-        Command::Inspect { file, symbol, json } => inspect::run(Candidate::new(file).with_symbol(symbol), json),
-        Command::Check { paths, symbols, options, policy, library, json } => {
+        Command::Inspect { file, symbol, isolation, json } => {
+            inspect::run(Candidate::new(file).with_symbol(symbol), &isolation, json)
+        }
+        Command::Check { paths, symbols, options, policy, library, isolation, json } => {
             let policy = match policy.policy() {
                 Ok(p) => p,
                 Err(e) => return usage_error(&e.to_string()),
@@ -117,7 +135,7 @@ fn run(cli: Cli) -> ExitCode {
                     }
                 }
             }
-            check::run(&paths, &symbols, library.spec(), &per_name, policy, json)
+            check::run(&paths, &symbols, library.spec(), &per_name, policy, &isolation, json)
         }
     }
 }

@@ -50,7 +50,7 @@ fn cells(r: &Report, with_checks: bool) -> Vec<String> {
         _ => dash(),
     };
     let mut row = match &r.loaded {
-        None => vec!["rejected".into(), name, dash(), dash(), dash(), dash()],
+        None => vec![r.status.as_str().into(), name, dash(), dash(), dash(), dash()],
         Some(loaded) => {
             let mut flags: Vec<String> = r.flags.iter().map(|f| f.to_string()).collect();
             if r.thread_safe == Some(false) {
@@ -83,7 +83,7 @@ fn cells(r: &Report, with_checks: bool) -> Vec<String> {
 /// The lines under a row: the refusal, or the checks that did not pass.
 fn notes(r: &Report) -> Vec<String> {
     if r.loaded.is_none() {
-        return vec![format!("[{}] {}", r.reason.unwrap_or("rejected"), r.message)];
+        return vec![format!("[{}] {}", r.reason.as_deref().unwrap_or(r.status.as_str()), r.message)];
     }
     r.unpassed()
         .map(|c| {

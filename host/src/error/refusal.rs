@@ -186,6 +186,62 @@ pub enum Refusal {
         /// The requirement, e.g. `>=1.2, <2`.
         requirement: String,
     },
+    /// The worker process probing the candidate was killed by a signal: the
+    /// plugin crashed it, and was not loaded into this process.
+    #[error(
+        "the plugin crashed the worker process that probed it ({signal}) {stage}; it was not loaded here. Run \
+         `memplug check PATH` to see it fail in isolation, then fix or remove the plugin"
+    )]
+    Crashed {
+        /// The signal's name, e.g. `SIGSEGV`.
+        signal: String,
+        /// Where it happened, in words.
+        stage: String,
+    },
+    /// The worker process probing the candidate did not finish in time and
+    /// was killed.
+    #[error(
+        "the plugin did not finish within {seconds} in the worker process that probed it (stuck {stage}); it \
+         was killed and the plugin not loaded here. A plugin that hangs in its constructor or functions cannot be \
+         used; if it is only slow, raise the probe timeout"
+    )]
+    TimedOut {
+        /// The timeout, e.g. `10 s`.
+        seconds: String,
+        /// Where it was stuck, in words.
+        stage: String,
+    },
+    /// The worker process probing the candidate ended without a report
+    /// (the plugin called `exit`, or similar).
+    #[error(
+        "the worker process that probed the plugin ended {stage} without a report (exit status {status}): the \
+         plugin ends the process (it calls `exit` or `_exit`); it was not loaded here"
+    )]
+    NoReport {
+        /// The exit status, or `none`.
+        status: String,
+        /// Where it happened, in words.
+        stage: String,
+    },
+    /// The plugin loaded in the worker process but failed the conformance
+    /// pass there.
+    #[error(
+        "the plugin failed the conformance pass in the worker process that probed it ({summary}); it was not \
+         loaded here. Run `memplug check PATH` for every check"
+    )]
+    ConformanceFailed {
+        /// The failed checks.
+        summary: String,
+    },
+    /// No worker process could be started to probe the candidate.
+    #[error(
+        "cannot probe the plugin in a worker process: {problem}. Install the `memplug` command beside this program \
+         or on PATH, or set MEMPLUG_WORKER to its path (or turn probing off in the policy)"
+    )]
+    ProbeUnavailable {
+        /// What went wrong, and where a worker was looked for.
+        problem: String,
+    },
     /// Another handler already has this name.
     #[error(
         "a handler named `{name}` is already registered (from {existing}): give this plugin another name, or \
@@ -218,6 +274,11 @@ impl Refusal {
             Refusal::BadAlignment { .. } => "bad-alignment",
             Refusal::UnsupportedMemoryKind { .. } => "unsupported-memory-kind",
             Refusal::VersionUnsatisfied { .. } => "version-unsatisfied",
+            Refusal::Crashed { .. } => "crashed",
+            Refusal::TimedOut { .. } => "timed-out",
+            Refusal::NoReport { .. } => "no-report",
+            Refusal::ConformanceFailed { .. } => "conformance-failed",
+            Refusal::ProbeUnavailable { .. } => "probe-unavailable",
         }
     }
 }

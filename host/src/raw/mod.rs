@@ -14,6 +14,7 @@
 //!   copying a handler's bytes out of the plugin;
 //! - `symbols` — trampolines for allocators taken by symbol name;
 //! - `builtin` — the libc handler;
+//! - `process` — a worker's protocol descriptor, killing a process group;
 //! - `bytes` — the memory of a buffer and the slices over it;
 //! - `static_ref` — an atomically swapped `&'static`, for the default
 //!   handler.
@@ -27,6 +28,7 @@ pub(crate) mod bytes;
 pub(crate) mod dispatch;
 pub(crate) mod held;
 pub(crate) mod library;
+pub(crate) mod process;
 pub(crate) mod static_ref;
 pub(crate) mod symbols;
 pub(crate) mod vtable;

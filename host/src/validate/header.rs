@@ -7,10 +7,11 @@
 //! in `rules.rs`. Pure Rust over bytes: no FFI, and no input makes it panic.
 
 use memplug_abi::{MemplugHandler, NAME_CAP, PREFIX_LEN, SIZE_V1_0, SIZE_V1_1, VERSION_CAP, required_size};
+use serde::{Deserialize, Serialize};
 use std::mem::offset_of;
 
 /// The fixed 16-byte start of every handler, whatever its version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prefix {
     /// Should be [`memplug_abi::MAGIC`].
     pub magic: u32,
@@ -50,7 +51,7 @@ impl Prefix {
 /// The addresses of a handler's functions, as read. The four ABI 1.0 ones
 /// are non-zero after [`validate`](super::validate) succeeded; the optional
 /// 1.1 ones are 0 when absent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct FunctionAddrs {
     /// `malloc`.
     pub malloc: usize,
@@ -88,7 +89,7 @@ impl FunctionAddrs {
 }
 
 /// The ABI 1.1 fields as read (before defaults).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RawV11 {
     /// `alignment`.
     pub alignment: u64,
@@ -104,7 +105,7 @@ pub const V1_1_FIELDS: [&str; 7] =
 
 /// The raw fields of a header image, decoded but not judged. `inspect` shows
 /// these even for a candidate that is refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RawFields {
     /// The fixed prefix.
     pub prefix: Prefix,
