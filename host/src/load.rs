@@ -3,16 +3,24 @@
 //! symbol name: open the library a [`SymbolSpec`] names and find its
 //! functions.
 //!
-//! `prepare` and `prepare_symbols` give a `Prepared` handler that is not
-//! installed yet; the [`Registry`](crate::Registry) installs it once its name
-//! is known to be free. [`inspect`] does the same reading as `prepare` but
-//! keeps every field, valid or not, for `memplug inspect`.
+//! Before a library is opened by path (a plugin, or the library a manifest
+//! names by path), [`precheck::check_candidate`] checks the file under the
+//! caller's [`Trust`]; a manifest is checked and read by
+//! [`precheck::check_manifest`].
 //!
-//! Imports `raw`, `validate`, `symbols`, `info`, `discover` and `error`.
+//! `prepare`, `prepare_manifest` and `prepare_symbols` give a `Prepared`
+//! handler that is not installed yet; the [`Registry`](crate::Registry)
+//! installs it once its name is known to be free. [`inspect`] does the same
+//! reading as `prepare` but keeps every field, valid or not, for
+//! `memplug inspect`.
+//!
+//! Imports `raw`, `precheck`, `validate`, `symbols`, `info`, `discover` and
+//! `error`.
 
 use crate::discover::Candidate;
 use crate::error::Refusal;
 use crate::info::{HandlerInfo, Source};
+use crate::precheck::{self, Trust};
 use crate::raw::library;
 use crate::raw::symbols::SymbolTable;
 use crate::raw::vtable::VTable;
@@ -26,8 +34,9 @@ pub(crate) struct Prepared {
     pub(crate) info: HandlerInfo,
 }
 
-/// Open, call, copy and validate a plugin candidate.
-pub(crate) fn prepare(candidate: &Candidate) -> Result<Prepared, Refusal> {
+/// Check the file, open, call, copy and validate a plugin candidate.
+pub(crate) fn prepare(candidate: &Candidate, trust: &Trust) -> Result<Prepared, Refusal> {
+    precheck::check_candidate(&candidate.path, trust)?;
     let lib = library::open(&candidate.path)?;
     let entry = library::entry(lib, &candidate.symbol)?;
     let image = library::read_handler(entry, &candidate.symbol)?;
@@ -43,9 +52,17 @@ pub(crate) fn prepare(candidate: &Candidate) -> Result<Prepared, Refusal> {
     Ok(Prepared { vtable, info })
 }
 
-/// Check a by-symbol spec, open the library, find every function: a handler
-/// ready to install. `manifest` is the file the spec came from, if any.
-pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>) -> Result<Prepared, Refusal> {
+/// Check and read a manifest (`*.memplug.toml`), then [`prepare_symbols`].
+pub(crate) fn prepare_manifest(path: &Path, trust: &Trust) -> Result<Prepared, Refusal> {
+    let mut spec = SymbolSpec::parse_manifest(&precheck::check_manifest(path, trust)?)?;
+    spec.base_dir = path.parent().map(Path::to_path_buf);
+    prepare_symbols(&spec, Some(path), trust)
+}
+
+/// Check a by-symbol spec, open the library (checking its file first when
+/// it is named by path), find every function: a handler ready to install.
+/// `manifest` is the file the spec came from, if any.
+pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust: &Trust) -> Result<Prepared, Refusal> {
     let name = validate::check_name(spec.name.as_bytes(), spec.name.len() < memplug_abi::NAME_CAP)?;
     let version = validate::check_version(spec.version.as_deref().unwrap_or("0.0.0").as_bytes(), true)?;
     let alignment = match spec.alignment {
@@ -55,10 +72,12 @@ pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>) -> Res
     };
     let lib = if spec.library.contains('/') {
         let path = Path::new(&spec.library);
-        match (&spec.base_dir, path.is_relative()) {
-            (Some(dir), true) => library::open(&dir.join(path))?,
-            _ => library::open(path)?,
-        }
+        let path = match (&spec.base_dir, path.is_relative()) {
+            (Some(dir), true) => dir.join(path),
+            _ => path.to_path_buf(),
+        };
+        precheck::check_candidate(&path, trust)?;
+        library::open(&path)?
     } else {
         library::open_by_name(&spec.library)?
     };
@@ -101,12 +120,14 @@ pub struct Inspection {
     pub verdict: Result<ValidatedHeader, Refusal>,
 }
 
-/// Read a candidate's header field by field without installing anything.
-pub fn inspect(candidate: &Candidate) -> Inspection {
+/// Read a candidate's header field by field without installing anything,
+/// after the file checks under `trust`.
+pub fn inspect(candidate: &Candidate, trust: &Trust) -> Inspection {
     let mut prefix = None;
     let mut fields = None;
     let mut stats_companion = None;
     let verdict = (|| {
+        precheck::check_candidate(&candidate.path, trust)?;
         let lib = library::open(&candidate.path)?;
         stats_companion = library::stats_companion(lib, &candidate.symbol)
             .map(|_| format!("{}{}", candidate.symbol, memplug_abi::STATS_SUFFIX));

@@ -8,7 +8,8 @@
 //! it made.
 //!
 //! A registry applies a [`Policy`] (`policy.rs`): version requirements per
-//! plugin name and deprecated ABI minors.
+//! plugin name, deprecated ABI minors, and the trust checks every candidate
+//! file passes before it is opened.
 //!
 //! Imports `load`, `discover`, `symbols`, `handler`, `current`, `policy`,
 //! `raw` (the list of opened libraries) and `error`.
@@ -70,21 +71,22 @@ impl Registry {
         *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
     }
 
-    /// The process-wide registry.
+    /// The process-wide registry, under [`Policy::from_env`] (the trust
+    /// settings of `MEMPLUG_TRUST` and `MEMPLUG_ALLOWLIST`).
     pub fn global() -> &'static Registry {
         static GLOBAL: OnceLock<Registry> = OnceLock::new();
-        GLOBAL.get_or_init(Registry::new)
+        GLOBAL.get_or_init(|| Registry::with_policy(Policy::from_env()))
     }
 
     /// Load, validate and register one candidate: a plugin library, or an
     /// allocator manifest (`*.memplug.toml`, see [`crate::symbols`]).
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
         let err = |refusal| LoadError { source_desc: candidate.to_string(), refusal };
+        let trust = self.policy.read().unwrap_or_else(|e| e.into_inner()).trust.clone();
         let prepared = if candidate.is_manifest() {
-            SymbolSpec::read_manifest(&candidate.path)
-                .and_then(|spec| load::prepare_symbols(&spec, Some(&candidate.path)))
+            load::prepare_manifest(&candidate.path, &trust)
         } else {
-            load::prepare(candidate)
+            load::prepare(candidate, &trust)
         };
         self.install(prepared.map_err(err)?, &candidate.to_string())
     }
@@ -93,8 +95,9 @@ impl Registry {
     /// allocation functions (see [`crate::symbols`]).
     pub fn load_symbols(&self, spec: &SymbolSpec) -> Result<Handler, LoadError> {
         let desc = format!("{} ({} / {})", spec.library, spec.symbols.malloc, spec.symbols.free);
-        let prepared =
-            load::prepare_symbols(spec, None).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
+        let trust = self.policy.read().unwrap_or_else(|e| e.into_inner()).trust.clone();
+        let prepared = load::prepare_symbols(spec, None, &trust)
+            .map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
         self.install(prepared, &desc)
     }
 

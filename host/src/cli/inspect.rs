@@ -5,6 +5,7 @@
 use memplug::Candidate;
 use memplug::info::flag_names;
 use memplug::load::{self, Inspection};
+use memplug::policy::Trust;
 use memplug::validate::{FieldReading, readable_len};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -56,8 +57,8 @@ fn source(r: &FieldReading) -> &'static str {
 }
 
 /// Inspect `candidate`; exit status 0 if it would be accepted, else 1.
-pub(crate) fn run(candidate: Candidate, json_out: bool) -> ExitCode {
-    let i = load::inspect(&candidate);
+pub(crate) fn run(candidate: Candidate, trust: &Trust, json_out: bool) -> ExitCode {
+    let i = load::inspect(&candidate, trust);
     if json_out {
         print_json(&i)
     } else {

@@ -9,7 +9,7 @@ mod list;
 mod sys;
 mod table;
 
-use args::{PolicyArgs, SymbolArgs};
+use args::{PolicyArgs, SymbolArgs, TrustArgs};
 use clap::{Parser, Subcommand};
 use memplug::Candidate;
 use std::path::PathBuf;
@@ -46,6 +46,9 @@ enum Command {
         /// The entry symbol to call.
         #[arg(long, default_value = memplug_abi::ENTRY_SYMBOL)]
         symbol: String,
+        /// Which files are trusted.
+        #[command(flatten)]
+        trust: TrustArgs,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -100,7 +103,10 @@ fn run(cli: Cli) -> ExitCode {
             Ok(p) => list::run(&paths, p, json),
             Err(e) => usage_error(&e.to_string()),
         },
-        Command::Inspect { file, symbol, json } => inspect::run(Candidate::new(file).with_symbol(symbol), json),
+        Command::Inspect { file, symbol, trust, json } => match trust.trust() {
+            Ok(t) => inspect::run(Candidate::new(file).with_symbol(symbol), &t, json),
+            Err(e) => usage_error(&e.to_string()),
+        },
         Command::Check { paths, symbols, options, policy, library, json } => {
             let policy = match policy.policy() {
                 Ok(p) => p,

@@ -16,7 +16,8 @@
 //! - `builtin` — the libc handler;
 //! - `bytes` — the memory of a buffer and the slices over it;
 //! - `static_ref` — an atomically swapped `&'static`, for the default
-//!   handler.
+//!   handler;
+//! - `os` — the process's effective user id, for the trust checks.
 //!
 //! Every `unsafe` block states why it holds; every `unsafe fn` says what its
 //! caller must guarantee.
@@ -27,6 +28,7 @@ pub(crate) mod bytes;
 pub(crate) mod dispatch;
 pub(crate) mod held;
 pub(crate) mod library;
+pub(crate) mod os;
 pub(crate) mod static_ref;
 pub(crate) mod symbols;
 pub(crate) mod vtable;
