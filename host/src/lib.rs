@@ -12,28 +12,32 @@
 //! 4. `raw` (private) — the unsafe core: a plugin's vtable and the calls
 //!    through it, the handler core with its lock and counts, opening
 //!    libraries, the by-symbol trampolines, a buffer's memory;
-//! 5. [`discover`] — find candidates (explicit paths, `MEMPLUG_PLUGIN_PATH`,
+//! 5. [`precheck`] — before a file is opened: is it a regular file, an ELF
+//!    shared library for this machine, trusted (owner and modes of it and
+//!    every directory on its path; SHA-256 pinning)? Pure checks over
+//!    bytes and facts, and the I/O that gathers them;
+//! 6. [`discover`] — find candidates (explicit paths, `MEMPLUG_PLUGIN_PATH`,
 //!    the default directory);
-//! 6. [`info`] — what is known about a handler ([`HandlerInfo`], [`Source`]);
-//! 7. [`load`] — open a library, call its entry, copy and validate the
+//! 7. [`info`] — what is known about a handler ([`HandlerInfo`], [`Source`]);
+//! 8. [`load`] — open a library, call its entry, copy and validate the
 //!    header; or find a spec's symbols; and `inspect`;
-//! 8. `handle` (private) — the [`Handler`] type itself;
-//! 9. [`lock`] — guards that hold a handler's lock across a batch, and
-//!    several handlers locked at once without deadlock;
-//! 10. [`handler`] — [`Handler`]'s API: dispatch, aligned requests,
+//! 9. `handle` (private) — the [`Handler`] type itself;
+//! 10. [`lock`] — guards that hold a handler's lock across a batch, and
+//!     several handlers locked at once without deadlock;
+//! 11. [`handler`] — [`Handler`]'s API: dispatch, aligned requests,
 //!     instances;
-//! 11. [`current`] — the process default and per-thread scoped handler;
-//! 12. `view`, `ownership` (private) and [`buffer`] — owning buffers that
+//! 12. [`current`] — the process default and per-thread scoped handler;
+//! 13. `view`, `ownership` (private) and [`buffer`] — owning buffers that
 //!     free through the handler that made them, base-object ownership of
 //!     foreign memory, and views;
-//! 13. [`policy`] — what a registry accepts, and whether it probes;
-//!     [`check`] — the conformance pass; [`report`] — what `check`, `list`
-//!     and `inspect` say about a candidate;
-//! 14. [`probe`] — run a candidate in a worker process, under a timeout,
+//! 14. [`policy`] — what a registry accepts (versions, deprecations, trust)
+//!     and whether it probes; [`check`] — the conformance pass; [`report`]
+//!     — what `check`, `list` and `inspect` say about a candidate;
+//! 15. [`probe`] — run a candidate in a worker process, under a timeout,
 //!     and read its answer (or how it crashed, hung or exited);
-//! 15. [`registry`] — install validated handlers under unique names, under
+//! 16. [`registry`] — install validated handlers under unique names, under
 //!     a policy (probing them first if it says so);
-//! 16. [`worker`] — the worker side of `probe`.
+//! 17. [`worker`] — the worker side of `probe`.
 //!
 //! The `memplug` command is a separate binary built on this public API (the
 //! default cargo feature `cli`); the library itself does not depend on
@@ -67,6 +71,7 @@ pub mod validate;
 pub mod symbols;
 #[allow(unsafe_code)]
 mod raw;
+pub mod precheck;
 pub mod discover;
 pub mod info;
 pub mod load;

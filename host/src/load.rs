@@ -3,17 +3,25 @@
 //! symbol name: open the library a [`SymbolSpec`] names and find its
 //! functions.
 //!
-//! `prepare` and `prepare_symbols` give a `Prepared` handler that is not
-//! installed yet; the [`Registry`](crate::Registry) installs it once its name
-//! is known to be free. [`inspect`] does the same reading as `prepare` but
-//! keeps every field, valid or not, for `memplug inspect`.
+//! Before a library is opened by path (a plugin, or the library a manifest
+//! names by path), [`precheck::check_candidate`] checks the file under the
+//! caller's [`Trust`]; a manifest is checked and read by
+//! [`precheck::check_manifest`].
 //!
-//! Imports `raw`, `validate`, `symbols`, `info`, `discover`, `stage` and
+//! `prepare`, `prepare_manifest` and `prepare_symbols` give a `Prepared`
+//! handler that is not installed yet; the [`Registry`](crate::Registry)
+//! installs it once its name is known to be free. [`inspect`] does the same
+//! reading as `prepare` but keeps every field, valid or not, for
+//! `memplug inspect`.
+//!
+//! Imports `raw`, `precheck`, `validate`, `symbols`, `info`, `discover`,
+//! `stage` and
 //! `error`.
 
 use crate::discover::Candidate;
 use crate::error::Refusal;
 use crate::info::{HandlerInfo, Source};
+use crate::precheck::{self, Trust};
 use crate::raw::library;
 use crate::raw::symbols::SymbolTable;
 use crate::raw::vtable::VTable;
@@ -28,8 +36,10 @@ pub(crate) struct Prepared {
     pub(crate) info: HandlerInfo,
 }
 
-/// Open, call, copy and validate a plugin candidate.
-pub(crate) fn prepare(candidate: &Candidate) -> Result<Prepared, Refusal> {
+/// Check the file, open, call, copy and validate a plugin candidate.
+pub(crate) fn prepare(candidate: &Candidate, trust: &Trust) -> Result<Prepared, Refusal> {
+    stage::enter(stage::PRECHECK, candidate);
+    precheck::check_candidate(&candidate.path, trust)?;
     stage::enter(stage::OPEN, candidate);
     let lib = library::open(&candidate.path)?;
     stage::enter(stage::ENTRY, candidate);
@@ -48,9 +58,17 @@ pub(crate) fn prepare(candidate: &Candidate) -> Result<Prepared, Refusal> {
     Ok(Prepared { vtable, info })
 }
 
-/// Check a by-symbol spec, open the library, find every function: a handler
-/// ready to install. `manifest` is the file the spec came from, if any.
-pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>) -> Result<Prepared, Refusal> {
+/// Check and read a manifest (`*.memplug.toml`), then [`prepare_symbols`].
+pub(crate) fn prepare_manifest(path: &Path, trust: &Trust) -> Result<Prepared, Refusal> {
+    let mut spec = SymbolSpec::parse_manifest(&precheck::check_manifest(path, trust)?)?;
+    spec.base_dir = path.parent().map(Path::to_path_buf);
+    prepare_symbols(&spec, Some(path), trust)
+}
+
+/// Check a by-symbol spec, open the library (checking its file first when
+/// it is named by path), find every function: a handler ready to install.
+/// `manifest` is the file the spec came from, if any.
+pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust: &Trust) -> Result<Prepared, Refusal> {
     let name = validate::check_name(spec.name.as_bytes(), spec.name.len() < memplug_abi::NAME_CAP)?;
     let version = validate::check_version(spec.version.as_deref().unwrap_or("0.0.0").as_bytes(), true)?;
     let alignment = match spec.alignment {
@@ -58,14 +76,18 @@ pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>) -> Res
         Some(a) if a.is_power_of_two() && a <= MAX_ALIGNMENT as u64 => a as usize,
         Some(a) => return Err(Refusal::BadAlignment { found: a }),
     };
-    stage::enter(stage::OPEN, &spec.library);
     let lib = if spec.library.contains('/') {
         let path = Path::new(&spec.library);
-        match (&spec.base_dir, path.is_relative()) {
-            (Some(dir), true) => library::open(&dir.join(path))?,
-            _ => library::open(path)?,
-        }
+        let path = match (&spec.base_dir, path.is_relative()) {
+            (Some(dir), true) => dir.join(path),
+            _ => path.to_path_buf(),
+        };
+        stage::enter(stage::PRECHECK, &path.display());
+        precheck::check_candidate(&path, trust)?;
+        stage::enter(stage::OPEN, &path.display());
+        library::open(&path)?
     } else {
+        stage::enter(stage::OPEN, &spec.library);
         library::open_by_name(&spec.library)?
     };
     let table = SymbolTable::find(lib, &spec.symbols, alignment)?;
@@ -107,12 +129,15 @@ pub struct Inspection {
     pub verdict: Result<ValidatedHeader, Refusal>,
 }
 
-/// Read a candidate's header field by field without installing anything.
-pub fn inspect(candidate: &Candidate) -> Inspection {
+/// Read a candidate's header field by field without installing anything,
+/// after the file checks under `trust`.
+pub fn inspect(candidate: &Candidate, trust: &Trust) -> Inspection {
     let mut prefix = None;
     let mut fields = None;
     let mut stats_companion = None;
     let verdict = (|| {
+        stage::enter(stage::PRECHECK, candidate);
+        precheck::check_candidate(&candidate.path, trust)?;
         stage::enter(stage::OPEN, candidate);
         let lib = library::open(&candidate.path)?;
         stats_companion = library::stats_companion(lib, &candidate.symbol)

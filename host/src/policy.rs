@@ -1,8 +1,15 @@
 //! [`Policy`]: what a registry accepts beyond the ABI's own rules —
 //! version requirements per plugin name (`aligned >=1.2, <2`; a miss is
-//! refused as `version-unsatisfied`) and ABI minors the host considers
+//! refused as `version-unsatisfied`), ABI minors the host considers
 //! deprecated (still loaded, with a warning and
-//! [`HandlerInfo::deprecated`](crate::HandlerInfo::deprecated) set).
+//! [`HandlerInfo::deprecated`](crate::HandlerInfo::deprecated) set), and how
+//! far candidate files are trusted ([`Trust`], checked by
+//! [`precheck`](crate::precheck) before anything is opened).
+//!
+//! [`Policy::default`] is strict and reads no environment;
+//! [`Policy::from_env`] (what [`Registry::global`](crate::Registry::global)
+//! uses) also reads `MEMPLUG_TRUST` (`strict` or `any`) and
+//! `MEMPLUG_ALLOWLIST` (an allowlist file: pin plugins by SHA-256).
 //!
 //! ```
 //! use memplug::registry::{Policy, Registry};
@@ -14,14 +21,23 @@
 //! assert!(registry.policy().requirements.contains_key("aligned"));
 //! ```
 //!
-//! Imports `validate` (the name rule) and `error`.
+//! Imports `validate` (the name rule), `precheck` (the trust settings) and
+//! `error`.
 
 pub use crate::error::PolicyError;
+pub use crate::precheck::{Allowlist, Trust};
 use crate::validate::is_name_byte;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// The environment variable holding the trust level: `strict` (the
+/// default) or `any`.
+pub const TRUST_ENV: &str = "MEMPLUG_TRUST";
+/// The environment variable naming an allowlist file (`sha256sum`
+/// format): when set, plugins are pinned by digest.
+pub const ALLOWLIST_ENV: &str = "MEMPLUG_ALLOWLIST";
 
 /// What a registry accepts beyond the ABI's own rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,6 +46,8 @@ pub struct Policy {
     pub requirements: BTreeMap<String, semver::VersionReq>,
     /// ABI versions `(major, minor)` that still load, with a warning.
     pub deprecated_abis: BTreeSet<(u16, u16)>,
+    /// How far candidate files are trusted (default [`Trust::Strict`]).
+    pub trust: Trust,
     /// Probe every candidate in a worker process before loading it into
     /// this one (see [`Probe`]); `None` (the default) loads directly.
     #[serde(skip)]
@@ -88,4 +106,33 @@ impl Policy {
         self.deprecated_abis.insert((major, minor));
         Ok(())
     }
+
+    /// The default policy with the trust settings of the environment
+    /// (`MEMPLUG_TRUST`, `MEMPLUG_ALLOWLIST`; see [`Trust::from_settings`]).
+    pub fn try_from_env() -> Result<Policy, PolicyError> {
+        let level = env(TRUST_ENV);
+        let allowlists: Vec<PathBuf> = env(ALLOWLIST_ENV).map(PathBuf::from).into_iter().collect();
+        Ok(Policy { trust: Trust::from_settings(level.as_deref(), &[], &allowlists)?, ..Policy::default() })
+    }
+
+    /// [`Policy::try_from_env`], failing closed: when the environment does
+    /// not parse, the error is logged and the strictest reading of it is
+    /// used — [`Trust::Strict`] for a bad `MEMPLUG_TRUST`, and pinning to
+    /// an empty allowlist (every plugin refused) when `MEMPLUG_ALLOWLIST`
+    /// is set but cannot be read.
+    pub fn from_env() -> Policy {
+        Policy::try_from_env().unwrap_or_else(|e| {
+            let (trust, using) = match env(ALLOWLIST_ENV) {
+                Some(_) => (Trust::Pinned(Allowlist::new()), "pinning to an empty allowlist: every plugin is refused"),
+                None => (Trust::Strict, "using strict trust"),
+            };
+            tracing::error!(code = e.code(), "{e}; {using}");
+            Policy { trust, ..Policy::default() }
+        })
+    }
+}
+
+/// A non-empty environment variable.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }

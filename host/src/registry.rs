@@ -8,7 +8,8 @@
 //! it made.
 //!
 //! A registry applies a [`Policy`] (`policy.rs`): version requirements per
-//! plugin name and deprecated ABI minors.
+//! plugin name, deprecated ABI minors, and the trust checks every candidate
+//! file passes before it is opened.
 //!
 //! Imports `load`, `discover`, `symbols`, `handler`, `current`, `policy`,
 //! `raw` (the list of opened libraries) and `error`.
@@ -19,6 +20,7 @@ use crate::error::{LoadError, Refusal};
 use crate::handler::Handler;
 use crate::load::{self, Prepared};
 pub use crate::policy::{Policy, PolicyError};
+use crate::precheck;
 use crate::probe::{Request, Task, Worker};
 use crate::symbols::SymbolSpec;
 use std::collections::BTreeMap;
@@ -71,10 +73,11 @@ impl Registry {
         *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
     }
 
-    /// The process-wide registry.
+    /// The process-wide registry, under [`Policy::from_env`] (the trust
+    /// settings of `MEMPLUG_TRUST` and `MEMPLUG_ALLOWLIST`).
     pub fn global() -> &'static Registry {
         static GLOBAL: OnceLock<Registry> = OnceLock::new();
-        GLOBAL.get_or_init(Registry::new)
+        GLOBAL.get_or_init(|| Registry::with_policy(Policy::from_env()))
     }
 
     /// Load, validate and register one candidate: a plugin library, or an
@@ -82,11 +85,11 @@ impl Registry {
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
         let err = |refusal| LoadError { source_desc: candidate.to_string(), refusal };
         self.probe(Some(candidate), None).map_err(err)?;
+        let trust = self.policy.read().unwrap_or_else(|e| e.into_inner()).trust.clone();
         let prepared = if candidate.is_manifest() {
-            SymbolSpec::read_manifest(&candidate.path)
-                .and_then(|spec| load::prepare_symbols(&spec, Some(&candidate.path)))
+            load::prepare_manifest(&candidate.path, &trust)
         } else {
-            load::prepare(candidate)
+            load::prepare(candidate, &trust)
         };
         self.install(prepared.map_err(err)?, &candidate.to_string())
     }
@@ -96,8 +99,9 @@ impl Registry {
     pub fn load_symbols(&self, spec: &SymbolSpec) -> Result<Handler, LoadError> {
         let desc = format!("{} ({} / {})", spec.library, spec.symbols.malloc, spec.symbols.free);
         self.probe(None, Some(spec)).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
-        let prepared =
-            load::prepare_symbols(spec, None).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
+        let trust = self.policy.read().unwrap_or_else(|e| e.into_inner()).trust.clone();
+        let prepared = load::prepare_symbols(spec, None, &trust)
+            .map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
         self.install(prepared, &desc)
     }
 
@@ -107,6 +111,15 @@ impl Registry {
     fn probe(&self, candidate: Option<&Candidate>, spec: Option<&SymbolSpec>) -> Result<(), Refusal> {
         let mut policy = self.policy();
         let Some(settings) = policy.probe.take() else { return Ok(()) };
+        // The file checks run no plugin code and never block: refuse an
+        // untrusted or malformed file here, without starting a worker.
+        if let Some(c) = candidate {
+            if c.is_manifest() {
+                precheck::check_manifest(&c.path, &policy.trust)?;
+            } else {
+                precheck::check_candidate(&c.path, &policy.trust)?;
+            }
+        }
         let worker = match &settings.worker {
             Some(exe) => Worker::new(exe),
             None => Worker::find()?,

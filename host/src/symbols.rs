@@ -282,7 +282,10 @@ impl SymbolSpec {
     }
 
     /// Read and parse a manifest file; a relative `library` path is
-    /// resolved against its directory.
+    /// resolved against its directory. This does no file checks:
+    /// [`Registry::load`](crate::Registry::load) reads manifests through
+    /// [`precheck::check_manifest`](crate::precheck::check_manifest)
+    /// (regular file, trust, digest).
     pub fn read_manifest(path: &Path) -> Result<SymbolSpec, Refusal> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| Refusal::ManifestUnreadable { path: path.to_path_buf(), error: e.to_string() })?;

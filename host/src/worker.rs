@@ -56,6 +56,7 @@ pub fn serve() -> ExitCode {
 pub fn answer(request: Request) -> Answer {
     let mut policy = request.policy;
     policy.probe = None; // a worker never starts workers
+    let trust = policy.trust.clone();
     let registry = Registry::with_policy(policy);
     let candidate = match (&request.spec, &request.candidate) {
         (Some(spec), _) => Candidate::new(&spec.library).with_symbol(spec.symbols.malloc.clone()),
@@ -67,7 +68,7 @@ pub fn answer(request: Request) -> Answer {
         }
     };
     if request.task == Task::Inspect {
-        return Answer::Inspection(Box::new(InspectionReport::of(&load::inspect(&candidate))));
+        return Answer::Inspection(Box::new(InspectionReport::of(&load::inspect(&candidate, &trust))));
     }
     let loaded = match &request.spec {
         Some(spec) => registry.load_symbols(spec),

@@ -1,11 +1,13 @@
 //! Arguments shared by several commands: the policy (`--require`,
-//! `--deprecate-abi`) and an allocator taken by symbol name (`--library`
+//! `--deprecate-abi`, and the trust flags `--trust`, `--allow-digest`,
+//! `--allowlist`) and an allocator taken by symbol name (`--library`
 //! and one flag per role of [`memplug::symbols::Role`], generated from that
 //! table).
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
-use memplug::policy::{Policy, PolicyError};
+use memplug::policy::{ALLOWLIST_ENV, Policy, PolicyError, TRUST_ENV, Trust};
 use memplug::symbols::{Role, SymbolSpec};
+use std::path::PathBuf;
 
 /// What the registry accepts beyond the ABI's rules.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -18,6 +20,40 @@ pub(crate) struct PolicyArgs {
     /// still load, with a warning and a `deprecated` mark.
     #[arg(long = "deprecate-abi", value_name = "MAJOR.MINOR")]
     deprecate_abi: Vec<String>,
+    /// Which candidate files are trusted.
+    #[command(flatten)]
+    trust: TrustArgs,
+}
+
+/// How far candidate files are trusted: `--trust`, `--allow-digest`,
+/// `--allowlist`, over the environment's `MEMPLUG_TRUST` and
+/// `MEMPLUG_ALLOWLIST`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct TrustArgs {
+    /// `strict` (default): refuse files that someone other than root and
+    /// you could change; `any`: no such checks, for development (overrides
+    /// MEMPLUG_TRUST).
+    #[arg(long = "trust", value_name = "LEVEL", value_parser = ["strict", "any"])]
+    trust: Option<String>,
+    /// Pin plugins by SHA-256: allow this digest (repeatable; 64 hex digits
+    /// as `sha256sum` prints). Unlisted files are refused.
+    #[arg(long = "allow-digest", value_name = "HEX")]
+    allow_digest: Vec<String>,
+    /// Pin plugins by SHA-256: allow the digests in FILE (`sha256sum`
+    /// format; repeatable; added to MEMPLUG_ALLOWLIST).
+    #[arg(long = "allowlist", value_name = "FILE")]
+    allowlist: Vec<PathBuf>,
+}
+
+impl TrustArgs {
+    /// The trust these flags and the environment describe.
+    pub(crate) fn trust(&self) -> Result<Trust, PolicyError> {
+        let env = |name| std::env::var(name).ok().filter(|v: &String| !v.trim().is_empty());
+        let level = self.trust.clone().or_else(|| env(TRUST_ENV));
+        let mut allowlists: Vec<PathBuf> = env(ALLOWLIST_ENV).map(PathBuf::from).into_iter().collect();
+        allowlists.extend(self.allowlist.iter().cloned());
+        Trust::from_settings(level.as_deref(), &self.allow_digest, &allowlists)
+    }
 }
 
 impl PolicyArgs {
@@ -30,6 +66,7 @@ impl PolicyArgs {
         for a in &self.deprecate_abi {
             p.deprecate_abi(a)?;
         }
+        p.trust = self.trust.trust()?;
         Ok(p)
     }
 }

@@ -6,6 +6,7 @@
 
 use super::args::IsolationArgs;
 use memplug::info::flag_names;
+use memplug::policy::Trust;
 use memplug::probe::{Answer, Request, Task, Worker};
 use memplug::report::{InspectionReport, Reading, Status};
 use memplug::{Candidate, Policy, load};
@@ -64,8 +65,8 @@ fn source(r: &Reading) -> &'static str {
 }
 
 /// Inspect `candidate`; exit status 0 if it would be accepted, else 1.
-pub(crate) fn run(candidate: Candidate, isolation: &IsolationArgs, json_out: bool) -> ExitCode {
-    let report = inspect(&candidate, isolation);
+pub(crate) fn run(candidate: Candidate, trust: Trust, isolation: &IsolationArgs, json_out: bool) -> ExitCode {
+    let report = inspect(&candidate, trust, isolation);
     if json_out {
         print_json(&report)
     } else {
@@ -75,17 +76,17 @@ pub(crate) fn run(candidate: Candidate, isolation: &IsolationArgs, json_out: boo
 }
 
 /// Read the header here or in a worker.
-fn inspect(candidate: &Candidate, isolation: &IsolationArgs) -> InspectionReport {
+fn inspect(candidate: &Candidate, trust: Trust, isolation: &IsolationArgs) -> InspectionReport {
     let worker = match std::env::current_exe() {
         Ok(exe) if !isolation.in_process => Worker::new(exe),
-        _ => return InspectionReport::of(&load::inspect(candidate)),
+        _ => return InspectionReport::of(&load::inspect(candidate, &trust)),
     };
     let request = Request {
         task: Task::Inspect,
         candidate: Some(candidate.clone()),
         spec: None,
         options: Vec::new(),
-        policy: Policy::default(),
+        policy: Policy { trust, ..Policy::default() },
     };
     let outcome = worker.run(&request, Duration::from_secs_f64(isolation.timeout));
     if let memplug::probe::WorkerOutcome::Answered(Answer::Inspection(report)) = outcome {

@@ -10,7 +10,7 @@ mod list;
 mod sys;
 mod table;
 
-use args::{IsolationArgs, PolicyArgs, SymbolArgs};
+use args::{IsolationArgs, PolicyArgs, SymbolArgs, TrustArgs};
 use clap::{Parser, Subcommand};
 use memplug::Candidate;
 use std::path::PathBuf;
@@ -53,6 +53,9 @@ enum Command {
         /// Where plugin code runs.
         #[command(flatten)]
         isolation: IsolationArgs,
+        /// Which files are trusted.
+        #[command(flatten)]
+        trust: TrustArgs,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -116,9 +119,10 @@ fn run(cli: Cli) -> ExitCode {
             Ok(p) => list::run(&paths, p, &isolation, json),
             Err(e) => usage_error(&e.to_string()),
         },
-        Command::Inspect { file, symbol, isolation, json } => {
-            inspect::run(Candidate::new(file).with_symbol(symbol), &isolation, json)
-        }
+        Command::Inspect { file, symbol, trust, isolation, json } => match trust.trust() {
+            Ok(t) => inspect::run(Candidate::new(file).with_symbol(symbol), t, &isolation, json),
+            Err(e) => usage_error(&e.to_string()),
+        },
         Command::Check { paths, symbols, options, policy, library, isolation, json } => {
             let policy = match policy.policy() {
                 Ok(p) => p,

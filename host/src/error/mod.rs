@@ -2,8 +2,9 @@
 //! `code()`: a stable kebab-case reason code, and a message that names the
 //! value, the rule and the fix.
 //!
-//! - [`Refusal`], [`LoadError`] (`refusal.rs`) — a plugin candidate was
-//!   refused: whoever loads plugins sees these;
+//! - [`Refusal`], [`LoadError`] (`refusal.rs`, and `loader.rs` for the
+//!   message of a library the dynamic loader refused) — a plugin candidate
+//!   was refused: whoever loads plugins sees these;
 //! - [`InstanceError`] (`instance.rs`) — options given to a handler's
 //!   `create` were refused;
 //! - [`AllocError`], [`BufferError`] (`memory.rs`) — allocating through a
@@ -14,6 +15,7 @@
 //! This module is the bottom of the crate: it imports nothing from it.
 
 mod instance;
+mod loader;
 mod memory;
 mod refusal;
 mod usage;

@@ -2,8 +2,11 @@
 //!
 //! Owns [`Refusal`] (one variant per situation, each with a stable reason
 //! code) and [`LoadError`] (a refusal with the candidate it is about).
+//! The message of a dynamic loader failure is composed in `loader.rs`.
 //! Imports nothing from the rest of the crate.
 
+use super::loader::loader_message;
+use std::path::PathBuf;
 use thiserror::Error;
 
 /// Why a plugin candidate was refused. Nothing of a refused candidate is
@@ -11,11 +14,112 @@ use thiserror::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[non_exhaustive]
 pub enum Refusal {
-    /// The file could not be opened as a shared library.
-    #[error("not a loadable shared library: {loader}. {}", load_hint(.loader))]
+    /// The dynamic loader could not open the library (after the file checks
+    /// passed, or for a bare soname): a missing dependency, an undefined
+    /// symbol, no room for static TLS, ….
+    #[error("{}", loader_message(.library, .loader))]
     NotALibrary {
+        /// The library as given to the loader: a path, or a bare soname.
+        library: String,
         /// The dynamic loader's own text.
         loader: String,
+    },
+    /// The candidate file could not be opened or examined (it does not
+    /// exist, or is not readable). Same code as [`Refusal::NotALibrary`].
+    #[error("cannot open {}: {error}. Check the path and that the file is readable", .path.display())]
+    CannotOpen {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's message.
+        error: String,
+    },
+    /// The candidate is not a regular file (a FIFO, socket, device,
+    /// directory, a symlink loop or a dangling symlink); it is refused
+    /// without being read, so nothing can block on it.
+    #[error(
+        "{} is a {kind}, not a regular file: a plugin or manifest must be a regular file (or a symlink to one). \
+         Move it out of the plugins directory, or rename it so that its name does not end in `.so` or \
+         `.memplug.toml`",
+        .path.display()
+    )]
+    NotARegularFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is: `FIFO`, `socket`, `character device`, `block
+        /// device`, `directory`, `symlink loop`, `dangling symlink`.
+        kind: &'static str,
+    },
+    /// The file is not an ELF file (or a damaged one).
+    #[error(
+        "{} is not a valid ELF file ({problem}): a plugin is a shared library built with `cc -shared -fPIC` or as \
+         a Rust `cdylib`. Remove the file from the plugins directory, or rename it so that its name does not end \
+         in `.so`",
+        .path.display()
+    )]
+    NotElf {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, e.g. `it starts with "this"`.
+        problem: String,
+    },
+    /// The file is ELF but not a shared library.
+    #[error(
+        "{} is an ELF {kind}, not a shared library, and cannot be loaded as a plugin: build the plugin with \
+         `cc -shared -fPIC -o libNAME.so ...` (C) or `crate-type = [\"cdylib\"]` (Rust)",
+        .path.display()
+    )]
+    NotASharedObject {
+        /// The file.
+        path: PathBuf,
+        /// What it is: `executable`, `position-independent executable`,
+        /// `relocatable object`, `core dump`, or `file of type 0x...`.
+        kind: String,
+    },
+    /// The file is an ELF shared library for another machine, word size or
+    /// byte order.
+    #[error(
+        "{} is built for {found}, but this host is {host}: rebuild the plugin for this machine (or run a memplug \
+         built for {found})",
+        .path.display()
+    )]
+    WrongArchitecture {
+        /// The file.
+        path: PathBuf,
+        /// What the file was built for, e.g. `ELF64 big-endian AArch64`.
+        found: String,
+        /// What this host is, e.g. `ELF64 little-endian x86-64`.
+        host: String,
+    },
+    /// The file, or a directory or symlink on its path, can be changed by
+    /// someone other than root and the current user (the trust policy,
+    /// modelled on sshd's `StrictModes`).
+    #[error(
+        "{} {problem}, so someone other than root and you could change the code this process runs. Fix: {fix} \
+         (for development only, `--trust any` or MEMPLUG_TRUST=any turns the ownership checks off)",
+        .path.display()
+    )]
+    UntrustedFile {
+        /// The offending path: the file, a directory holding it, or a
+        /// symlink on the way to it.
+        path: PathBuf,
+        /// What is wrong, e.g. `is writable by others (mode 666)`.
+        problem: String,
+        /// The command that fixes it, e.g. `chmod go-w /opt/plugins/x.so`.
+        fix: String,
+    },
+    /// Digest pinning is on and the file's SHA-256 digest is not allowed.
+    #[error(
+        "{} has SHA-256 digest {digest}, which is not in the allowlist of trusted plugins. If you trust this file, \
+         allow it: `sha256sum {} >> ALLOWLIST` (the file given with --allowlist or MEMPLUG_ALLOWLIST), or pass \
+         `--allow-digest {digest}`",
+        .path.display(),
+        .path.display()
+    )]
+    UntrustedDigest {
+        /// The file.
+        path: PathBuf,
+        /// Its SHA-256 digest, 64 lowercase hex digits.
+        digest: String,
     },
     /// The library does not export the entry symbol.
     #[error(
@@ -259,7 +363,13 @@ impl Refusal {
     /// The stable reason code, e.g. `"bad-magic"`.
     pub fn code(&self) -> &'static str {
         match self {
-            Refusal::NotALibrary { .. } => "not-a-library",
+            Refusal::NotALibrary { .. } | Refusal::CannotOpen { .. } => "not-a-library",
+            Refusal::NotARegularFile { .. } => "not-a-regular-file",
+            Refusal::NotElf { .. } => "not-elf",
+            Refusal::NotASharedObject { .. } => "not-a-shared-object",
+            Refusal::WrongArchitecture { .. } => "wrong-architecture",
+            Refusal::UntrustedFile { .. } => "untrusted-file",
+            Refusal::UntrustedDigest { .. } => "untrusted-digest",
             Refusal::MissingSymbol { .. } | Refusal::MissingAllocatorSymbol { .. } => "missing-symbol",
             Refusal::BadManifest { .. } | Refusal::ManifestUnreadable { .. } => "bad-manifest",
             Refusal::NullHandler { .. } => "null-handler",
@@ -280,21 +390,6 @@ impl Refusal {
             Refusal::ConformanceFailed { .. } => "conformance-failed",
             Refusal::ProbeUnavailable { .. } => "probe-unavailable",
         }
-    }
-}
-
-/// Advice for a library the dynamic loader refused, from its message.
-fn load_hint(loader: &str) -> &'static str {
-    if loader.contains("static TLS") {
-        "This library uses initial-exec TLS and cannot be opened after the program started (typical of jemalloc \
-         builds): start the program with it preloaded (`LD_PRELOAD=/path/to/the/library.so`), or give glibc more \
-         static TLS room (`GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384`)"
-    } else if loader.contains("No such file") || loader.contains("cannot open shared object") {
-        "Check the path, or for a bare soname that the dynamic loader can find it (`ldconfig -p | grep NAME`; \
-         install the package that ships it)"
-    } else {
-        "Check that the file is a shared library built for this platform and that its own dependencies resolve \
-         (`ldd FILE`)"
     }
 }
 

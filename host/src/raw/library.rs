@@ -44,7 +44,7 @@ fn open_raw(arg: &std::ffi::OsStr, record: &Path) -> Result<&'static Library, Re
     // trusting its code; the user chose this file (or put it in a plugins
     // directory, or named it in a manifest). Nothing else is assumed here.
     let lib = unsafe { Library::open(Some(arg), RTLD_NOW | RTLD_LOCAL) }
-        .map_err(|e| Refusal::NotALibrary { loader: loader_text(&e) })?;
+        .map_err(|e| Refusal::NotALibrary { library: arg.to_string_lossy().into_owned(), loader: loader_text(&e) })?;
     let lib: &'static Library = Box::leak(Box::new(lib));
     LIBRARIES.lock().unwrap_or_else(|e| e.into_inner()).push((record.to_path_buf(), lib));
     Ok(lib)

@@ -17,7 +17,8 @@
 //! - `process` — a worker's protocol descriptor, killing a process group;
 //! - `bytes` — the memory of a buffer and the slices over it;
 //! - `static_ref` — an atomically swapped `&'static`, for the default
-//!   handler.
+//!   handler;
+//! - `os` — the process's effective user id, for the trust checks.
 //!
 //! Every `unsafe` block states why it holds; every `unsafe fn` says what its
 //! caller must guarantee.
@@ -28,6 +29,7 @@ pub(crate) mod bytes;
 pub(crate) mod dispatch;
 pub(crate) mod held;
 pub(crate) mod library;
+pub(crate) mod os;
 pub(crate) mod process;
 pub(crate) mod static_ref;
 pub(crate) mod symbols;
