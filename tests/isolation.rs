@@ -91,10 +91,19 @@ fn check_reports_every_misbehaving_plugin_and_every_good_one() {
     for &(name, at, how, after, ..) in cases {
         misbehaving(dir.path(), name, at, how, after);
     }
+    // Malformed ones too: each refused with its own reason.
+    let malformed = [("libtext.so", "not-elf"), ("libfifo.so", "not-a-regular-file"), ("libmagic.so", "bad-magic")];
+    std::fs::write(dir.path().join("libtext.so"), "not a library\n").unwrap();
+    assert!(Command::new("mkfifo").arg(dir.path().join("libfifo.so")).status().unwrap().success());
+    support::fixture(dir.path(), "libmagic.so", &["FIX_NAME=\"badmagic\"", "FIX_MAGIC=0x12345678"]);
     let out = memplug(&["check", "--json", "--timeout", "2"], dir.path());
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let rows = json(&out);
-    assert_eq!(rows.len(), 4 + cases.len());
+    assert_eq!(rows.len(), 4 + cases.len() + malformed.len());
+    for (file, reason) in malformed {
+        let r = row(&rows, file);
+        assert_eq!((r["status"].as_str(), r["reason"].as_str()), (Some("rejected"), Some(reason)), "{r}");
+    }
     for name in ["system", "aligned", "tracking", "arena"] {
         let r = row(&rows, &format!("libmemplug_{name}.so"));
         assert_eq!(r["status"], "ok", "{r}");
