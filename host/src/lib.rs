@@ -16,8 +16,9 @@
 //!    shared library for this machine, trusted (owner and modes of it and
 //!    every directory on its path; SHA-256 pinning)? Pure checks over
 //!    bytes and facts, and the I/O that gathers them;
-//! 6. [`discover`] — find candidates (explicit paths, `MEMPLUG_PLUGIN_PATH`,
-//!    the default directory);
+//! 6. [`dirs`] — where plugins are looked for (`MEMPLUG_PLUGIN_PATH`, the
+//!    user directory, the system directories) and the cache lives;
+//!    [`discover`] — find candidates there or in explicit paths;
 //! 7. [`info`] — what is known about a handler ([`HandlerInfo`], [`Source`]);
 //! 8. [`load`] — open a library, call its entry, copy and validate the
 //!    header; or find a spec's symbols; and `inspect`;
@@ -72,6 +73,7 @@ pub mod symbols;
 #[allow(unsafe_code)]
 mod raw;
 pub mod precheck;
+pub mod dirs;
 pub mod discover;
 pub mod info;
 pub mod load;
