@@ -14,7 +14,10 @@ use memplug::{Buffer, Registry, current};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    memplug::cli::init_logging();
+    // memplug logs through `tracing`; show its warnings (or what RUST_LOG asks for).
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
     let wanted = std::env::args().nth(1).unwrap_or_else(|| "aligned".into());
     let registry = Registry::global();
     for outcome in registry.load_search_path() {

@@ -1,11 +1,14 @@
-//! The `arena` plugin (stateful, not thread-safe) under 8 threads through the
-//! host: random allocations, zeroed allocations, reallocations, pattern
-//! writes and checks, frees on the allocating thread and on other threads,
-//! batches under a held guard. No pattern may be corrupted, and the arena's
-//! own statistics must come back to zero live bytes and blocks, with no bad
-//! free and no wrongly sized free.
+//! Stateful plugins under 8 threads through the host: random allocations,
+//! zeroed allocations, reallocations, pattern writes and checks, frees on
+//! the allocating thread and on other threads, batches under a held guard.
+//! No pattern may be corrupted, and the plugin's own statistics must come
+//! back to zero live bytes and blocks, with no bad free and no wrongly sized
+//! free. Run on two plugins ([`PLUGINS`]): the `arena` (not thread-safe: the
+//! host serialises every call) and the `guard` (thread-safe: calls run
+//! concurrently inside it, and every block is a mapping of its own).
 //!
-//! `MEMPLUG_STRESS_OPS` sets the operations per thread (default 10 000);
+//! `MEMPLUG_STRESS_OPS` sets the operations per thread (default 10 000; the
+//! guard does a quarter of them, each of its blocks costing system calls);
 //! `scripts/valgrind-stress.sh` runs this file under valgrind.
 
 mod support;
@@ -26,14 +29,22 @@ fn ops_per_thread() -> usize {
     std::env::var("MEMPLUG_STRESS_OPS").ok().and_then(|s| s.parse().ok()).unwrap_or(10_000)
 }
 
-/// The arena from a private copy of its library, so that its statistics are
-/// this test's alone.
-fn private_arena(dir: &tempfile::TempDir) -> Handler {
-    let path = threads::private_copy("arena", dir.path(), "libmemplug_arena.so");
+/// The stressed plugins: name, whether it declares itself thread-safe, and
+/// the share of `ops_per_thread` it runs (in quarters).
+const PLUGINS: [(&str, bool, usize); 2] = [("arena", false, 4), ("guard", true, 1)];
+
+/// The plugin `name` from a private copy of its library, so that its
+/// statistics are this test's alone.
+fn private_plugin(dir: &tempfile::TempDir, name: &str, thread_safe: bool) -> Handler {
+    let path = threads::private_copy(name, dir.path(), &format!("libmemplug_{name}.so"));
     let h = Registry::new().load_path(path).unwrap();
-    assert_eq!(h.name(), "arena");
-    assert!(!h.is_thread_safe(), "the arena declares itself not thread-safe");
+    assert_eq!(h.name(), name);
+    assert_eq!(h.is_thread_safe(), thread_safe, "{name} declares itself thread-safe or not");
     h
+}
+
+fn private_arena(dir: &tempfile::TempDir) -> Handler {
+    private_plugin(dir, "arena", false)
 }
 
 /// The byte at `i` of a block written with `seed`.
@@ -76,7 +87,7 @@ struct Live {
 }
 
 /// One thread's work; returns how many allocations (not reallocations) it
-/// made through the arena.
+/// made through the plugin.
 fn worker(h: Handler, me: usize, ops: usize, tx: mpsc::Sender<Live>, rx: mpsc::Receiver<Live>) -> u64 {
     let mut rng = Rng::new(0xC0FFEE + me as u64);
     let mut live: Vec<Live> = Vec::new();
@@ -115,7 +126,7 @@ fn worker(h: Handler, me: usize, ops: usize, tx: mpsc::Sender<Live>, rx: mpsc::R
                 fill(&mut buf, s);
                 live.push(Live { buf, seed: s });
             }
-            // Grow or shrink (realloc through the arena), keeping the prefix.
+            // Grow or shrink (realloc through the plugin), keeping the prefix.
             34..=51 if !live.is_empty() => {
                 let i = rng.below(live.len());
                 let l = &mut live[i];
@@ -205,12 +216,24 @@ fn worker(h: Handler, me: usize, ops: usize, tx: mpsc::Sender<Live>, rx: mpsc::R
 #[test]
 fn thread_stress_arena_8_threads_random_mixed_operations() {
     let _watchdog = Watchdog::arm("thread_stress_arena_8_threads_random_mixed_operations", threads::watchdog_secs(300));
+    stress(PLUGINS[0]);
+}
+
+#[test]
+fn thread_stress_guard_8_threads_random_mixed_operations() {
+    let _watchdog = Watchdog::arm("thread_stress_guard_8_threads_random_mixed_operations", threads::watchdog_secs(300));
+    stress(PLUGINS[1]);
+}
+
+/// 8 threads of [`worker`] on a private copy of one plugin, then its
+/// statistics checked.
+fn stress((name, thread_safe, quarters): (&str, bool, usize)) {
     let dir = tempfile::tempdir().unwrap();
-    let arena = private_arena(&dir);
-    let before = arena.stats().expect("the arena reports statistics");
+    let h = private_plugin(&dir, name, thread_safe);
+    let before = h.stats().expect("the plugin reports statistics");
     assert_eq!((before.live_bytes, before.live_count, before.total_allocations), (0, 0, 0));
 
-    let ops = ops_per_thread();
+    let ops = (ops_per_thread() * quarters / 4).max(1);
     let total = AtomicU64::new(0);
     // A ring of channels: thread `me` receives on channel `me` and sends on
     // channel `me + 1`.
@@ -220,33 +243,39 @@ fn thread_stress_arena_8_threads_random_mixed_operations() {
         for (me, (to_next, from_prev)) in txs.into_iter().zip(rxs).enumerate() {
             let total = &total;
             s.spawn(move || {
-                let n = worker(arena, me, ops, to_next, from_prev);
+                let n = worker(h, me, ops, to_next, from_prev);
                 total.fetch_add(n, Ordering::Relaxed);
             });
         }
     });
 
-    let after = arena.stats().unwrap();
-    assert_eq!(after.bad_frees, 0, "the arena saw no pointer it did not make");
+    let after = h.stats().unwrap();
+    assert_eq!(after.bad_frees, 0, "{name} saw no pointer it did not make");
     assert_eq!(after.size_mismatches, 0, "every free and realloc carried the right size");
     assert_eq!(after.live_bytes, 0, "every byte came back: {after:?}");
     assert_eq!(after.live_count, 0, "every block came back: {after:?}");
     assert_eq!(
         after.total_allocations,
         total.load(Ordering::Relaxed),
-        "the arena counted exactly the allocations the threads made"
+        "{name} counted exactly the allocations the threads made"
     );
     assert!(after.peak_bytes > 0);
 }
 
 #[test]
-fn thread_arena_buffers_made_on_one_thread_are_freed_and_resized_on_others() {
-    let _watchdog = Watchdog::arm("thread_arena_buffers_made_on_one_thread", threads::watchdog_secs(120));
+fn thread_buffers_made_on_one_thread_are_freed_and_resized_on_others() {
+    let _watchdog = Watchdog::arm("thread_buffers_made_on_one_thread", threads::watchdog_secs(120));
+    for (name, thread_safe, _) in PLUGINS {
+        made_here_freed_there(name, thread_safe);
+    }
+}
+
+fn made_here_freed_there(name: &str, thread_safe: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let arena = private_arena(&dir);
+    let h = private_plugin(&dir, name, thread_safe);
     let bufs: Vec<Buffer> = (0..64)
         .map(|i| {
-            let mut b = Buffer::with_capacity_in(10 + i * 37, arena).unwrap();
+            let mut b = Buffer::with_capacity_in(10 + i * 37, h).unwrap();
             b.resize(10 + i * 37, i as u8).unwrap();
             b
         })
@@ -267,7 +296,7 @@ fn thread_arena_buffers_made_on_one_thread_are_freed_and_resized_on_others() {
             });
         }
     });
-    let s = arena.stats().unwrap();
+    let s = h.stats().unwrap();
     assert_eq!((s.live_bytes, s.live_count, s.bad_frees, s.size_mismatches), (0, 0, 0, 0));
     assert_eq!(s.total_allocations, 64);
 }

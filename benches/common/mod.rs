@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 /// One variant: a name and a block of work doing `ops` operations.
-pub struct Variant<'a> {
+pub(crate) struct Variant<'a> {
     /// Shown in the table.
     pub name: &'static str,
     /// Runs one block; returns the number of operations it did.
@@ -21,17 +21,17 @@ pub struct Variant<'a> {
 }
 
 /// A variant from a name and a block.
-pub fn variant<'a>(name: &'static str, block: impl FnMut() -> usize + 'a) -> Variant<'a> {
+pub(crate) fn variant<'a>(name: &'static str, block: impl FnMut() -> usize + 'a) -> Variant<'a> {
     Variant { name, block: Box::new(block) }
 }
 
 /// Rounds to run: `ROUNDS` from the environment, or `default`.
-pub fn rounds(default: usize) -> usize {
+pub(crate) fn rounds(default: usize) -> usize {
     std::env::var("ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// Whether the harness was only asked to list benchmarks.
-pub fn listing() -> bool {
+pub(crate) fn listing() -> bool {
     std::env::args().any(|a| a == "--list")
 }
 
@@ -42,7 +42,7 @@ fn median(v: &mut [f64]) -> f64 {
 
 /// Run `variants` interleaved for `rounds` rounds and print a Markdown
 /// table: median ns per operation, and median per-round ratio to the first.
-pub fn run(title: &str, rounds: usize, variants: &mut [Variant<'_>]) -> Vec<(&'static str, f64, f64)> {
+pub(crate) fn run(title: &str, rounds: usize, variants: &mut [Variant<'_>]) -> Vec<(&'static str, f64, f64)> {
     let n = variants.len();
     for v in variants.iter_mut() {
         (v.block)(); // warm up
@@ -77,7 +77,7 @@ pub fn run(title: &str, rounds: usize, variants: &mut [Variant<'_>]) -> Vec<(&'s
 
 /// The bundled plugin `name` as cargo built it for this bench run (the
 /// plugins are dev-dependencies, so their `.so` sits next to the bench).
-pub fn plugin(name: &str) -> PathBuf {
+pub(crate) fn plugin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("bench executable");
     let deps = exe.parent().expect("bench directory");
     let file = format!("libmemplug_{name}.so");

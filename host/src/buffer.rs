@@ -4,28 +4,24 @@
 //! that [`Handler`] and grows and frees through it, whatever the current
 //! handler is by then — NumPy's rule that an array frees its data with the
 //! handler that allocated it. The buffer holds a plain `Copy` reference to
-//! the handler (handlers are never freed), so making and dropping a buffer
-//! costs no reference-count traffic.
+//! the handler (handlers are never freed): no reference-count traffic.
+//! Foreign memory is never adopted by flipping an "owns data" flag: it is
+//! borrowed or owned through a base object (see `ownership.rs`).
 //!
-//! Foreign memory (from another library, a memory map, a GPU runtime) is
-//! never adopted by flipping an "owns data" flag. It is either
-//! - **borrowed** — [`View`] for a Rust slice, or [`Buffer::from_borrowed`]
-//!   for a raw pointer whose owner outlives the buffer; or
-//! - **owned through a base object** — [`Buffer::from_base`] /
-//!   [`Buffer::from_owner`]: the buffer keeps the base object and drops it
-//!   (once) when the buffer is dropped, and the base's `Drop` releases the
-//!   memory (NumPy's PyCapsule-base pattern).
+//! Invariants every constructor establishes and every method keeps:
+//! 1. `bytes` covers memory valid for `capacity` bytes, the first `len`
+//!    initialised, used by this buffer alone (`RawBytes`'s invariants);
+//! 2. with `Owner::Handler(h)`, it is a live block `h` made for `capacity`
+//!    bytes (by `alloc_aligned(capacity, align)` when `align` is non-zero),
+//!    freed and resized through `h` exactly so.
 //!
-//! [`Buffer::set_owns_data`] exists so that code ported from NumPy finds the
-//! door and the sign on it: it refuses any change with
-//! [`BufferError::OwnsDataFlag`].
+//! Imports `handler`, `current`, `ownership`, `view`, `raw` and `error`.
 //!
 //! ```
 //! use memplug::{Buffer, current};
 //!
 //! let mut buf = Buffer::from_slice(b"hello").unwrap();
-//! let made_by = buf.handler().unwrap();
-//! assert_eq!(made_by, current::current());
+//! assert_eq!(buf.handler().unwrap(), current::current());
 //! buf.extend_from_slice(b", world").unwrap();
 //! assert_eq!(&buf[..], b"hello, world");
 //! assert!(buf.owns_data());
@@ -34,31 +30,14 @@
 use crate::current;
 use crate::error::{AllocError, BufferError};
 use crate::handler::Handler;
-use std::any::Any;
+use crate::ownership::Owner;
+pub use crate::ownership::Ownership;
+use crate::raw::bytes::RawBytes;
+pub use crate::view::View;
 use std::fmt;
-use std::ops::{Deref, RangeBounds};
+use std::mem::MaybeUninit;
+use std::ops::{Deref, DerefMut, RangeBounds};
 use std::ptr::NonNull;
-
-/// Who releases a buffer's memory.
-pub(crate) enum Owner {
-    /// Made by this handler; freed through it.
-    Handler(Handler),
-    /// Foreign memory kept alive by a base object; dropping it releases.
-    Base(#[allow(dead_code)] Box<dyn Any + Send>),
-    /// Foreign memory owned elsewhere; nothing is released.
-    Borrowed,
-}
-
-/// How a buffer's memory is owned, as reported by [`Buffer::ownership`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ownership {
-    /// Allocated by this handler, and freed through it on drop.
-    Handler(Handler),
-    /// Foreign memory owned through a base object, dropped with the buffer.
-    Base,
-    /// Foreign memory owned elsewhere.
-    Borrowed,
-}
 
 /// A growable byte buffer whose memory comes from a memplug [`Handler`], or
 /// foreign memory owned through a base object or borrowed.
@@ -67,16 +46,27 @@ pub enum Ownership {
 /// initialised). A handler-made buffer always holds an allocation from its
 /// handler, even at capacity 0 (one byte, see [`Handler`]'s zero-size rule).
 pub struct Buffer {
-    pub(crate) ptr: NonNull<u8>,
-    pub(crate) len: usize,
-    pub(crate) cap: usize,
+    bytes: RawBytes,
     /// An alignment above the handler's own, served by its aligned path; 0
     /// for ordinary blocks.
-    pub(crate) align: usize,
-    pub(crate) owner: Owner,
+    align: usize,
+    owner: Owner,
 }
 
 impl Buffer {
+    /// A handler-made buffer over `ptr`, a block `handler` just made for
+    /// `cap` bytes (aligned to `align` through its aligned path when
+    /// non-zero) whose first `len` bytes are initialised.
+    #[allow(unsafe_code)]
+    fn made_by(handler: Handler, ptr: NonNull<u8>, len: usize, cap: usize, align: usize) -> Buffer {
+        // SAFETY: callers pass a block the handler returned just now for `cap`
+        // writable bytes, used by no one else, with `len <= cap` initialised
+        // (0, or all of them for a zeroed allocation); it stays valid until
+        // the buffer frees it (invariants 1 and 2).
+        let bytes = unsafe { RawBytes::new(ptr, len, cap) };
+        Buffer { bytes, align, owner: Owner::Handler(handler) }
+    }
+
     /// An empty buffer with room for `capacity` bytes, from the current
     /// handler.
     #[inline]
@@ -88,7 +78,7 @@ impl Buffer {
     #[inline]
     pub fn with_capacity_in(capacity: usize, handler: Handler) -> Result<Buffer, AllocError> {
         let ptr = handler.alloc(capacity)?;
-        Ok(Buffer { ptr, len: 0, cap: capacity, align: 0, owner: Owner::Handler(handler) })
+        Ok(Buffer::made_by(handler, ptr, 0, capacity, 0))
     }
 
     /// An empty buffer with room for `capacity` bytes aligned to `alignment`
@@ -110,7 +100,7 @@ impl Buffer {
     pub fn with_capacity_aligned_in(capacity: usize, alignment: usize, handler: Handler) -> Result<Buffer, AllocError> {
         let ptr = handler.alloc_aligned(capacity, alignment)?;
         let align = if alignment > handler.alignment() { alignment } else { 0 };
-        Ok(Buffer { ptr, len: 0, cap: capacity, align, owner: Owner::Handler(handler) })
+        Ok(Buffer::made_by(handler, ptr, 0, capacity, align))
     }
 
     /// `len` zero bytes from the current handler (its zeroed allocation).
@@ -121,7 +111,7 @@ impl Buffer {
     /// `len` zero bytes from `handler` (its zeroed allocation).
     pub fn zeroed_in(len: usize, handler: Handler) -> Result<Buffer, AllocError> {
         let ptr = handler.alloc_zeroed(len, 1)?;
-        Ok(Buffer { ptr, len, cap: len, align: 0, owner: Owner::Handler(handler) })
+        Ok(Buffer::made_by(handler, ptr, len, len, 0))
     }
 
     /// A copy of `data` in memory from the current handler.
@@ -132,10 +122,7 @@ impl Buffer {
     /// A copy of `data` in memory from `handler`.
     pub fn from_slice_in(data: &[u8], handler: Handler) -> Result<Buffer, AllocError> {
         let mut b = Buffer::with_capacity_in(data.len(), handler)?;
-        b.extend_from_slice(data).map_err(|e| match e {
-            BufferError::Alloc(a) => a,
-            _ => unreachable!("a handler-made buffer can grow"),
-        })?;
+        b.bytes.push_slice(data);
         Ok(b)
     }
 
@@ -148,41 +135,131 @@ impl Buffer {
     /// assert!(b.owns_data());
     /// assert!(b.handler().is_none());
     /// ```
+    #[allow(unsafe_code)]
     pub fn from_owner<O: AsMut<[u8]> + Send + 'static>(owner: O) -> Buffer {
         let mut boxed = Box::new(owner);
         let slice: &mut [u8] = (*boxed).as_mut();
         let (ptr, len) = (NonNull::new(slice.as_mut_ptr()).unwrap_or(NonNull::dangling()), slice.len());
-        Buffer { ptr, len, cap: len, align: 0, owner: Owner::Base(boxed) }
+        // SAFETY: the slice lives in the boxed owner, which does not move
+        // (the box is moved, not its contents), is never reached again except
+        // to be dropped with the buffer, and its bytes are initialised.
+        unsafe { Buffer::from_base(ptr, len, boxed) }
+    }
+
+    /// Own foreign memory through a base object: the buffer covers
+    /// `len` bytes at `ptr` and drops `base` (exactly once) when it is
+    /// dropped. The base's `Drop` is what releases the memory.
+    ///
+    /// # Safety
+    /// `ptr` is valid for reads and writes of `len` bytes, all initialised,
+    /// for as long as `base` is alive, and nothing else uses them meanwhile.
+    #[allow(unsafe_code)]
+    pub unsafe fn from_base<B: Send + 'static>(ptr: NonNull<u8>, len: usize, base: B) -> Buffer {
+        // SAFETY: the caller's contract; the base lives as long as the buffer.
+        let bytes = unsafe { RawBytes::new(ptr, len, len) };
+        Buffer { bytes, align: 0, owner: Owner::base(base) }
+    }
+
+    /// Borrow foreign memory owned elsewhere: nothing is released on drop.
+    /// Prefer [`View`] for Rust slices.
+    ///
+    /// # Safety
+    /// `ptr` is valid for reads and writes of `len` initialised bytes for the
+    /// whole life of the buffer, and nothing else uses them meanwhile.
+    #[allow(unsafe_code)]
+    pub unsafe fn from_borrowed(ptr: NonNull<u8>, len: usize) -> Buffer {
+        // SAFETY: the caller's contract.
+        let bytes = unsafe { RawBytes::new(ptr, len, len) };
+        Buffer { bytes, align: 0, owner: Owner::Borrowed }
+    }
+
+    /// Rebuild a handler-made buffer from [`Buffer::into_raw_parts`].
+    ///
+    /// # Safety
+    /// `ptr` was returned by `handler` for `cap` bytes (as reported by
+    /// `into_raw_parts`), its first `len <= cap` bytes are initialised, and it
+    /// is not used elsewhere.
+    #[allow(unsafe_code)]
+    pub unsafe fn from_raw_parts_in(ptr: NonNull<u8>, len: usize, cap: usize, handler: Handler) -> Buffer {
+        // SAFETY: the caller's contract: invariants 1 and 2 hold.
+        let bytes = unsafe { RawBytes::new(ptr, len, cap) };
+        Buffer { bytes, align: 0, owner: Owner::Handler(handler) }
+    }
+
+    /// Give up a handler-made buffer without freeing it: `(ptr, len, cap,
+    /// handler)`. Free it later with `handler.free(ptr, cap)`, or rebuild it
+    /// with [`Buffer::from_raw_parts_in`]. Foreign buffers and buffers with
+    /// an alignment above their handler's are returned as they are
+    /// (`Err(self)`).
+    pub fn into_raw_parts(self) -> Result<(NonNull<u8>, usize, usize, Handler), Buffer> {
+        match self.owner {
+            Owner::Handler(h) if self.align == 0 => {
+                let parts = (self.bytes.ptr(), self.bytes.len(), self.bytes.cap(), h);
+                std::mem::forget(self);
+                Ok(parts)
+            }
+            _ => Err(self),
+        }
     }
 
     /// Number of initialised bytes.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.bytes.len()
     }
 
     /// Whether `len() == 0`.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.bytes.len() == 0
     }
 
     /// Bytes the buffer can hold without growing.
     #[inline]
     pub fn capacity(&self) -> usize {
-        self.cap
+        self.bytes.cap()
     }
 
     /// Pointer to the first byte.
     #[inline]
     pub fn as_ptr(&self) -> *const u8 {
-        self.ptr.as_ptr()
+        self.bytes.ptr().as_ptr()
     }
 
     /// Mutable pointer to the first byte.
     #[inline]
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        self.ptr.as_ptr()
+        self.bytes.ptr().as_ptr()
+    }
+
+    /// The initialised bytes.
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        self.bytes.as_slice()
+    }
+
+    /// The initialised bytes, mutable.
+    #[inline]
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.bytes.as_mut_slice()
+    }
+
+    /// The capacity past `len`, possibly uninitialised. Write into it, then
+    /// [`set_len`](Buffer::set_len).
+    #[inline]
+    pub fn spare_capacity_mut(&mut self) -> &mut [MaybeUninit<u8>] {
+        self.bytes.spare_mut()
+    }
+
+    /// Set the length.
+    ///
+    /// # Safety
+    /// `new_len <= capacity()` and the first `new_len` bytes are initialised.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub unsafe fn set_len(&mut self, new_len: usize) {
+        // SAFETY: the caller's contract, which is `RawBytes::set_len`'s.
+        unsafe { self.bytes.set_len(new_len) }
     }
 
     /// The handler that made this buffer and will free it; `None` for
@@ -199,7 +276,7 @@ impl Buffer {
     pub fn alignment(&self) -> usize {
         match self.owner {
             Owner::Handler(h) => self.align.max(h.alignment()),
-            _ => 1 << (self.ptr.as_ptr() as usize).trailing_zeros().min(12),
+            _ => 1 << (self.as_ptr() as usize).trailing_zeros().min(12),
         }
     }
 
@@ -215,17 +292,13 @@ impl Buffer {
 
     /// How the memory is owned.
     pub fn ownership(&self) -> Ownership {
-        match self.owner {
-            Owner::Handler(h) => Ownership::Handler(h),
-            Owner::Base(_) => Ownership::Base,
-            Owner::Borrowed => Ownership::Borrowed,
-        }
+        self.owner.ownership()
     }
 
     /// Whether dropping the buffer releases its memory (handler-made or
     /// base-owned), i.e. NumPy's `OWNDATA`.
     pub fn owns_data(&self) -> bool {
-        !matches!(self.owner, Owner::Borrowed)
+        self.owner.owns_data()
     }
 
     /// Refuse to change ownership by flag. Asking for the state the buffer
@@ -241,40 +314,52 @@ impl Buffer {
     /// assert!(err.to_string().contains("base object"));
     /// ```
     pub fn set_owns_data(&mut self, owns: bool) -> Result<(), BufferError> {
-        if owns == self.owns_data() {
-            return Ok(());
-        }
-        let what = match self.owner {
-            Owner::Borrowed => "owns_data = true on a borrowed buffer",
-            Owner::Base(_) => "owns_data = false on a base-owned buffer",
-            Owner::Handler(_) => "owns_data = false on a handler-made buffer",
-        };
-        Err(BufferError::OwnsDataFlag { requested: what.into() })
+        self.owner.refuse_flag(owns)
     }
 
     /// Make room for at least `additional` more bytes, growing through the
     /// buffer's own handler (amortised doubling). Foreign memory cannot grow.
     pub fn reserve(&mut self, additional: usize) -> Result<(), BufferError> {
-        let Some(needed) = self.len.checked_add(additional) else {
+        let Some(needed) = self.len().checked_add(additional) else {
             let handler = self.handler().map_or("<foreign>", |h| h.name());
-            return Err(AllocError::SizeOverflow { handler, nelem: self.len, elsize: 1 }.into());
+            return Err(AllocError::SizeOverflow { handler, nelem: self.len(), elsize: 1 }.into());
         };
-        if needed <= self.cap {
+        if needed <= self.capacity() {
             return Ok(());
         }
-        let new_cap = needed.max(self.cap.saturating_mul(2)).max(8);
+        let new_cap = needed.max(self.capacity().saturating_mul(2)).max(8);
         self.grow_to(new_cap)
+    }
+
+    /// Reallocate to exactly `new_cap` bytes through the owning handler,
+    /// keeping `min(len, new_cap)` bytes. Foreign memory cannot be resized.
+    #[allow(unsafe_code)]
+    pub(crate) fn grow_to(&mut self, new_cap: usize) -> Result<(), BufferError> {
+        let Owner::Handler(h) = self.owner else {
+            let kind = self.owner.foreign_kind();
+            return Err(BufferError::NotResizable { kind, capacity: self.capacity(), wanted: new_cap });
+        };
+        let (ptr, cap) = (self.bytes.ptr(), self.bytes.cap());
+        let p = if self.align == 0 {
+            // SAFETY: invariant 2: `ptr` is `h`'s live block of `cap` bytes. On
+            // success the old pointer is replaced below and never used again;
+            // on failure it is untouched and still ours.
+            unsafe { h.realloc(ptr, cap, new_cap) }?
+        } else {
+            // SAFETY: as above, for a block from `alloc_aligned(cap, align)`.
+            unsafe { h.realloc_aligned(ptr, cap, new_cap, self.align) }?
+        };
+        // SAFETY: `p` is `h`'s new block of `new_cap` bytes, holding the first
+        // `min(cap, new_cap)` bytes of the old one (so the first
+        // `min(len, new_cap)` initialised bytes), used by this buffer alone.
+        unsafe { self.bytes.replace(p, new_cap) };
+        Ok(())
     }
 
     /// Append bytes, growing if needed.
     pub fn extend_from_slice(&mut self, data: &[u8]) -> Result<(), BufferError> {
         self.reserve(data.len())?;
-        let start = self.len;
-        let spare = self.spare_capacity_mut();
-        for (dst, &src) in spare.iter_mut().zip(data) {
-            dst.write(src);
-        }
-        self.len = start + data.len();
+        self.bytes.push_slice(data);
         Ok(())
     }
 
@@ -285,37 +370,34 @@ impl Buffer {
 
     /// Set the length to `new_len`, filling new bytes with `value`.
     pub fn resize(&mut self, new_len: usize, value: u8) -> Result<(), BufferError> {
-        if new_len <= self.len {
-            self.len = new_len;
+        let len = self.len();
+        if new_len <= len {
+            self.bytes.truncate(new_len);
             return Ok(());
         }
-        self.reserve(new_len - self.len)?;
-        let extra = new_len - self.len;
-        for b in &mut self.spare_capacity_mut()[..extra] {
-            b.write(value);
-        }
-        self.len = new_len;
+        self.reserve(new_len - len)?;
+        self.bytes.push_fill(new_len - len, value);
         Ok(())
     }
 
     /// Shorten to `len` bytes (no effect if already shorter). Keeps the
     /// capacity.
     pub fn truncate(&mut self, len: usize) {
-        self.len = self.len.min(len);
+        self.bytes.truncate(len);
     }
 
     /// Give back unused capacity to the handler (`realloc` to `len`).
     pub fn shrink_to_fit(&mut self) -> Result<(), BufferError> {
-        if self.cap == self.len || !matches!(self.owner, Owner::Handler(_)) {
+        if self.capacity() == self.len() || !matches!(self.owner, Owner::Handler(_)) {
             return Ok(());
         }
-        self.grow_to(self.len)
+        self.grow_to(self.len())
     }
 
     /// A non-owning view of a range of the buffer.
     pub fn view(&self, range: impl RangeBounds<usize>) -> View<'_> {
         let range = (range.start_bound().cloned(), range.end_bound().cloned());
-        View { data: &self[range], handler: self.handler() }
+        View::of_buffer(&self[range], self.handler())
     }
 }
 
@@ -327,7 +409,7 @@ impl Deref for Buffer {
     }
 }
 
-impl std::ops::DerefMut for Buffer {
+impl DerefMut for Buffer {
     #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         self.as_mut_slice()
@@ -337,60 +419,23 @@ impl std::ops::DerefMut for Buffer {
 impl fmt::Debug for Buffer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Buffer")
-            .field("len", &self.len)
-            .field("capacity", &self.cap)
+            .field("len", &self.len())
+            .field("capacity", &self.capacity())
             .field("ownership", &self.ownership())
             .finish()
     }
 }
 
-/// A non-owning view of bytes: it never frees anything.
-#[derive(Clone, Copy)]
-pub struct View<'a> {
-    data: &'a [u8],
-    handler: Option<Handler>,
-}
-
-impl<'a> View<'a> {
-    /// A view of any slice (foreign or not).
-    pub fn new(data: &'a [u8]) -> View<'a> {
-        View { data, handler: None }
-    }
-
-    /// The handler that made the viewed buffer, if the view came from one.
-    pub fn base_handler(&self) -> Option<Handler> {
-        self.handler
-    }
-
-    /// Always `false`: a view never owns.
-    pub fn owns_data(&self) -> bool {
-        false
-    }
-
-    /// Refuse to make a view own its memory by flag: see
-    /// [`Buffer::set_owns_data`].
-    pub fn set_owns_data(&self, owns: bool) -> Result<(), BufferError> {
-        if !owns {
-            return Ok(());
+impl Drop for Buffer {
+    #[inline]
+    #[allow(unsafe_code)]
+    fn drop(&mut self) {
+        if let Owner::Handler(h) = self.owner {
+            let (ptr, cap) = (self.bytes.ptr(), self.bytes.cap());
+            // SAFETY: invariant 2, and the buffer is going away, so the block
+            // is never used again. Base-owned memory is released by dropping
+            // the base (the field's own drop, right after this).
+            unsafe { if self.align == 0 { h.free(ptr, cap) } else { h.free_aligned(ptr, cap, self.align) } }
         }
-        Err(BufferError::OwnsDataFlag { requested: "owns_data = true on a view".into() })
-    }
-
-    /// The viewed bytes.
-    pub fn as_slice(&self) -> &'a [u8] {
-        self.data
-    }
-}
-
-impl Deref for View<'_> {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        self.data
-    }
-}
-
-impl fmt::Debug for View<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("View").field("len", &self.data.len()).field("base_handler", &self.handler).finish()
     }
 }

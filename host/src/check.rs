@@ -18,13 +18,14 @@
 //!   returned and no free was of a wrong size or unknown pointer (skipped
 //!   when the plugin has no statistics).
 
-use crate::error::AllocError;
+use crate::buffer::Buffer;
+use crate::error::{AllocError, BufferError};
 use crate::handler::Handler;
-use crate::raw::buffer::Block;
-use serde::Serialize;
+use crate::stage;
+use serde::{Deserialize, Serialize};
 
 /// The verdict of one check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// It held.
@@ -36,10 +37,10 @@ pub enum Verdict {
 }
 
 /// One check's result.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckResult {
     /// The check's name, e.g. `zeroed`.
-    pub name: &'static str,
+    pub name: String,
     /// Its verdict.
     pub verdict: Verdict,
     /// What was seen, for a failure or skip.
@@ -87,14 +88,16 @@ pub fn conformance(handler: Handler) -> Vec<CheckResult> {
     let mut out: Vec<CheckResult> = checks
         .iter()
         .map(|&(name, f)| {
+            stage::enter(&format!("{}{name}", stage::CHECK_PREFIX), &handler.name());
             let r = f(handler);
             tracing::debug!(handler = handler.name(), check = name, ok = r.is_ok(), "conformance");
             match r {
-                Ok(()) => CheckResult { name, verdict: Verdict::Passed, detail: String::new() },
-                Err(detail) => CheckResult { name, verdict: Verdict::Failed, detail },
+                Ok(()) => result(name, Verdict::Passed, String::new()),
+                Err(detail) => result(name, Verdict::Failed, detail),
             }
         })
         .collect();
+    stage::enter(&format!("{}free-size", stage::CHECK_PREFIX), &handler.name());
     out.push(match (before, handler.stats()) {
         (Some(b), Some(a)) => {
             let mut problems = Vec::new();
@@ -111,18 +114,78 @@ pub fn conformance(handler: Handler) -> Vec<CheckResult> {
                 problems.push(format!("{} frees of unknown pointers", a.bad_frees - b.bad_frees));
             }
             if problems.is_empty() {
-                CheckResult { name: "free-size", verdict: Verdict::Passed, detail: String::new() }
+                result("free-size", Verdict::Passed, String::new())
             } else {
-                CheckResult { name: "free-size", verdict: Verdict::Failed, detail: problems.join("; ") }
+                result("free-size", Verdict::Failed, problems.join("; "))
             }
         }
-        _ => CheckResult {
-            name: "free-size",
-            verdict: Verdict::Skipped,
-            detail: "the plugin reports no statistics".into(),
-        },
+        _ => result("free-size", Verdict::Skipped, "the plugin reports no statistics".into()),
     });
     out
+}
+
+fn result(name: &str, verdict: Verdict, detail: String) -> CheckResult {
+    CheckResult { name: name.to_string(), verdict, detail }
+}
+
+/// A failed allocation as a check reports it: a handler returning NULL for
+/// a small request during the pass is the plugin's failure, not the
+/// machine's.
+fn alloc_failure(e: AllocError) -> String {
+    match e {
+        AllocError::OutOfMemory { size, .. } => format!(
+            "the plugin returned NULL for a {size}-byte request: a plugin that works returns NULL only when memory is \
+             really exhausted, which the pass's small requests do not cause"
+        ),
+        other => other.to_string(),
+    }
+}
+
+/// A failed buffer operation as a check reports it (see [`alloc_failure`]).
+fn buffer_failure(e: BufferError) -> String {
+    match e {
+        BufferError::Alloc(a) => alloc_failure(a),
+        other => other.to_string(),
+    }
+}
+
+/// A block for the checks: a buffer of exactly `size` bytes (0 served as
+/// 1), every byte initialised, freed through its handler on drop.
+struct Block(Buffer);
+
+impl Block {
+    /// `size` bytes from `h`, filled with `0x5A`.
+    fn new(h: Handler, size: usize) -> Result<Block, AllocError> {
+        let mut b = Buffer::with_capacity_in(size.max(1), h)?;
+        b.resize(size.max(1), 0x5A).expect("the capacity is there");
+        Ok(Block(b))
+    }
+
+    /// `size` bytes from `h`'s zeroed allocation, untouched.
+    fn zeroed(h: Handler, size: usize) -> Result<Block, AllocError> {
+        Buffer::zeroed_in(size.max(1), h).map(Block)
+    }
+
+    fn addr(&self) -> usize {
+        self.0.as_ptr() as usize
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+
+    /// Resize to exactly `new_size` bytes through the handler's `realloc`;
+    /// bytes past the old size are filled with `0x5A`.
+    fn realloc(&mut self, new_size: usize) -> Result<(), String> {
+        let new_size = new_size.max(1);
+        self.0.truncate(new_size);
+        self.0.grow_to(new_size).map_err(buffer_failure)?;
+        self.0.resize(new_size, 0x5A).map_err(buffer_failure)
+    }
 }
 
 fn pattern(seed: usize, i: usize) -> u8 {
@@ -146,7 +209,7 @@ const SIZES: [usize; 10] = [1, 7, 16, 24, 64, 100, 4096, 4097, 65536, 1 << 20];
 
 fn check_alignment(h: Handler) -> Result<(), String> {
     for size in SIZES {
-        let mut b = Block::new(h, size).map_err(|e| e.to_string())?;
+        let mut b = Block::new(h, size).map_err(alloc_failure)?;
         let addr = b.addr();
         if addr % h.alignment() != 0 {
             return Err(format!("a {size}-byte block at {addr:#x} is not {}-byte aligned as declared", h.alignment()));
@@ -158,8 +221,8 @@ fn check_alignment(h: Handler) -> Result<(), String> {
 }
 
 fn check_zero_size(h: Handler) -> Result<(), String> {
-    let a = Block::new(h, 0).map_err(|e| e.to_string())?;
-    let b = Block::new(h, 0).map_err(|e| e.to_string())?;
+    let a = Block::new(h, 0).map_err(alloc_failure)?;
+    let b = Block::new(h, 0).map_err(alloc_failure)?;
     if a.addr() == b.addr() {
         return Err("two live 0-byte blocks share one address".into());
     }
@@ -169,10 +232,10 @@ fn check_zero_size(h: Handler) -> Result<(), String> {
 fn check_zeroed(h: Handler) -> Result<(), String> {
     for size in [64usize, 4096, 1 << 20] {
         {
-            let mut dirty = Block::new(h, size).map_err(|e| e.to_string())?;
+            let mut dirty = Block::new(h, size).map_err(alloc_failure)?;
             dirty.bytes().fill(0xA5);
         }
-        let mut z = Block::zeroed(h, size / 8, 8).map_err(|e| e.to_string())?;
+        let mut z = Block::zeroed(h, size).map_err(alloc_failure)?;
         if let Some(i) = z.bytes().iter().position(|&x| x != 0) {
             return Err(format!("zeroed {size}-byte block has a non-zero byte at {i}"));
         }
@@ -181,11 +244,11 @@ fn check_zeroed(h: Handler) -> Result<(), String> {
 }
 
 fn check_realloc(h: Handler) -> Result<(), String> {
-    let mut b = Block::new(h, 64).map_err(|e| e.to_string())?;
+    let mut b = Block::new(h, 64).map_err(alloc_failure)?;
     fill(b.bytes(), 1);
     let mut kept = 64;
     for new_size in [4096usize, 1 << 20, 100, 3, 70_000] {
-        b.realloc(new_size).map_err(|e| e.to_string())?;
+        b.realloc(new_size)?;
         let keep = kept.min(new_size);
         verify(&b.bytes()[..keep], 1, &format!("after realloc to {new_size}"))?;
         fill(b.bytes(), 1);
@@ -200,9 +263,19 @@ fn check_no_overlap(h: Handler) -> Result<(), String> {
     for i in 0..500 {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let size = 1 + (x >> 33) % 2000;
-        let mut b = Block::new(h, size).map_err(|e| e.to_string())?;
+        let mut b = Block::new(h, size).map_err(alloc_failure)?;
         fill(b.bytes(), i);
         blocks.push((i, b));
+    }
+    let mut spans: Vec<(usize, usize, usize)> = blocks.iter().map(|(i, b)| (b.addr(), b.len(), *i)).collect();
+    spans.sort_unstable();
+    for w in spans.windows(2) {
+        let ((a, len, i), (b, _, j)) = (w[0], w[1]);
+        if a + len > b {
+            return Err(format!(
+                "live blocks overlap: block {i} ({len} bytes at {a:#x}) runs into block {j} (at {b:#x})"
+            ));
+        }
     }
     for (i, b) in blocks.iter_mut() {
         verify(b.bytes(), *i, &format!("block {i} of 500 live blocks"))?;
@@ -226,7 +299,7 @@ fn check_overflow(h: Handler) -> Result<(), String> {
 
 fn check_aligned(h: Handler) -> Result<(), String> {
     for align in [h.alignment() * 2, 256, 4096] {
-        let mut b = crate::Buffer::with_capacity_aligned_in(100, align, h).map_err(|e| e.to_string())?;
+        let mut b = Buffer::with_capacity_aligned_in(100, align, h).map_err(alloc_failure)?;
         for round in 0..3 {
             let addr = b.as_ptr() as usize;
             if addr % align != 0 {
@@ -234,7 +307,7 @@ fn check_aligned(h: Handler) -> Result<(), String> {
             }
             let start = b.len();
             let grow: Vec<u8> = (0..5000).map(|i| pattern(align + start, i)).collect();
-            b.extend_from_slice(&grow).map_err(|e| e.to_string())?;
+            b.extend_from_slice(&grow).map_err(buffer_failure)?;
             verify(&b[start..], align + start, &format!("aligned block ({align}) after growing"))?;
         }
     }

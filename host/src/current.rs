@@ -10,6 +10,8 @@
 //! override (NumPy's context-local rule): an override is invisible to every
 //! other thread.
 //!
+//! Imports `handler`, `handle`, `info`, `load` and `raw`.
+//!
 //! ```
 //! use memplug::current;
 //!
@@ -21,17 +23,20 @@
 //! }
 //! ```
 
-use crate::handler::{Handler, HandlerInfo, HandlerInner, Source};
+use crate::handle::HandlerState;
+use crate::handler::Handler;
+use crate::info::{HandlerInfo, Source};
+use crate::load::Prepared;
+use crate::raw::static_ref::AtomicRef;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// The name of the built-in handler (libc), after NumPy's default handler.
 pub const BUILTIN_NAME: &str = "default_allocator";
 
-/// The process default; null means "the built-in handler".
-static DEFAULT: AtomicPtr<HandlerInner> = AtomicPtr::new(std::ptr::null_mut());
+/// The process default; empty means "the built-in handler".
+static DEFAULT: AtomicRef<HandlerState> = AtomicRef::new();
 
 thread_local! {
     static OVERRIDE: Cell<Option<Handler>> = const { Cell::new(None) };
@@ -41,45 +46,34 @@ thread_local! {
 pub fn builtin() -> Handler {
     static BUILTIN: OnceLock<Handler> = OnceLock::new();
     *BUILTIN.get_or_init(|| {
-        Handler::install(
-            crate::raw::builtin::vtable(),
-            HandlerInfo {
-                name: BUILTIN_NAME.to_string(),
-                version: semver::Version::parse(env!("CARGO_PKG_VERSION")).expect("the crate version is semver"),
-                abi_major: memplug_abi::ABI_MAJOR,
-                abi_minor: memplug_abi::ABI_MINOR,
-                struct_size: memplug_abi::SIZE_V1_1 as u32,
-                flags: memplug_abi::FLAG_THREAD_SAFE,
-                required_flags: 0,
-                alignment: memplug_abi::DEFAULT_ALIGNMENT,
-                memory_kind: memplug_abi::KIND_CPU,
-                defaulted: Vec::new(),
-                deprecated: false,
-                options: None,
-                source: Source::Builtin,
-            },
-        )
+        let info = HandlerInfo::from_functions(
+            BUILTIN_NAME.to_string(),
+            semver::Version::parse(env!("CARGO_PKG_VERSION")).expect("the crate version is semver"),
+            true,
+            memplug_abi::DEFAULT_ALIGNMENT,
+            Vec::new(),
+            Source::Builtin,
+        );
+        Handler::install(Prepared { vtable: crate::raw::builtin::vtable(), info })
     })
 }
 
 /// The process-wide default handler.
 #[inline]
 pub fn default_handler() -> Handler {
-    let p = DEFAULT.load(Ordering::Acquire);
-    if p.is_null() {
-        builtin()
-    } else {
-        // Handlers are leaked on installation: a non-null pointer stored
-        // here is a `&'static HandlerInner`.
-        Handler { inner: crate::handler::inner_from_ptr(p) }
+    match DEFAULT.load() {
+        Some(state) => Handler { state },
+        None => builtin(),
     }
 }
 
 /// Make `handler` the process-wide default; returns the previous default.
 /// Threads with an override keep it.
 pub fn set_default(handler: Handler) -> Handler {
-    let prev = DEFAULT.swap(handler.inner as *const HandlerInner as *mut HandlerInner, Ordering::AcqRel);
-    if prev.is_null() { builtin() } else { Handler { inner: crate::handler::inner_from_ptr(prev) } }
+    match DEFAULT.swap(handler.state) {
+        Some(state) => Handler { state },
+        None => builtin(),
+    }
 }
 
 /// Restore the built-in handler as the process default.

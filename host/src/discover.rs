@@ -3,29 +3,23 @@
 //! Candidates come from, in this order of precedence:
 //! 1. **explicit paths** given to the API or the CLI (a file is one
 //!    candidate; a directory is scanned);
-//! 2. otherwise the **search path**: the directories in
-//!    `MEMPLUG_PLUGIN_PATH` (colon-separated; an empty entry, as in `dir:`,
-//!    stands for the default directories), or the default directories when
-//!    the variable is unset or empty.
-//!
-//! The default directories are the directory of the running executable (when
-//! that is cargo's `deps/` or `examples/` directory, its parent) — where `cargo build`
-//! leaves the bundled plugins next to `memplug` — and `../lib/memplug`
-//! beside it when it exists (an installed layout).
+//! 2. otherwise the **search path** ([`crate::dirs`]): `MEMPLUG_PLUGIN_PATH`,
+//!    the user directory, the system directories.
 //!
 //! In a directory, every file whose name ends in `.so` (or `.dylib` on macOS)
 //! is a candidate, and so is every allocator manifest (`*.memplug.toml`, see
 //! [`crate::symbols`]), in name order; subdirectories are not entered. The
 //! entry symbol is [`memplug_abi::ENTRY_SYMBOL`] unless told otherwise.
+//!
+//! Imports `dirs` and `symbols` (the manifest file-name rule).
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-/// The environment variable holding plugin directories.
-pub const PATH_ENV: &str = "MEMPLUG_PLUGIN_PATH";
+pub use crate::dirs::{PATH_ENV, SYSTEM_PATH_ENV};
 
 /// A library to try, and the entry symbol to call in it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Candidate {
     /// The library file.
     pub path: PathBuf,
@@ -64,50 +58,14 @@ impl fmt::Display for Candidate {
 }
 
 /// Whether a file name looks like a shared library.
-pub fn is_library_name(name: &str) -> bool {
+pub(crate) fn is_library_name(name: &str) -> bool {
     name.ends_with(".so") || (cfg!(target_os = "macos") && name.ends_with(".dylib"))
 }
 
-/// The default plugin directories that exist (see the module docs).
-pub fn default_dirs() -> Vec<PathBuf> {
-    let Ok(exe) = std::env::current_exe() else {
-        return Vec::new();
-    };
-    let Some(mut dir) = exe.parent().map(Path::to_path_buf) else {
-        return Vec::new();
-    };
-    if dir.file_name().is_some_and(|n| n == "deps" || n == "examples") {
-        dir.pop();
-    }
-    let mut dirs = vec![dir.clone()];
-    let installed = dir.join("../lib/memplug");
-    if installed.is_dir() {
-        dirs.push(installed);
-    }
-    dirs
-}
-
-/// The directories to search: `MEMPLUG_PLUGIN_PATH` (an empty entry meaning
-/// the default directories) or, when it is unset or empty, the defaults.
+/// The directories to search, in order ([`crate::dirs`]), whether they
+/// exist or not.
 pub fn search_path() -> Vec<PathBuf> {
-    search_path_from(std::env::var_os(PATH_ENV).as_deref().and_then(|v| v.to_str()))
-}
-
-/// [`search_path`] for a given value of the variable.
-pub fn search_path_from(var: Option<&str>) -> Vec<PathBuf> {
-    let Some(var) = var.filter(|v| !v.is_empty()) else {
-        return default_dirs();
-    };
-    let mut dirs = Vec::new();
-    for entry in var.split(':') {
-        if entry.is_empty() {
-            dirs.extend(default_dirs());
-        } else {
-            dirs.push(PathBuf::from(entry));
-        }
-    }
-    dirs.dedup();
-    dirs
+    crate::dirs::Env::current().search_path().into_iter().map(|d| d.path).collect()
 }
 
 /// The candidates in one directory, in name order.
@@ -146,8 +104,9 @@ pub fn candidates_from(paths: &[PathBuf]) -> Vec<Candidate> {
     out
 }
 
-/// The candidates of the search path ([`search_path`]). Directories that do
-/// not exist are skipped with a debug log line.
+/// The candidates of the search path ([`search_path`]), directory by
+/// directory. Directories that do not exist are skipped with a debug log
+/// line.
 pub fn discover() -> Vec<Candidate> {
     let mut out: Vec<Candidate> = Vec::new();
     for dir in search_path() {
@@ -167,17 +126,6 @@ pub fn discover() -> Vec<Candidate> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn empty_entries_mean_the_defaults() {
-        let d = default_dirs();
-        assert_eq!(search_path_from(None), d);
-        assert_eq!(search_path_from(Some("")), d);
-        let mut want = vec![PathBuf::from("/a")];
-        want.extend(d.clone());
-        assert_eq!(search_path_from(Some("/a:")), want);
-        assert_eq!(search_path_from(Some("/a:/b")), vec![PathBuf::from("/a"), PathBuf::from("/b")]);
-    }
 
     #[test]
     fn library_names() {

@@ -1,24 +1,53 @@
 //! memplug: load memory allocators ("handlers") from shared libraries at run
 //! time, in the spirit of NumPy's NEP 49 data-memory handlers.
 //!
-//! The stages, one module each:
-//! - [`discover`] — find candidate libraries (explicit paths,
-//!   `MEMPLUG_PLUGIN_PATH`, the default directory);
-//! - [`validate`] — judge a handler header: pure Rust over bytes, no FFI;
-//! - [`load`] — open a library, call its entry, copy and validate the header;
-//! - [`symbols`] — allocators made of plain C functions from any library
-//!   (`malloc`/`free` by name), and `*.memplug.toml` manifests;
-//! - [`registry`] — install validated handlers under unique names;
-//! - [`handler`] — dispatch `alloc`/`alloc_zeroed`/`realloc`/`free`;
-//! - [`current`] — the process default and per-thread scoped handler;
-//! - [`buffer`] — owning buffers that free through the handler that made
-//!   them, and base-object ownership of foreign memory;
-//! - [`lock`] — serialising handlers that are not thread-safe: guards held
-//!   across a batch, and several handlers locked at once without deadlock;
-//! - [`check`] — the conformance pass; [`cli`] — the `memplug` command.
+//! # Layers
+//! One module per stage. Each imports only from modules above it in this
+//! list (bottom first), never from one below; there are no circles.
+//! 1. [`error`] — every error type, with its reason codes; [`stage`] — the
+//!    stages of loading and checking, announced before each runs;
+//! 2. [`validate`] — judge a handler header: pure Rust over bytes, no FFI;
+//! 3. [`symbols`] — allocators made of plain C functions (`malloc`/`free` by
+//!    name): specs, `*.memplug.toml` manifests, the role table;
+//! 4. `raw` (private) — the unsafe core: a plugin's vtable and the calls
+//!    through it, the handler core with its lock and counts, opening
+//!    libraries, the by-symbol trampolines, a buffer's memory;
+//! 5. [`precheck`] — before a file is opened: is it a regular file, an ELF
+//!    shared library for this machine, trusted (owner and modes of it and
+//!    every directory on its path; SHA-256 pinning)? Pure checks over
+//!    bytes and facts, and the I/O that gathers them;
+//! 6. [`dirs`] — where plugins are looked for (`MEMPLUG_PLUGIN_PATH`, the
+//!    user directory, the system directories) and the cache lives;
+//!    [`discover`] — find candidates there or in explicit paths;
+//! 7. [`info`] — what is known about a handler ([`HandlerInfo`], [`Source`]);
+//! 8. [`load`] — open a library, call its entry, copy and validate the
+//!    header; or find a spec's symbols; and `inspect`;
+//! 9. `handle` (private) — the [`Handler`] type itself;
+//! 10. [`lock`] — guards that hold a handler's lock across a batch, and
+//!     several handlers locked at once without deadlock;
+//! 11. [`handler`] — [`Handler`]'s API: dispatch, aligned requests,
+//!     instances;
+//! 12. [`current`] — the process default and per-thread scoped handler;
+//! 13. `view`, `ownership` (private) and [`buffer`] — owning buffers that
+//!     free through the handler that made them, base-object ownership of
+//!     foreign memory, and views;
+//! 14. [`policy`] — what a registry accepts (versions, deprecations, trust)
+//!     and whether it probes; [`check`] — the conformance pass; [`report`]
+//!     — what `check`, `list` and `inspect` say about a candidate;
+//! 15. [`probe`] — run a candidate in a worker process, under a timeout,
+//!     and read its answer (or how it crashed, hung or exited);
+//! 16. [`registry`] — install validated handlers under unique names, under
+//!     a policy (probing them first if it says so);
+//! 17. [`worker`] — the worker side of `probe`.
 //!
-//! All `unsafe` code is in the private `raw` module; the rest of the crate
-//! denies it.
+//! The `memplug` command is a separate binary built on this public API (the
+//! default cargo feature `cli`); the library itself does not depend on
+//! clap, serde_json or tracing-subscriber.
+//!
+//! # Unsafe code
+//! The crate denies `unsafe` code. The `raw` module holds the unsafe core;
+//! where a front end calls one of its `unsafe` primitives, it opts in for
+//! that one item and argues it.
 //!
 //! ```no_run
 //! use memplug::{Buffer, Registry, current};
@@ -37,27 +66,44 @@
 
 #![deny(unsafe_code)]
 
-pub mod buffer;
-pub mod check;
-pub mod cli;
-pub mod current;
-pub mod discover;
 pub mod error;
-pub mod handler;
-pub mod load;
-pub mod lock;
+pub mod stage;
+pub mod validate;
+pub mod symbols;
 #[allow(unsafe_code)]
 mod raw;
+pub mod precheck;
+pub mod dirs;
+pub mod discover;
+pub mod info;
+pub mod load;
+mod handle;
+pub mod lock;
+pub mod handler;
+pub mod current;
+mod ownership;
+mod view;
+pub mod buffer;
+pub mod policy;
+pub mod check;
+pub mod report;
+pub mod probe;
 pub mod registry;
-pub mod symbols;
-pub mod validate;
+pub mod worker;
 
-pub use buffer::{Buffer, Ownership, View};
+pub use buffer::Buffer;
+pub use current::HandlerScope;
 pub use discover::Candidate;
-pub use error::{AllocError, BufferError, LoadError, Refusal};
-pub use handler::{AlignedStrategy, Handler, HandlerInfo, Instance, Source};
-pub use lock::{HandlerGuard, LockError, MultiGuard};
-pub use registry::Registry;
+pub use error::{AllocError, BufferError, InstanceError, LoadError, LockError, PolicyError, Refusal};
+pub use handler::{AlignedStrategy, Handler, Instance};
+pub use info::{HandlerInfo, Source};
+pub use lock::{HandlerGuard, MultiGuard};
+pub use ownership::Ownership;
+pub use policy::Policy;
+pub use registry::{Outcome, Registry};
+pub use report::Report;
+pub use symbols::SymbolSpec;
+pub use view::View;
 
 /// The README's Rust examples, compiled as doctests.
 #[doc = include_str!("../../README.md")]

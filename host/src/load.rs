@@ -1,65 +1,113 @@
 //! Loading a candidate: open the library, call its entry, copy and validate
-//! the handler — all before anything is installed.
+//! the handler — all before anything is installed. Also allocators taken by
+//! symbol name: open the library a [`SymbolSpec`] names and find its
+//! functions.
 //!
-//! [`prepare`] returns a [`Prepared`] handler that is not yet registered;
-//! the [`Registry`](crate::Registry) installs it once its name is known to
-//! be free. [`inspect`] does the same reading but keeps every field, valid or
-//! not, for `memplug inspect`.
+//! Before a library is opened by path (a plugin, or the library a manifest
+//! names by path), [`precheck::check_candidate`] checks the file under the
+//! caller's [`Trust`]; a manifest is checked and read by
+//! [`precheck::check_manifest`].
+//!
+//! `prepare`, `prepare_manifest` and `prepare_symbols` give a `Prepared`
+//! handler that is not installed yet; the [`Registry`](crate::Registry)
+//! installs it once its name is known to be free. [`inspect`] does the same
+//! reading as `prepare` but keeps every field, valid or not, for
+//! `memplug inspect`.
+//!
+//! Imports `raw`, `precheck`, `validate`, `symbols`, `info`, `discover`,
+//! `stage` and
+//! `error`.
 
 use crate::discover::Candidate;
 use crate::error::Refusal;
-use crate::handler::{Handler, HandlerInfo, Source};
-use crate::raw::dispatch::VTable;
+use crate::info::{HandlerInfo, Source};
+use crate::precheck::{self, Trust};
 use crate::raw::library;
-use crate::validate::{self, Prefix, RawFields, ValidatedHeader};
+use crate::raw::symbols::SymbolTable;
+use crate::raw::vtable::VTable;
+use crate::stage;
+use crate::symbols::{Role, SymbolSpec};
+use crate::validate::{self, FieldReading, MAX_ALIGNMENT, Prefix, RawFields, ValidatedHeader};
+use std::path::Path;
 
 /// A validated handler, not installed yet.
-pub struct Prepared {
+pub(crate) struct Prepared {
     pub(crate) vtable: VTable,
     pub(crate) info: HandlerInfo,
 }
 
-impl Prepared {
-    /// What will be installed.
-    pub fn info(&self) -> &HandlerInfo {
-        &self.info
-    }
-
-    /// Install the handler for the rest of the process (without registering
-    /// its name anywhere).
-    pub(crate) fn install(self) -> Handler {
-        Handler::install(self.vtable, self.info)
-    }
-}
-
-/// Open, call, copy and validate a candidate.
-pub fn prepare(candidate: &Candidate) -> Result<Prepared, Refusal> {
+/// Check the file, open, call, copy and validate a plugin candidate.
+pub(crate) fn prepare(candidate: &Candidate, trust: &Trust) -> Result<Prepared, Refusal> {
+    stage::enter(stage::PRECHECK, candidate);
+    precheck::check_candidate(&candidate.path, trust)?;
+    stage::enter(stage::OPEN, candidate);
     let lib = library::open(&candidate.path)?;
+    stage::enter(stage::ENTRY, candidate);
     let entry = library::entry(lib, &candidate.symbol)?;
     let image = library::read_handler(entry, &candidate.symbol)?;
     let stats = library::stats_companion(lib, &candidate.symbol);
+    stage::enter(stage::VALIDATE, candidate);
     let (header, vtable) = image.validate(stats)?;
     let unknown = header.prefix.flags & !memplug_abi::KNOWN_FLAGS;
     if unknown != 0 {
         tracing::info!(candidate = %candidate, flags = format!("{unknown:#x}"), "ignoring unknown advisory flags");
     }
-    let info = HandlerInfo {
-        name: header.name,
-        version: header.version,
-        abi_major: header.prefix.abi_major,
-        abi_minor: header.prefix.abi_minor,
-        struct_size: header.prefix.struct_size,
-        flags: header.prefix.flags,
-        required_flags: header.required_flags,
-        alignment: header.alignment,
-        memory_kind: header.memory_kind,
-        defaulted: header.defaulted,
-        deprecated: false,
-        options: None,
-        source: Source::Plugin { path: candidate.path.clone(), symbol: candidate.symbol.clone() },
-    };
+    let source = Source::Plugin { path: candidate.path.clone(), symbol: candidate.symbol.clone() };
+    let info = HandlerInfo::from_header(header, source);
     tracing::debug!(candidate = %candidate, name = %info.name, version = %info.version, "validated plugin");
     Ok(Prepared { vtable, info })
+}
+
+/// Check and read a manifest (`*.memplug.toml`), then [`prepare_symbols`].
+pub(crate) fn prepare_manifest(path: &Path, trust: &Trust) -> Result<Prepared, Refusal> {
+    let mut spec = SymbolSpec::parse_manifest(&precheck::check_manifest(path, trust)?)?;
+    spec.base_dir = path.parent().map(Path::to_path_buf);
+    prepare_symbols(&spec, Some(path), trust)
+}
+
+/// Check a by-symbol spec, open the library (checking its file first when
+/// it is named by path), find every function: a handler ready to install.
+/// `manifest` is the file the spec came from, if any.
+pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust: &Trust) -> Result<Prepared, Refusal> {
+    let name = validate::check_name(spec.name.as_bytes(), spec.name.len() < memplug_abi::NAME_CAP)?;
+    let version = validate::check_version(spec.version.as_deref().unwrap_or("0.0.0").as_bytes(), true)?;
+    let alignment = match spec.alignment {
+        None | Some(0) => memplug_abi::DEFAULT_ALIGNMENT,
+        Some(a) if a.is_power_of_two() && a <= MAX_ALIGNMENT as u64 => a as usize,
+        Some(a) => return Err(Refusal::BadAlignment { found: a }),
+    };
+    let lib = if spec.library.contains('/') {
+        let path = Path::new(&spec.library);
+        let path = match (&spec.base_dir, path.is_relative()) {
+            (Some(dir), true) => dir.join(path),
+            _ => path.to_path_buf(),
+        };
+        stage::enter(stage::PRECHECK, &path.display());
+        precheck::check_candidate(&path, trust)?;
+        stage::enter(stage::OPEN, &path.display());
+        library::open(&path)?
+    } else {
+        stage::enter(stage::OPEN, &spec.library);
+        library::open_by_name(&spec.library)?
+    };
+    let table = SymbolTable::find(lib, &spec.symbols, alignment)?;
+    let mut defaulted: Vec<&'static str> =
+        [Role::Calloc, Role::Realloc].into_iter().filter(|&r| spec.symbols.get(r).is_none()).map(Role::key).collect();
+    defaulted.extend(["create", "destroy", "stats"]);
+    if spec.symbols.get(Role::AlignedAlloc).is_none() {
+        defaulted.push("aligned_alloc");
+    }
+    if spec.alignment.is_none() {
+        defaulted.push("alignment");
+    }
+    let source = Source::Symbols {
+        library: spec.library.clone(),
+        manifest: manifest.map(Path::to_path_buf),
+        symbols: spec.symbols.clone(),
+    };
+    let info = HandlerInfo::from_functions(name, version, spec.thread_safe, alignment, defaulted, source);
+    tracing::debug!(name = %info.name, library = %spec.library, "found allocator symbols");
+    Ok(Prepared { vtable: table.into_vtable(), info })
 }
 
 /// Everything `inspect` could read of a candidate.
@@ -71,41 +119,38 @@ pub struct Inspection {
     pub prefix: Option<Prefix>,
     /// All 1.0 fields, if the prefix allowed reading them.
     pub fields: Option<RawFields>,
-    /// Whether the entry has a statistics companion.
-    pub has_stats: bool,
+    /// The ABI 1.1 fields as the host would use them (values and where they
+    /// come from), when `fields` was read.
+    pub readings: Vec<FieldReading>,
+    /// The entry's ABI 1.0 statistics companion symbol, if the library has
+    /// one.
+    pub stats_companion: Option<String>,
     /// The verdict.
     pub verdict: Result<ValidatedHeader, Refusal>,
 }
 
-/// Read a candidate's header field by field without installing anything.
-pub fn inspect(candidate: &Candidate) -> Inspection {
-    let mut out = Inspection {
-        candidate: candidate.clone(),
-        prefix: None,
-        fields: None,
-        has_stats: false,
-        verdict: Err(Refusal::NullHandler { symbol: String::new() }),
-    };
-    let lib = match library::open(&candidate.path) {
-        Ok(l) => l,
-        Err(r) => {
-            out.verdict = Err(r);
-            return out;
+/// Read a candidate's header field by field without installing anything,
+/// after the file checks under `trust`.
+pub fn inspect(candidate: &Candidate, trust: &Trust) -> Inspection {
+    let mut prefix = None;
+    let mut fields = None;
+    let mut stats_companion = None;
+    let verdict = (|| {
+        stage::enter(stage::PRECHECK, candidate);
+        precheck::check_candidate(&candidate.path, trust)?;
+        stage::enter(stage::OPEN, candidate);
+        let lib = library::open(&candidate.path)?;
+        stats_companion = library::stats_companion(lib, &candidate.symbol)
+            .map(|_| format!("{}{}", candidate.symbol, memplug_abi::STATS_SUFFIX));
+        stage::enter(stage::ENTRY, candidate);
+        let image = library::read_handler(library::entry(lib, &candidate.symbol)?, &candidate.symbol)?;
+        prefix = Some(image.prefix);
+        fields = RawFields::parse(&image.bytes);
+        match image.prefix_refusal {
+            Some(r) => Err(r),
+            None => validate::validate(&image.bytes),
         }
-    };
-    out.has_stats = library::stats_companion(lib, &candidate.symbol).is_some();
-    let image = match library::entry(lib, &candidate.symbol).and_then(|e| library::read_handler(e, &candidate.symbol)) {
-        Ok(i) => i,
-        Err(r) => {
-            out.verdict = Err(r);
-            return out;
-        }
-    };
-    out.prefix = Some(image.prefix);
-    out.fields = RawFields::parse(&image.bytes);
-    out.verdict = match &image.prefix_refusal {
-        Some(r) => Err(r.clone()),
-        None => validate::validate(&image.bytes),
-    };
-    out
+    })();
+    let readings = fields.as_ref().map(|f| validate::v1_1_readings(f, stats_companion.as_deref())).unwrap_or_default();
+    Inspection { candidate: candidate.clone(), prefix, fields, readings, stats_companion, verdict }
 }

@@ -85,60 +85,13 @@
 //! call, which can deadlock against a thread doing the opposite. Lock both
 //! with [`lock_all`], or drop such buffers after releasing the guard.
 
-use crate::handler::Handler;
-use parking_lot::{ReentrantMutex, ReentrantMutexGuard};
+use crate::error::AllocError;
+pub use crate::error::LockError;
+use crate::handle::Handler;
+use crate::raw::held::Held;
 use std::cell::RefCell;
 use std::fmt;
-use std::marker::PhantomData;
-use thiserror::Error;
-
-/// The lock of one non-thread-safe handler: reentrant, so that a thread
-/// holding a [`HandlerGuard`] may also use the per-call path.
-#[derive(Debug, Default)]
-pub(crate) struct HandlerLock(ReentrantMutex<()>);
-
-impl HandlerLock {
-    pub(crate) fn new() -> HandlerLock {
-        HandlerLock(ReentrantMutex::new(()))
-    }
-
-    /// Take the lock (again, if this thread holds it already). There is no
-    /// poisoning: nothing runs under it that can leave the plugin half-updated
-    /// because of a Rust panic (plugins catch their own).
-    #[inline]
-    pub(crate) fn acquire(&self) -> ReentrantMutexGuard<'_, ()> {
-        self.0.lock()
-    }
-}
-
-/// Why a lock was refused.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[non_exhaustive]
-pub enum LockError {
-    /// The thread already holds guards and asked for a handler it does not
-    /// hold: locking it now could break the global lock order.
-    #[error(
-        "lock-order violation: this thread holds the lock of {held} and asked for `{wanted}` too; taking handler \
-         locks one after another can deadlock against a thread that takes them in the other order. Ask for every \
-         handler in one `memplug::lock::lock_all` call (it locks in one global order), or drop the guards first",
-        held = held.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
-    )]
-    OrderViolation {
-        /// The handler asked for.
-        wanted: &'static str,
-        /// The handlers whose locks this thread holds through guards.
-        held: Vec<&'static str>,
-    },
-}
-
-impl LockError {
-    /// The stable reason code: `lock-order-violation`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            LockError::OrderViolation { .. } => "lock-order-violation",
-        }
-    }
-}
+use std::ptr::NonNull;
 
 thread_local! {
     /// The non-thread-safe handlers whose locks this thread holds through
@@ -146,10 +99,10 @@ thread_local! {
     static HELD: RefCell<Vec<(usize, &'static str)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// The key of the global lock order.
+/// The key of the global lock order: the address of the handler's state.
 #[inline]
 fn order_key(h: Handler) -> usize {
-    std::ptr::from_ref(h.inner) as usize
+    h.key()
 }
 
 /// Refuse to lock a handler this thread does not hold while it holds others.
@@ -159,12 +112,13 @@ fn check_order(sorted: &[Handler]) -> Result<(), LockError> {
         if held.is_empty() {
             return Ok(());
         }
-        match sorted.iter().find(|h| !h.is_thread_safe() && !held.iter().any(|&(a, _)| a == order_key(**h))) {
+        let new = |h: &&Handler| !h.state.raw.is_thread_safe() && !held.iter().any(|&(a, _)| a == order_key(**h));
+        match sorted.iter().find(new) {
             None => Ok(()),
             Some(h) => {
                 let mut names: Vec<&'static str> = held.iter().map(|&(_, n)| n).collect();
                 names.dedup();
-                Err(LockError::OrderViolation { wanted: h.name(), held: names })
+                Err(LockError::OrderViolation { wanted: h.state.raw.name(), held: names })
             }
         }
     })
@@ -180,23 +134,21 @@ fn check_order(sorted: &[Handler]) -> Result<(), LockError> {
 /// `Sync`.
 pub struct HandlerGuard {
     handler: Handler,
-    /// Invariant: `Some` exactly when the handler has a lock, and then this
-    /// thread holds it for the guard's whole life.
-    /// A guard that holds a lock is recorded in `HELD` until dropped.
-    held: Option<ReentrantMutexGuard<'static, ()>>,
-    _not_send_sync: PhantomData<*const ()>,
+    /// Holds the handler's lock (if it has one) for the guard's whole life;
+    /// neither `Send` nor `Sync`, which makes the guard neither.
+    held: Held<'static>,
 }
 
 impl HandlerGuard {
-    /// Lock `handler` (no order check; callers check first).
+    /// Lock `handler` (no order check; callers check first). A guard that
+    /// holds a lock is recorded in `HELD` until dropped.
     #[inline]
     fn acquire(handler: Handler) -> HandlerGuard {
-        let inner: &'static crate::handler::HandlerInner = handler.inner;
-        let held = inner.lock.as_ref().map(HandlerLock::acquire);
-        if held.is_some() {
-            HELD.with(|h| h.borrow_mut().push((order_key(handler), handler.name())));
+        let held = handler.state.raw.lock();
+        if !handler.state.raw.is_thread_safe() {
+            HELD.with(|h| h.borrow_mut().push((order_key(handler), handler.state.raw.name())));
         }
-        HandlerGuard { handler, held, _not_send_sync: PhantomData }
+        HandlerGuard { handler, held }
     }
 
     /// The handler this guard is for.
@@ -208,19 +160,70 @@ impl HandlerGuard {
     /// Whether the guard holds a lock (`false` for a thread-safe handler,
     /// whose guard is a plain wrapper).
     pub fn holds_lock(&self) -> bool {
-        self.held.is_some()
+        !self.handler.state.raw.is_thread_safe()
     }
 
     /// Statistics, if the plugin reports them (see [`Handler::stats`]).
     pub fn stats(&self) -> Option<memplug_abi::MemplugStats> {
-        // Reentrant: taking the lock again on this thread is free of deadlock.
-        self.handler.stats()
+        self.held.stats()
     }
+
+    /// Allocate `size` bytes (uninitialised) under the held lock; a request
+    /// for 0 bytes is served as 1 (see [`Handler::alloc`]).
+    #[inline]
+    pub fn alloc(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
+        self.held.malloc(size)
+    }
+
+    /// Allocate `nelem * elsize` zeroed bytes under the held lock. An
+    /// overflowing product is refused before the plugin is called.
+    #[inline]
+    pub fn alloc_zeroed(&self, nelem: usize, elsize: usize) -> Result<NonNull<u8>, AllocError> {
+        self.held.calloc(nelem, elsize)
+    }
+
+    /// Resize a block of this handler under the held lock, keeping
+    /// `min(old_size, new_size)` bytes. On error the old block is untouched.
+    ///
+    /// # Safety
+    /// As for [`Handler::realloc`]: `ptr` is a live block of this handler of
+    /// `old_size` bytes; on success it is not used again.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub unsafe fn realloc(
+        &self,
+        ptr: NonNull<u8>,
+        old_size: usize,
+        new_size: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: the caller's contract, which is `Held::realloc`'s.
+        unsafe { self.held.realloc(ptr, old_size, new_size) }
+    }
+
+    /// Free a block of this handler under the held lock.
+    ///
+    /// # Safety
+    /// As for [`Handler::free`]: `ptr` is a live block of this handler of
+    /// `size` bytes (its allocation or last `realloc` size) and is not used
+    /// again.
+    #[inline]
+    #[allow(unsafe_code)]
+    pub unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
+        // SAFETY: the caller's contract, which is `Held::free`'s.
+        unsafe { self.held.free(ptr, size) }
+    }
+}
+
+/// Lock `handler` for [`Handler::lock_checked`]: refused if this thread
+/// holds guards of other non-thread-safe handlers.
+pub(crate) fn lock_one(handler: Handler) -> Result<HandlerGuard, LockError> {
+    check_order(std::slice::from_ref(&handler))?;
+    Ok(HandlerGuard::acquire(handler))
 }
 
 impl Drop for HandlerGuard {
     fn drop(&mut self) {
-        if self.held.is_some() {
+        if self.holds_lock() {
             let key = order_key(self.handler);
             // `try_with`: during thread teardown the list may be gone already.
             let _ = HELD.try_with(|h| {
@@ -230,7 +233,7 @@ impl Drop for HandlerGuard {
                 }
             });
         }
-        // `held` is released after this, by its own drop.
+        // The lock is released after this, by `held`'s own drop.
     }
 }
 
@@ -240,36 +243,6 @@ impl fmt::Debug for HandlerGuard {
             .field("handler", &self.handler.name())
             .field("holds_lock", &self.holds_lock())
             .finish()
-    }
-}
-
-impl Handler {
-    /// Hold this handler's lock until the returned guard is dropped, and call
-    /// the plugin through the guard without locking again. For a thread-safe
-    /// handler nothing is locked.
-    ///
-    /// # Panics
-    /// If this thread holds guards of other non-thread-safe handlers (see the
-    /// [module docs](crate::lock)); [`Handler::lock_checked`] returns the
-    /// error instead.
-    ///
-    /// ```
-    /// let h = memplug::current::default_handler();
-    /// let g = h.lock();
-    /// let p = g.alloc_zeroed(4, 8).unwrap();
-    /// // SAFETY: `p` came from `h` with 32 bytes; it is freed once.
-    /// unsafe { g.free(p, 32) };
-    /// ```
-    #[must_use = "the lock is released when the guard is dropped"]
-    pub fn lock(&self) -> HandlerGuard {
-        self.lock_checked().unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`Handler::lock`], returning [`LockError::OrderViolation`] instead of
-    /// panicking.
-    pub fn lock_checked(&self) -> Result<HandlerGuard, LockError> {
-        check_order(std::slice::from_ref(self))?;
-        Ok(HandlerGuard::acquire(*self))
     }
 }
 

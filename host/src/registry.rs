@@ -7,28 +7,23 @@
 //! name: the library stays loaded and the handler keeps serving the buffers
 //! it made.
 //!
-//! A registry applies a [`Policy`]: version requirements per plugin name
-//! (`aligned >=1.2, <2`; a miss is refused as `version-unsatisfied`) and ABI
-//! minors the host considers deprecated (still loaded, with a warning and
-//! [`HandlerInfo::deprecated`](crate::HandlerInfo::deprecated) set).
+//! A registry applies a [`Policy`] (`policy.rs`): version requirements per
+//! plugin name, deprecated ABI minors, and the trust checks every candidate
+//! file passes before it is opened.
 //!
-//! ```
-//! use memplug::registry::{Policy, Registry};
-//!
-//! let mut policy = Policy::default();
-//! policy.require("aligned >=1.2, <2").unwrap();
-//! policy.deprecate_abi("1.0").unwrap();
-//! let registry = Registry::with_policy(policy);
-//! assert!(registry.policy().requirements.contains_key("aligned"));
-//! ```
+//! Imports `load`, `discover`, `symbols`, `handler`, `current`, `policy`,
+//! `raw` (the list of opened libraries) and `error`.
 
 use crate::current;
 use crate::discover::{self, Candidate};
 use crate::error::{LoadError, Refusal};
 use crate::handler::Handler;
 use crate::load::{self, Prepared};
+pub use crate::policy::{Policy, PolicyError};
+use crate::precheck;
+use crate::probe::{Request, Task, Worker};
 use crate::symbols::SymbolSpec;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{OnceLock, RwLock};
 
@@ -37,73 +32,6 @@ use std::sync::{OnceLock, RwLock};
 pub struct Registry {
     handlers: RwLock<BTreeMap<String, Handler>>,
     policy: RwLock<Policy>,
-}
-
-/// What a registry accepts beyond the ABI's own rules.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Policy {
-    /// Version requirements by handler name.
-    pub requirements: BTreeMap<String, semver::VersionReq>,
-    /// ABI versions `(major, minor)` that still load, with a warning.
-    pub deprecated_abis: BTreeSet<(u16, u16)>,
-}
-
-/// A policy entry that could not be parsed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PolicyError {
-    /// A requirement is not `NAME REQ`.
-    #[error(
-        "bad version requirement {spec:?}: {problem}. Write the handler name, a space, then a semver requirement, \
-         e.g. \"aligned >=1.2, <2\""
-    )]
-    BadRequirement {
-        /// What was given.
-        spec: String,
-        /// What is wrong.
-        problem: String,
-    },
-    /// An ABI version is not `MAJOR.MINOR`.
-    #[error("bad ABI version {spec:?}: write MAJOR.MINOR, e.g. \"1.0\"")]
-    BadAbi {
-        /// What was given.
-        spec: String,
-    },
-}
-
-impl PolicyError {
-    /// The stable reason code: `bad-requirement` or `bad-abi-version`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            PolicyError::BadRequirement { .. } => "bad-requirement",
-            PolicyError::BadAbi { .. } => "bad-abi-version",
-        }
-    }
-}
-
-impl Policy {
-    /// Add a requirement written as `NAME REQ`, e.g. `aligned >=1.2, <2`.
-    pub fn require(&mut self, spec: &str) -> Result<(), PolicyError> {
-        let bad = |problem: &str| PolicyError::BadRequirement { spec: spec.to_string(), problem: problem.to_string() };
-        let spec_trim = spec.trim();
-        let (name, req) =
-            spec_trim.split_once(char::is_whitespace).ok_or_else(|| bad("no requirement after the name"))?;
-        if name.is_empty() || !name.bytes().all(crate::validate::is_name_byte) {
-            return Err(bad("the name is not a handler name"));
-        }
-        let req = semver::VersionReq::parse(req.trim()).map_err(|e| bad(&e.to_string()))?;
-        self.requirements.insert(name.to_string(), req);
-        Ok(())
-    }
-
-    /// Mark an ABI version, written `MAJOR.MINOR`, deprecated.
-    pub fn deprecate_abi(&mut self, spec: &str) -> Result<(), PolicyError> {
-        let bad = || PolicyError::BadAbi { spec: spec.to_string() };
-        let (major, minor) = spec.trim().split_once('.').ok_or_else(bad)?;
-        let major = major.parse().map_err(|_| bad())?;
-        let minor = minor.parse().map_err(|_| bad())?;
-        self.deprecated_abis.insert((major, minor));
-        Ok(())
-    }
 }
 
 /// What happened to one candidate in [`Registry::load_all`].
@@ -145,20 +73,23 @@ impl Registry {
         *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
     }
 
-    /// The process-wide registry.
+    /// The process-wide registry, under [`Policy::from_env`] (the trust
+    /// settings of `MEMPLUG_TRUST` and `MEMPLUG_ALLOWLIST`).
     pub fn global() -> &'static Registry {
         static GLOBAL: OnceLock<Registry> = OnceLock::new();
-        GLOBAL.get_or_init(Registry::new)
+        GLOBAL.get_or_init(|| Registry::with_policy(Policy::from_env()))
     }
 
     /// Load, validate and register one candidate: a plugin library, or an
     /// allocator manifest (`*.memplug.toml`, see [`crate::symbols`]).
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
         let err = |refusal| LoadError { source_desc: candidate.to_string(), refusal };
+        self.probe(Some(candidate), None).map_err(err)?;
+        let trust = self.policy.read().unwrap_or_else(|e| e.into_inner()).trust.clone();
         let prepared = if candidate.is_manifest() {
-            SymbolSpec::read_manifest(&candidate.path).and_then(|spec| spec.prepare(Some(&candidate.path)))
+            load::prepare_manifest(&candidate.path, &trust)
         } else {
-            load::prepare(candidate)
+            load::prepare(candidate, &trust)
         };
         self.install(prepared.map_err(err)?, &candidate.to_string())
     }
@@ -167,8 +98,43 @@ impl Registry {
     /// allocation functions (see [`crate::symbols`]).
     pub fn load_symbols(&self, spec: &SymbolSpec) -> Result<Handler, LoadError> {
         let desc = format!("{} ({} / {})", spec.library, spec.symbols.malloc, spec.symbols.free);
-        let prepared = spec.prepare(None).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
+        self.probe(None, Some(spec)).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
+        let trust = self.policy.read().unwrap_or_else(|e| e.into_inner()).trust.clone();
+        let prepared = load::prepare_symbols(spec, None, &trust)
+            .map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
         self.install(prepared, &desc)
+    }
+
+    /// If the policy asks for it, load and check the candidate (or spec) in a
+    /// worker process first; refuse it if the worker crashes, hangs, ends
+    /// without a report or sees a conformance check fail.
+    fn probe(&self, candidate: Option<&Candidate>, spec: Option<&SymbolSpec>) -> Result<(), Refusal> {
+        let mut policy = self.policy();
+        let Some(settings) = policy.probe.take() else { return Ok(()) };
+        // The file checks run no plugin code and never block: refuse an
+        // untrusted or malformed file here, without starting a worker.
+        if let Some(c) = candidate {
+            if c.is_manifest() {
+                precheck::check_manifest(&c.path, &policy.trust)?;
+            } else {
+                precheck::check_candidate(&c.path, &policy.trust)?;
+            }
+        }
+        let worker = match &settings.worker {
+            Some(exe) => Worker::new(exe),
+            None => Worker::find()?,
+        };
+        let request = Request {
+            task: Task::Check,
+            candidate: candidate.cloned(),
+            spec: spec.cloned(),
+            options: Vec::new(),
+            policy,
+        };
+        let started = std::time::Instant::now();
+        let outcome = worker.run(&request, settings.timeout);
+        tracing::debug!(elapsed = ?started.elapsed(), outcome = ?outcome.verdict(), "probed in a worker process");
+        outcome.verdict()
     }
 
     /// Apply the policy, check the name is free, and install.
@@ -203,7 +169,7 @@ impl Registry {
                 existing: existing.info().source.to_string(),
             }));
         }
-        let handler = prepared.install();
+        let handler = Handler::install(prepared);
         map.insert(handler.name().to_string(), handler);
         tracing::debug!(name = handler.name(), source = desc, "registered handler");
         Ok(handler)

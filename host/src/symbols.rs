@@ -41,6 +41,10 @@
 //! with the parser's line and column. A relative `library` path (one with a
 //! `/`) is taken relative to the manifest's directory.
 //!
+//! This module describes and parses specs only (it imports nothing from the
+//! crate but `error`); `load` opens the library and finds the functions, and
+//! `raw/symbols.rs` holds the trampolines that call them.
+//!
 //! ```
 //! use memplug::symbols::SymbolSpec;
 //!
@@ -59,10 +63,6 @@
 //! ```
 
 use crate::error::Refusal;
-use crate::handler::{HandlerInfo, Source};
-use crate::load::Prepared;
-use crate::raw::library;
-use crate::raw::symbols::{Names, SymbolTable};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -85,6 +85,109 @@ pub struct Symbols {
     pub sized_free: Option<String>,
     /// `aligned_alloc(alignment, size)`, optional.
     pub aligned_alloc: Option<String>,
+}
+
+impl Symbols {
+    /// The symbol named for `role`, if any.
+    pub fn get(&self, role: Role) -> Option<&str> {
+        match role {
+            Role::Malloc => Some(&self.malloc),
+            Role::Calloc => self.calloc.as_deref(),
+            Role::Realloc => self.realloc.as_deref(),
+            Role::Free => Some(&self.free),
+            Role::SizedFree => self.sized_free.as_deref(),
+            Role::AlignedAlloc => self.aligned_alloc.as_deref(),
+        }
+    }
+
+    /// Name `symbol` for `role` (`None` leaves an optional role out; a
+    /// required role cannot be left out and keeps its name).
+    pub fn set(&mut self, role: Role, symbol: Option<String>) {
+        match role {
+            Role::Malloc => self.malloc = symbol.unwrap_or_else(|| std::mem::take(&mut self.malloc)),
+            Role::Calloc => self.calloc = symbol,
+            Role::Realloc => self.realloc = symbol,
+            Role::Free => self.free = symbol.unwrap_or_else(|| std::mem::take(&mut self.free)),
+            Role::SizedFree => self.sized_free = symbol,
+            Role::AlignedAlloc => self.aligned_alloc = symbol,
+        }
+    }
+}
+
+/// The roles a library function can play in an allocator taken by symbol
+/// name. The one declaration of them: the manifest's `[symbols]` keys
+/// ([`Symbols`]), the command line's flags and the host's lookups all follow
+/// this table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// `void *malloc(size_t size)`, required.
+    Malloc,
+    /// `void *calloc(size_t nelem, size_t size)`; derived as malloc + zero.
+    Calloc,
+    /// `void *realloc(void *ptr, size_t size)`; derived as malloc + copy + free.
+    Realloc,
+    /// `void free(void *ptr)`, required.
+    Free,
+    /// `void sized_free(void *ptr, size_t size)`; used instead of `free`.
+    SizedFree,
+    /// `void *aligned_alloc(size_t alignment, size_t size)`; else the host
+    /// over-allocates.
+    AlignedAlloc,
+}
+
+impl Role {
+    /// Every role, in the order of the table in the module docs.
+    pub const ALL: [Role; 6] =
+        [Role::Malloc, Role::Calloc, Role::Realloc, Role::Free, Role::SizedFree, Role::AlignedAlloc];
+
+    /// The role's key in a manifest's `[symbols]` table, e.g. `sized_free`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Role::Malloc => "malloc",
+            Role::Calloc => "calloc",
+            Role::Realloc => "realloc",
+            Role::Free => "free",
+            Role::SizedFree => "sized_free",
+            Role::AlignedAlloc => "aligned_alloc",
+        }
+    }
+
+    /// The role's command-line flag, without the dashes, e.g. `sized-free`.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Role::SizedFree => "sized-free",
+            Role::AlignedAlloc => "aligned-alloc",
+            other => other.key(),
+        }
+    }
+
+    /// The C signature the named function must have.
+    pub fn signature(self) -> &'static str {
+        match self {
+            Role::Malloc => "void *malloc(size_t)",
+            Role::Calloc => "void *calloc(size_t, size_t)",
+            Role::Realloc => "void *realloc(void *, size_t)",
+            Role::Free => "void free(void *)",
+            Role::SizedFree => "void sized_free(void *, size_t)",
+            Role::AlignedAlloc => "void *aligned_alloc(size_t alignment, size_t size)",
+        }
+    }
+
+    /// Whether every spec must name a function for this role.
+    pub fn required(self) -> bool {
+        matches!(self, Role::Malloc | Role::Free)
+    }
+
+    /// What the host does when the role is left out; `None` for required
+    /// roles.
+    pub fn when_absent(self) -> Option<&'static str> {
+        match self {
+            Role::Malloc | Role::Free => None,
+            Role::Calloc | Role::Realloc => Some("derived"),
+            Role::SizedFree => Some("free is used"),
+            Role::AlignedAlloc => Some("the host over-allocates"),
+        }
+    }
 }
 
 /// A handler made of a library's C allocation functions.
@@ -171,83 +274,24 @@ impl SymbolSpec {
     /// parser's line and column.
     pub fn parse_manifest(text: &str) -> Result<SymbolSpec, Refusal> {
         toml::from_str::<SymbolSpec>(text).map_err(|e| {
-            let (line, column) = e.span().map_or((0, 0), |span| line_col(text, span.start));
+            // toml reports a span for every error it finds in a document;
+            // without one, the problem is the document as a whole (line 1).
+            let (line, column) = e.span().map_or((1, 1), |span| line_col(text, span.start));
             Refusal::BadManifest { line, column, message: e.message().trim().to_string() }
         })
     }
 
     /// Read and parse a manifest file; a relative `library` path is
-    /// resolved against its directory.
+    /// resolved against its directory. This does no file checks:
+    /// [`Registry::load`](crate::Registry::load) reads manifests through
+    /// [`precheck::check_manifest`](crate::precheck::check_manifest)
+    /// (regular file, trust, digest).
     pub fn read_manifest(path: &Path) -> Result<SymbolSpec, Refusal> {
-        let text = std::fs::read_to_string(path).map_err(|e| Refusal::BadManifest {
-            line: 0,
-            column: 0,
-            message: format!("cannot read {}: {e}", path.display()),
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Refusal::ManifestUnreadable { path: path.to_path_buf(), error: e.to_string() })?;
         let mut spec = SymbolSpec::parse_manifest(&text)?;
         spec.base_dir = path.parent().map(Path::to_path_buf);
         Ok(spec)
-    }
-
-    /// Check the spec, open the library, find every function: a handler
-    /// ready to install. `manifest` is where the spec came from, if a file.
-    pub(crate) fn prepare(&self, manifest: Option<&Path>) -> Result<Prepared, Refusal> {
-        let name = crate::validate::check_name(self.name.as_bytes(), self.name.len() < memplug_abi::NAME_CAP)?;
-        let version = crate::validate::check_version(self.version.as_deref().unwrap_or("0.0.0").as_bytes(), true)?;
-        let alignment = match self.alignment {
-            None | Some(0) => memplug_abi::DEFAULT_ALIGNMENT,
-            Some(a) if a.is_power_of_two() && a <= crate::validate::MAX_ALIGNMENT as u64 => a as usize,
-            Some(a) => return Err(Refusal::BadAlignment { found: a }),
-        };
-        let lib = if self.library.contains('/') {
-            let path = Path::new(&self.library);
-            let path = match (&self.base_dir, path.is_relative()) {
-                (Some(dir), true) => dir.join(path),
-                _ => path.to_path_buf(),
-            };
-            library::open(&path)?
-        } else {
-            library::open_by_name(&self.library)?
-        };
-        let s = &self.symbols;
-        let names = Names {
-            malloc: &s.malloc,
-            calloc: s.calloc.as_deref(),
-            realloc: s.realloc.as_deref(),
-            free: Some(&s.free),
-            sized_free: s.sized_free.as_deref(),
-            aligned_alloc: s.aligned_alloc.as_deref(),
-        };
-        let table = SymbolTable::find(lib, &names, alignment)?;
-        let mut defaulted = table.derived();
-        defaulted.extend(["create", "destroy", "stats"]);
-        if s.aligned_alloc.is_none() {
-            defaulted.push("aligned_alloc");
-        }
-        if self.alignment.is_none() {
-            defaulted.push("alignment");
-        }
-        let info = HandlerInfo {
-            name,
-            version,
-            abi_major: memplug_abi::ABI_MAJOR,
-            abi_minor: memplug_abi::ABI_MINOR,
-            struct_size: 0,
-            flags: if self.thread_safe { memplug_abi::FLAG_THREAD_SAFE } else { 0 },
-            required_flags: 0,
-            alignment,
-            memory_kind: memplug_abi::KIND_CPU,
-            defaulted,
-            deprecated: false,
-            options: None,
-            source: Source::Symbols {
-                library: self.library.clone(),
-                manifest: manifest.map(Path::to_path_buf),
-                symbols: self.symbols.clone(),
-            },
-        };
-        tracing::debug!(name = %info.name, library = %self.library, "found allocator symbols");
-        Ok(Prepared { vtable: table.into_vtable(), info })
     }
 }
 

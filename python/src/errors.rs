@@ -23,7 +23,7 @@ fn make(class: &str, message: String, code: &str, source: Option<&str>) -> PyErr
 }
 
 /// Making an instance of `key` (`name:options`) was refused.
-pub fn refusal(key: &str, r: &memplug::Refusal) -> PyErr {
+pub fn refusal(key: &str, r: &memplug::InstanceError) -> PyErr {
     make("LoadError", format!("{key}: [{}] {r}", r.code()), r.code(), Some(key))
 }
 

@@ -7,14 +7,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The workspace root.
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The bundled plugin `name` as built by cargo for this test run (the
 /// plugins are dev-dependencies, so their `.so` files sit next to the test
 /// executable in `target/<profile>/deps`).
-pub fn plugin(name: &str) -> PathBuf {
+pub(crate) fn plugin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let deps = exe.parent().expect("executable directory");
     let file = format!("libmemplug_{name}.so");
@@ -28,25 +28,25 @@ pub fn plugin(name: &str) -> PathBuf {
 }
 
 /// The C compiler: `$CC` or `cc`.
-pub fn cc() -> String {
+pub(crate) fn cc() -> String {
     std::env::var("CC").unwrap_or_else(|_| "cc".into())
 }
 
 /// Compile `tests/fixtures/fixture_plugin.c` with `defines` into
 /// `dir/file_name`. Panics with the compiler's output on failure.
-pub fn fixture(dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
+pub(crate) fn fixture(dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
     build_c(&root().join("tests/fixtures/fixture_plugin.c"), dir, file_name, defines)
 }
 
 /// Compile one C file into a shared library `dir/file_name`, against the
 /// current header.
-pub fn build_c(src: &Path, dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
+pub(crate) fn build_c(src: &Path, dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
     build_c_with(src, &root().join("abi/include"), dir, file_name, defines)
 }
 
 /// Compile one C file into a shared library `dir/file_name`, with
 /// `include` (a directory holding a `memplug.h`) on the include path.
-pub fn build_c_with(src: &Path, include: &Path, dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
+pub(crate) fn build_c_with(src: &Path, include: &Path, dir: &Path, file_name: &str, defines: &[&str]) -> PathBuf {
     let out = dir.join(file_name);
     let mut cmd = Command::new(cc());
     cmd.args(["-shared", "-fPIC", "-O1", "-Wall", "-Werror"])

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 /// Seconds a watched test may run before the watchdog gives up on it:
 /// `MEMPLUG_WATCHDOG_SECS`, else `default`.
-pub fn watchdog_secs(default: u64) -> u64 {
+pub(crate) fn watchdog_secs(default: u64) -> u64 {
     std::env::var("MEMPLUG_WATCHDOG_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(default)
 }
 
@@ -20,14 +20,14 @@ pub fn watchdog_secs(default: u64) -> u64 {
 /// still alive after `secs` seconds: a deadlocked thread cannot be
 /// interrupted, and a hung CI job tells nobody anything. Dropping it (at the
 /// end of the test, or while unwinding from a failed assertion) disarms it.
-pub struct Watchdog {
+pub(crate) struct Watchdog {
     done: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Watchdog {
     /// Arm a watchdog for the test `what`.
-    pub fn arm(what: &'static str, secs: u64) -> Watchdog {
+    pub(crate) fn arm(what: &'static str, secs: u64) -> Watchdog {
         let (done, rx) = mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
             if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(Duration::from_secs(secs)) {
@@ -58,23 +58,23 @@ impl Drop for Watchdog {
 /// A private copy of the bundled plugin `name` in `dir` under `file_name`:
 /// loaded from its own path, it is a library of its own with its own state,
 /// so the counters a test reads are that test's.
-pub fn private_copy(name: &str, dir: &Path, file_name: &str) -> PathBuf {
+pub(crate) fn private_copy(name: &str, dir: &Path, file_name: &str) -> PathBuf {
     let to = dir.join(file_name);
     std::fs::copy(super::support::plugin(name), &to).unwrap();
     to
 }
 
 /// xorshift64*: deterministic, seedable, good enough to pick operations.
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
     /// A generator from a seed (any value; 0 is mapped to a fixed one).
-    pub fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
 
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -82,12 +82,12 @@ impl Rng {
     }
 
     /// A number in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
 
     /// `true` with probability `percent` / 100.
-    pub fn chance(&mut self, percent: u64) -> bool {
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.next() % 100 < percent
     }
 }

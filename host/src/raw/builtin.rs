@@ -1,7 +1,9 @@
 //! The built-in handler: libc's `malloc`/`calloc`/`realloc`/`free`. It is
 //! the process default until another one is set.
+//!
+//! Imports only the vtable.
 
-use crate::raw::dispatch::VTable;
+use super::vtable::VTable;
 use core::ffi::c_void;
 
 unsafe extern "C" fn builtin_malloc(_ctx: *mut c_void, size: usize) -> *mut c_void {
@@ -26,5 +28,9 @@ unsafe extern "C" fn builtin_free(_ctx: *mut c_void, ptr: *mut c_void, _size: us
 
 /// The built-in handler's vtable (thread-safe; no `ctx`).
 pub(crate) fn vtable() -> VTable {
-    VTable::from_fns(std::ptr::null_mut(), builtin_malloc, builtin_calloc, builtin_realloc, builtin_free)
+    // SAFETY: each function implements its ABI role with libc's allocator,
+    // which is thread-safe and ignores `ctx`.
+    unsafe {
+        VTable::from_fns(std::ptr::null_mut(), builtin_malloc, builtin_calloc, builtin_realloc, builtin_free, None)
+    }
 }

@@ -1,361 +1,272 @@
-//! Calls through a handler's function pointers.
+//! The core of a handler: [`RawHandler`], its vtable with its lock and its
+//! instance count. Every call into a plugin goes through it, and it keeps
+//! the promises the ABI makes to plugins and the host makes to itself:
+//!
+//! - a plugin that is not thread-safe is only ever called by the thread
+//!   holding its lock: the per-call methods take it, and [`Held`] — the only
+//!   other way to call — exists only while its thread holds it;
+//! - plugins never see a size of 0 (requests are served as 1 byte, and the
+//!   same rounding is applied to the sizes passed back to `free`/`realloc`),
+//!   nor an overflowing `nelem * elsize`, nor an alignment that is not a
+//!   power of two;
+//! - an instance (made by `create`) counts its owner and its live blocks;
+//!   when the count reaches zero its `destroy` runs, once, and it refuses
+//!   further allocations.
+//!
+//! Handlers that are thread-safe and not instances are *direct*: their
+//! per-call path is one load, one branch and one indirect call. Everything
+//! else goes through [`Held`] (`held.rs`), whose `counted` is the one place
+//! that counts a block, calls, and undoes the count when the plugin returns
+//! NULL.
+//!
+//! Imports `error` and its siblings in `raw`; nothing above `raw`.
 
+use super::held::Held;
+use super::vtable::VTable;
 use crate::error::AllocError;
-use crate::handler::Handler;
-use crate::validate::ValidatedHeader;
-use core::ffi::c_void;
-use memplug_abi::{
-    AlignedAllocFn, CallocFn, CreateFn, DestroyFn, FreeFn, MallocFn, MemplugInstance, MemplugStats, ReallocFn, StatsFn,
-};
+use memplug_abi::MemplugStats;
+use parking_lot::ReentrantMutex;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// A handler's functions and `ctx`; the four required functions non-null.
-#[derive(Clone, Copy)]
+/// A handler's vtable with the lock and counts that make calling it sound.
+/// `repr(C)` keeps `direct` and the vtable's first fields on one cache line.
 #[repr(C)]
-pub(crate) struct VTable {
-    ctx: *mut c_void,
-    malloc: MallocFn,
-    calloc: CallocFn,
-    realloc: ReallocFn,
-    free: FreeFn,
-    aligned_alloc: Option<AlignedAllocFn>,
-    create: Option<CreateFn>,
-    destroy: Option<DestroyFn>,
-    stats: Option<StatsFn>,
+pub(crate) struct RawHandler {
+    /// Thread-safe and not an instance: calls go straight to the plugin,
+    /// with no lock and no count (the hot path checks only this).
+    direct: bool,
+    pub(super) vtable: VTable,
+    /// The alignment every block of the plugin has.
+    pub(super) alignment: usize,
+    /// The handler's name, for errors.
+    pub(super) name: &'static str,
+    /// `Some` for handlers that are not thread-safe: every call holds it.
+    /// Reentrant, so that a thread holding a [`Held`] may also use the
+    /// per-call path.
+    pub(super) lock: Option<ReentrantMutex<()>>,
+    /// `Some` for instances made by `create`.
+    life: Option<Life>,
 }
 
-// SAFETY: the vtable is immutable plain data. Calls into a plugin that did not
-// declare itself thread-safe are serialised by the handler's lock
-// (`HandlerInner::lock`), so sharing the pointers between threads is sound.
-unsafe impl Send for VTable {}
-// SAFETY: as above.
-unsafe impl Sync for VTable {}
-
-impl VTable {
-    /// A vtable from Rust function pointers (the built-in handler).
-    pub(crate) fn from_fns(
-        ctx: *mut c_void,
-        malloc: MallocFn,
-        calloc: CallocFn,
-        realloc: ReallocFn,
-        free: FreeFn,
-    ) -> VTable {
-        VTable { ctx, malloc, calloc, realloc, free, aligned_alloc: None, create: None, destroy: None, stats: None }
-    }
-
-    /// The same vtable with an aligned allocation function.
-    pub(crate) fn with_aligned_alloc(self, f: AlignedAllocFn) -> VTable {
-        VTable { aligned_alloc: Some(f), ..self }
-    }
-
-    /// Whether the plugin has its own aligned allocation.
-    pub(crate) fn has_aligned_alloc(&self) -> bool {
-        self.aligned_alloc.is_some()
-    }
-
-    /// Whether the plugin makes instances (`create`).
-    pub(crate) fn has_create(&self) -> bool {
-        self.create.is_some()
-    }
-
-    /// Whether the handler reports statistics.
-    pub(crate) fn has_stats(&self) -> bool {
-        self.stats.is_some()
-    }
-
-    /// Call the plugin's `create` with `options`: the instance's vtable (the
-    /// same functions, the new `ctx`) and alignment, or the plugin's message.
-    /// The caller holds the handler's lock if it is not thread-safe.
-    pub(crate) fn create_instance(&self, options: &str, alignment: usize) -> Result<(VTable, usize), String> {
-        let Some(create) = self.create else { return Err("the plugin has no `create` function".into()) };
-        let Ok(c_options) = std::ffi::CString::new(options) else {
-            return Err("options must not contain NUL bytes".into());
-        };
-        let mut out = MemplugInstance {
-            struct_size: size_of::<MemplugInstance>() as u64,
-            ctx: std::ptr::null_mut(),
-            alignment: alignment as u64,
-            error: [0; memplug_abi::ERROR_CAP],
-        };
-        // The caller holds the lock if the handler is not thread-safe.
-        // SAFETY: `create` is this plugin's ABI function, `ctx` its own, the options
-        // a live NUL-terminated string, `out` a writable struct with `struct_size` set.
-        let rc = unsafe { create(self.ctx, c_options.as_ptr(), &mut out) };
-        if rc != 0 {
-            let end = out.error.iter().position(|&b| b == 0).unwrap_or(out.error.len());
-            let msg = String::from_utf8_lossy(&out.error[..end]).into_owned();
-            return Err(if msg.is_empty() { format!("create failed with status {rc}") } else { msg });
-        }
-        let align = (out.alignment as usize).max(alignment);
-        if !align.is_power_of_two() {
-            return Err(format!("create reported alignment {align}, which is not a power of two"));
-        }
-        Ok((VTable { ctx: out.ctx, ..*self }, align))
-    }
-
-    /// Call the plugin's `destroy` on this (instance) vtable's `ctx`.
-    ///
-    /// # Safety
-    /// This vtable was made by `create_instance`, all its blocks are freed,
-    /// and it is destroyed once; the caller holds the lock if needed.
-    pub(crate) unsafe fn destroy_instance(&self) {
-        if let Some(destroy) = self.destroy {
-            // SAFETY: per the contract: a live instance ctx from `create`,
-            // with no blocks left, destroyed exactly once.
-            unsafe { destroy(self.ctx) }
-        }
-    }
-
-    /// A vtable from a validated header's addresses; `stats` is the 1.0
-    /// companion symbol, used when the 1.1 `stats` field is absent.
-    ///
-    /// # Safety
-    /// The header was read from a live handler in a library that is never
-    /// unloaded, so its non-zero addresses are functions with the ABI's
-    /// signatures (the plugin's side of the contract in `memplug.h`).
-    pub(crate) unsafe fn from_header(h: &ValidatedHeader, stats: Option<StatsFn>) -> VTable {
-        let f = &h.functions;
-        // Function pointers, `Option`s of them and usize have the same size here.
-        // SAFETY: `validate` made the four required addresses non-zero (optional ones
-        // are 0 = None), and the caller guarantees each is a function of its ABI type.
-        unsafe {
-            VTable {
-                ctx: h.ctx as *mut c_void,
-                malloc: std::mem::transmute::<usize, MallocFn>(f.malloc),
-                calloc: std::mem::transmute::<usize, CallocFn>(f.calloc),
-                realloc: std::mem::transmute::<usize, ReallocFn>(f.realloc),
-                free: std::mem::transmute::<usize, FreeFn>(f.free),
-                aligned_alloc: std::mem::transmute::<usize, Option<AlignedAllocFn>>(f.aligned_alloc),
-                create: std::mem::transmute::<usize, Option<CreateFn>>(f.create),
-                destroy: std::mem::transmute::<usize, Option<DestroyFn>>(f.destroy),
-                stats: std::mem::transmute::<usize, Option<StatsFn>>(f.stats).or(stats),
-            }
-        }
-    }
+/// The counted life of an instance: one reference for its owner plus one per
+/// live block. At zero the plugin's `destroy` runs and the instance refuses
+/// further allocations.
+struct Life {
+    refs: AtomicUsize,
+    /// Whether [`RawHandler::take_owner`] handed out the owner's reference.
+    owned: AtomicBool,
 }
 
-impl Handler {
-    /// `malloc` with no lock and no count: only for `inner.direct` handlers.
-    #[inline(always)]
-    pub(crate) fn direct_malloc(&self, size: usize) -> *mut u8 {
-        debug_assert!(self.inner.direct);
-        // SAFETY: a direct handler is thread-safe, so the call needs no lock;
-        // `size > 0` as the ABI promises (callers round up).
-        unsafe { self.inner.vtable.malloc_held(size) }
+impl RawHandler {
+    /// A handler core for `vtable`. `thread_safe` is the plugin's (or the
+    /// by-symbol spec's) declaration: without it every call is locked.
+    /// `alignment` is the alignment the plugin promises for every block.
+    pub(crate) fn new(vtable: VTable, thread_safe: bool, alignment: usize, name: &'static str) -> RawHandler {
+        let lock = (!thread_safe).then(|| ReentrantMutex::new(()));
+        RawHandler { direct: thread_safe, vtable, alignment, name, lock, life: None }
     }
 
+    /// Make an instance through the plugin's `create` with `options`: a new
+    /// core with the same functions and the instance's `ctx` and alignment,
+    /// whose life is counted (see [`take_owner`](RawHandler::take_owner)).
+    /// The plugin's message on failure.
+    pub(crate) fn create(&self, options: &str, name: &'static str) -> Result<RawHandler, String> {
+        let held = self.lock();
+        // SAFETY: `held` serialises the call (it holds the lock, if any).
+        let (ctx, alignment) = unsafe { held.vtable().create(options, self.alignment) }?;
+        let lock = self.lock.as_ref().map(|_| ReentrantMutex::new(()));
+        let life = Some(Life { refs: AtomicUsize::new(1), owned: AtomicBool::new(false) });
+        Ok(RawHandler { direct: false, vtable: self.vtable.with_ctx(ctx), alignment, name, lock, life })
+    }
+
+    /// The owner's reference of an instance, once: `None` for a handler that
+    /// is not an instance, or when it was taken already. Dropping the
+    /// [`InstanceOwner`] lets the instance go once its last block is freed.
+    pub(crate) fn take_owner(&'static self) -> Option<InstanceOwner> {
+        let life = self.life.as_ref()?;
+        (!life.owned.swap(true, Ordering::AcqRel)).then_some(InstanceOwner { raw: self })
+    }
+
+    /// Whether calls need no lock.
+    pub(crate) fn is_thread_safe(&self) -> bool {
+        self.lock.is_none()
+    }
+
+    /// Whether this is an instance made by [`create`](RawHandler::create).
+    pub(crate) fn is_instance(&self) -> bool {
+        self.life.is_some()
+    }
+
+    /// The alignment every block has.
     #[inline]
-    pub(crate) fn raw_malloc(&self, size: usize) -> *mut u8 {
-        let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
-        // SAFETY: the call is serialised by the guard if the handler is not
-        // thread-safe; `size > 0` as the ABI promises (callers round up).
-        unsafe { self.inner.vtable.malloc_held(size) }
+    pub(crate) fn alignment(&self) -> usize {
+        self.alignment
     }
 
+    /// The handler's name.
     #[inline]
-    pub(crate) fn raw_calloc(&self, nelem: usize, elsize: usize) -> *mut u8 {
-        let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
-        // SAFETY: as in `raw_malloc`; the product does not overflow (checked
-        // by `alloc_zeroed`) and is non-zero.
-        unsafe { self.inner.vtable.calloc_held(nelem, elsize) }
+    pub(crate) fn name(&self) -> &'static str {
+        self.name
     }
 
+    /// The plugin's functions, for what they have (not to call them).
+    pub(crate) fn vtable(&self) -> &VTable {
+        &self.vtable
+    }
+
+    /// Hold this handler's lock (if it has one) until the [`Held`] is
+    /// dropped; calls through it do not lock again.
     #[inline]
-    pub(crate) fn raw_aligned_alloc(&self, alignment: usize, size: usize) -> *mut u8 {
-        let v = &self.inner.vtable;
-        let Some(f) = v.aligned_alloc else { return std::ptr::null_mut() };
-        let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
-        // SAFETY: `f` is this handler's ABI `aligned_alloc` and `ctx` its own;
-        // `alignment` is a power of two and `size > 0`; serialised if needed.
-        unsafe { f(v.ctx, alignment, size) as *mut u8 }
+    pub(crate) fn lock(&self) -> Held<'_> {
+        Held::new(self)
     }
 
-    pub(crate) fn raw_stats(&self) -> Option<MemplugStats> {
-        let v = &self.inner.vtable;
-        let f = v.stats?;
-        let mut out = MemplugStats { struct_size: size_of::<MemplugStats>() as u64, ..Default::default() };
-        let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
-        // SAFETY: `f` is the handler's statistics companion (ABI signature),
-        // `ctx` is its own and `out` is a valid, writable struct whose
-        // `struct_size` is set.
-        let rc = unsafe { f(v.ctx, &mut out) };
-        (rc == 0).then_some(out)
+    /// Allocate `size` bytes (0 is served as 1).
+    #[inline]
+    pub(crate) fn malloc(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
+        let size = size.max(1);
+        if self.direct {
+            // The hot path: one load, one branch, one indirect call.
+            // SAFETY: a direct handler is thread-safe, so the call needs no
+            // lock, and uncounted; `size > 0`.
+            return NonNull::new(unsafe { self.vtable.malloc(size) }).ok_or_else(|| self.out_of_memory(size));
+        }
+        self.malloc_slow(size)
     }
 
-    /// Resize a block made by this handler, keeping `min(old_size, new_size)`
-    /// bytes. On error the old block is untouched and still owned by the
-    /// caller. Sizes of 0 are rounded up to 1 (see the module docs).
+    #[inline(never)]
+    fn malloc_slow(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
+        self.lock().malloc(size)
+    }
+
+    /// Allocate `nelem * elsize` zeroed bytes; see [`Held::calloc`].
+    #[inline]
+    pub(crate) fn calloc(&self, nelem: usize, elsize: usize) -> Result<NonNull<u8>, AllocError> {
+        self.lock().calloc(nelem, elsize)
+    }
+
+    /// Resize a block; see [`Held::realloc`].
     ///
     /// # Safety
-    /// `ptr` was returned by this handler (`alloc`, `alloc_zeroed` or
-    /// `realloc`) with size `old_size` and has not been freed. On success it
-    /// must not be used again.
+    /// As for [`Held::realloc`].
     #[inline]
-    pub unsafe fn realloc(
-        &self,
-        ptr: NonNull<u8>,
-        old_size: usize,
-        new_size: usize,
-    ) -> Result<NonNull<u8>, AllocError> {
-        let (old_size, new_size) = (old_size.max(1), new_size.max(1));
-        let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
-        // SAFETY: the caller guarantees `ptr`/`old_size` describe a live block
-        // of this handler; the call is serialised if needed.
-        let p = unsafe { self.inner.vtable.realloc_held(ptr, old_size, new_size) };
-        drop(_guard);
-        NonNull::new(p).ok_or(AllocError::OutOfMemory { handler: self.name(), size: new_size })
+    pub(crate) unsafe fn realloc(&self, ptr: NonNull<u8>, old: usize, new: usize) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: forwarded: the caller's contract.
+        unsafe { self.lock().realloc(ptr, old, new) }
     }
 
-    /// Free a block made by this handler.
+    /// Free a block; see [`Held::free`].
     ///
     /// # Safety
-    /// `ptr` was returned by this handler with size `size` (its allocation
-    /// size or last `realloc` size) and is not used again.
+    /// As for [`Held::free`].
     #[inline]
-    pub unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
-        if self.inner.direct {
+    pub(crate) unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
+        if self.direct {
             // SAFETY: the caller guarantees `ptr`/`size` describe a live block
             // of this thread-safe, uncounted handler: nothing to lock or count.
-            return unsafe { self.inner.vtable.free_held(ptr, size.max(1)) };
+            return unsafe { self.vtable.free(ptr.as_ptr(), size.max(1)) };
         }
         // SAFETY: forwarded: the caller's contract.
         unsafe { self.free_slow(ptr, size) }
     }
 
-    /// `free` for locked handlers and instances.
-    ///
     /// # Safety
-    /// As for [`free`](Handler::free).
+    /// As for [`Held::free`].
     #[inline(never)]
     unsafe fn free_slow(&self, ptr: NonNull<u8>, size: usize) {
-        let _guard = self.inner.lock.as_ref().map(|l| l.acquire());
-        // SAFETY: the caller guarantees `ptr`/`size` describe a live block of
-        // this handler; the call is serialised if needed.
-        unsafe { self.inner.vtable.free_held(ptr, size.max(1)) };
-        drop(_guard);
-        self.leave_block();
+        // SAFETY: forwarded: the caller's contract.
+        unsafe { self.lock().free(ptr, size) }
     }
 
-    /// Free a block made by [`alloc_aligned`](Handler::alloc_aligned).
-    ///
-    /// # Safety
-    /// `ptr` was returned by `self.alloc_aligned(size, alignment)` (or
-    /// `realloc_aligned` to `size` with `alignment`) and is not used again.
-    pub unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
-        let size = size.max(1);
-        if alignment <= self.alignment() || self.aligned_strategy() == crate::handler::AlignedStrategy::Plugin {
-            // SAFETY: the block came from `alloc` or the plugin's
-            // `aligned_alloc`, both released by the ordinary `free`.
-            return unsafe { self.free(ptr, size) };
-        }
-        // SAFETY: `align_within` stored the original pointer in the word just
-        // before the aligned block, inside the over-allocated block.
-        let raw = unsafe { (ptr.as_ptr() as *const usize).sub(1).read_unaligned() } as *mut u8;
-        let total = crate::handler::over_allocation(size, alignment).expect("checked when allocated");
-        // SAFETY: `raw` is the handler's block of `total` bytes from `alloc_aligned`.
-        unsafe { self.free(NonNull::new_unchecked(raw), total) }
+    /// Allocate with an alignment; see [`Held::alloc_aligned`].
+    pub(crate) fn alloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, AllocError> {
+        self.lock().alloc_aligned(size, alignment)
     }
 
-    /// Resize a block made by [`alloc_aligned`](Handler::alloc_aligned),
-    /// keeping its alignment and `min(old_size, new_size)` bytes. On error
-    /// the old block is untouched.
+    /// Free an aligned block; see [`Held::free_aligned`].
     ///
     /// # Safety
-    /// As for [`free_aligned`](Handler::free_aligned) with `old_size`; on
-    /// success the old pointer is not used again.
-    pub unsafe fn realloc_aligned(
+    /// As for [`Held::free_aligned`].
+    pub(crate) unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
+        // SAFETY: forwarded: the caller's contract.
+        unsafe { self.lock().free_aligned(ptr, size, alignment) }
+    }
+
+    /// Resize an aligned block; see [`Held::realloc_aligned`].
+    ///
+    /// # Safety
+    /// As for [`Held::realloc_aligned`].
+    pub(crate) unsafe fn realloc_aligned(
         &self,
         ptr: NonNull<u8>,
-        old_size: usize,
-        new_size: usize,
+        old: usize,
+        new: usize,
         alignment: usize,
     ) -> Result<NonNull<u8>, AllocError> {
-        if alignment <= self.alignment() {
-            // SAFETY: forwarded: a plain block of this handler.
-            return unsafe { self.realloc(ptr, old_size, new_size) };
+        // SAFETY: forwarded: the caller's contract.
+        unsafe { self.lock().realloc_aligned(ptr, old, new, alignment) }
+    }
+
+    /// The plugin's statistics, if it reports them.
+    pub(crate) fn stats(&self) -> Option<MemplugStats> {
+        self.lock().stats()
+    }
+
+    #[cold]
+    pub(super) fn out_of_memory(&self, size: usize) -> AllocError {
+        AllocError::OutOfMemory { handler: self.name, size }
+    }
+
+    /// Count a new block of an instance; `Err` once the instance is gone.
+    #[inline]
+    pub(super) fn enter_block(&self) -> Result<(), AllocError> {
+        let Some(life) = &self.life else { return Ok(()) };
+        let mut n = life.refs.load(Ordering::Relaxed);
+        loop {
+            if n == 0 {
+                return Err(AllocError::InstanceGone { handler: self.name });
+            }
+            match life.refs.compare_exchange_weak(n, n + 1, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return Ok(()),
+                Err(now) => n = now,
+            }
         }
-        let q = self.alloc_aligned(new_size, alignment)?;
-        // SAFETY: both blocks are live, distinct, and hold at least
-        // `min(old, new)` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(ptr.as_ptr(), q.as_ptr(), old_size.min(new_size)) };
-        // SAFETY: the caller's contract for the old block.
-        unsafe { self.free_aligned(ptr, old_size, alignment) };
-        Ok(q)
+    }
+
+    /// Uncount a block (freed, or its allocation failed) or the owner; after
+    /// the last reference, destroy the instance.
+    #[inline]
+    pub(super) fn leave_block(&self) {
+        if let Some(life) = &self.life {
+            if life.refs.fetch_sub(1, Ordering::AcqRel) == 1 {
+                self.destroy();
+            }
+        }
+    }
+
+    #[cold]
+    fn destroy(&self) {
+        tracing::debug!(name = self.name, "destroying instance");
+        let held = self.lock();
+        // SAFETY: only an instance has a life, and its vtable's `ctx` came
+        // from `create`. The count (owner + live blocks) just reached zero and
+        // `enter_block` refuses to raise it from zero, so no block is left and
+        // this runs once. `held` serialises the call (the lock is reentrant,
+        // so a thread already holding it may be the one freeing the last
+        // block).
+        unsafe { held.vtable().destroy() }
     }
 }
 
-/// Align inside an over-allocated block (see `handler::over_allocation`):
-/// the first `alignment`-aligned address at least one word past `raw`, with
-/// `raw` stored in the word just before it.
-pub(crate) fn align_within(raw: NonNull<u8>, alignment: usize) -> NonNull<u8> {
-    let addr = raw.as_ptr() as usize;
-    let aligned = (addr + size_of::<usize>() + alignment - 1) & !(alignment - 1);
-    let offset = aligned - addr;
-    // SAFETY: `raw` holds `size + alignment + size_of::<usize>()` bytes and
-    // `size_of::<usize>() <= offset < alignment + size_of::<usize>()`, so the
-    // word before `raw + offset` and the `size` bytes after it are inside it.
-    unsafe {
-        let p = raw.as_ptr().add(offset);
-        (p as *mut usize).sub(1).write_unaligned(addr);
-        NonNull::new_unchecked(p)
-    }
+/// The owner's reference of an instance (see [`RawHandler::take_owner`]);
+/// dropping it releases that reference.
+pub(crate) struct InstanceOwner {
+    raw: &'static RawHandler,
 }
 
-/// Run an instance's `destroy` once its last reference is gone. Called by
-/// `Handler::leave_block` (holding the lock if the handler needs one).
-pub(crate) fn destroy_released(h: &Handler) {
-    // The vtable is the instance's, made by `create_instance`.
-    // SAFETY: `leave_block` calls this once, when the count (owner + live blocks)
-    // reached zero: no block is left and `enter_block` refuses any new one.
-    unsafe { h.inner.vtable.destroy_instance() }
-}
-
-/// A `&'static` to a leaked handler state stored as a raw pointer.
-pub(crate) fn leaked(p: *mut crate::handler::HandlerInner) -> &'static crate::handler::HandlerInner {
-    assert!(!p.is_null());
-    // SAFETY: the only pointers stored in `current::DEFAULT` come from
-    // `Handler::inner` (a `&'static` of a leaked `Box`), never freed.
-    unsafe { &*p }
-}
-
-/// The calls themselves, for a caller that already holds the handler's lock
-/// (or whose handler is thread-safe): what a [`HandlerGuard`](crate::lock::HandlerGuard)
-/// runs (`raw/guard.rs`) without locking again.
-impl VTable {
-    /// # Safety
-    /// The caller holds the lock of the handler owning this vtable, if it has
-    /// one; `size > 0`.
-    #[inline]
-    pub(crate) unsafe fn malloc_held(&self, size: usize) -> *mut u8 {
-        // SAFETY: `malloc` is this handler's ABI function and `ctx` its own;
-        // the caller serialises the call and passes a non-zero size.
-        unsafe { (self.malloc)(self.ctx, size) as *mut u8 }
-    }
-
-    /// # Safety
-    /// As for [`malloc_held`](VTable::malloc_held); `nelem * elsize` does not
-    /// overflow and is non-zero.
-    #[inline]
-    pub(crate) unsafe fn calloc_held(&self, nelem: usize, elsize: usize) -> *mut u8 {
-        // SAFETY: as in `malloc_held`, with the caller's product guarantee.
-        unsafe { (self.calloc)(self.ctx, nelem, elsize) as *mut u8 }
-    }
-
-    /// # Safety
-    /// As for [`malloc_held`](VTable::malloc_held); `ptr` is a live block of
-    /// this handler of `old_size > 0` bytes, `new_size > 0`.
-    #[inline]
-    pub(crate) unsafe fn realloc_held(&self, ptr: NonNull<u8>, old_size: usize, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller guarantees the block, the sizes and the lock.
-        unsafe { (self.realloc)(self.ctx, ptr.as_ptr() as *mut c_void, old_size, new_size) as *mut u8 }
-    }
-
-    /// # Safety
-    /// As for [`malloc_held`](VTable::malloc_held); `ptr` is a live block of
-    /// this handler of `size > 0` bytes, not used again.
-    #[inline]
-    pub(crate) unsafe fn free_held(&self, ptr: NonNull<u8>, size: usize) {
-        // SAFETY: the caller guarantees the block, its size and the lock.
-        unsafe { (self.free)(self.ctx, ptr.as_ptr() as *mut c_void, size) }
+impl Drop for InstanceOwner {
+    fn drop(&mut self) {
+        self.raw.leave_block();
     }
 }

@@ -5,9 +5,11 @@
 //! at open, not at the first call) and are never closed: each handle is
 //! leaked into [`LIBRARIES`] for the life of the process. "Unloading" a
 //! handler only unregisters its name.
+//!
+//! Imports `error`, `validate` and the vtable; nothing above `raw`.
 
+use super::vtable::VTable;
 use crate::error::Refusal;
-use crate::raw::dispatch::VTable;
 use crate::validate::{self, Prefix, ValidatedHeader};
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use memplug_abi::{EntryFn, MemplugHandler, PREFIX_LEN, STATS_SUFFIX, StatsFn};
@@ -42,7 +44,7 @@ fn open_raw(arg: &std::ffi::OsStr, record: &Path) -> Result<&'static Library, Re
     // trusting its code; the user chose this file (or put it in a plugins
     // directory, or named it in a manifest). Nothing else is assumed here.
     let lib = unsafe { Library::open(Some(arg), RTLD_NOW | RTLD_LOCAL) }
-        .map_err(|e| Refusal::NotALibrary { loader: loader_text(&e) })?;
+        .map_err(|e| Refusal::NotALibrary { library: arg.to_string_lossy().into_owned(), loader: loader_text(&e) })?;
     let lib: &'static Library = Box::leak(Box::new(lib));
     LIBRARIES.lock().unwrap_or_else(|e| e.into_inner()).push((record.to_path_buf(), lib));
     Ok(lib)
@@ -101,7 +103,7 @@ pub(crate) fn read_handler(entry: EntryFn, symbol: &str) -> Result<Image, Refusa
     // process (the library is never unloaded).
     unsafe { std::ptr::copy_nonoverlapping(ptr as *const u8, bytes.as_mut_ptr(), PREFIX_LEN) };
     let prefix = Prefix::parse(&bytes).expect("the buffer holds a whole prefix");
-    match prefix.readable_len() {
+    match validate::readable_len(&prefix) {
         Ok(len) => {
             bytes.resize(len, 0);
             // SAFETY: the plugin declared `struct_size >= len` bytes for its
@@ -123,7 +125,7 @@ impl Image {
         // SAFETY: an `Image` is only made by `read_handler`, from a handler
         // in a library that is never closed, and `validate` checked that its
         // magic, major and size are this ABI's and its functions non-null.
-        let vtable = unsafe { VTable::from_header(&header, stats) };
+        let vtable = unsafe { VTable::from_header(&header.functions, header.ctx, stats) };
         Ok((header, vtable))
     }
 }

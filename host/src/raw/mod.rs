@@ -1,14 +1,36 @@
-//! The unsafe core of the host. Nothing outside this module uses `unsafe`
-//! (the crate root denies it): opening libraries and calling their entry
-//! functions (`library`), calling a handler's function pointers
-//! (`dispatch`, and `guard` under a held lock), the built-in libc handler
-//! (`builtin`), and the raw memory of an owning buffer (`buffer`). Each
-//! `unsafe` block states why it holds.
+//! The unsafe core of the host, at the bottom of its layers: it imports
+//! nothing from the modules above it (only `error`, `validate` and the role
+//! table of `symbols`, which are below it). The front ends — `handler`,
+//! `lock`, `buffer`, `current`, `load` — hold these primitives and call
+//! them; where such a call is `unsafe`, the front end opts in for that one
+//! item and argues it.
+//!
+//! - `vtable` — a plugin's function pointers and the calls through them;
+//! - `dispatch`, `held` — [`RawHandler`](dispatch::RawHandler): a vtable with its
+//!   lock and instance count, the per-call paths (and the direct hot path),
+//!   and [`Held`](held::Held), the proof a lock is held that batched calls
+//!   go through; `aligned` — host over-allocation for large alignments;
+//! - `library` — opening libraries (never closed), calling entry functions,
+//!   copying a handler's bytes out of the plugin;
+//! - `symbols` — trampolines for allocators taken by symbol name;
+//! - `builtin` — the libc handler;
+//! - `process` — a worker's protocol descriptor, killing a process group;
+//! - `bytes` — the memory of a buffer and the slices over it;
+//! - `static_ref` — an atomically swapped `&'static`, for the default
+//!   handler;
+//! - `os` — the process's effective user id, for the trust checks.
+//!
+//! Every `unsafe` block states why it holds; every `unsafe fn` says what its
+//! caller must guarantee.
 
-pub(crate) mod buffer;
+pub(crate) mod aligned;
 pub(crate) mod builtin;
+pub(crate) mod bytes;
 pub(crate) mod dispatch;
-pub(crate) mod guard;
+pub(crate) mod held;
 pub(crate) mod library;
+pub(crate) mod os;
+pub(crate) mod process;
+pub(crate) mod static_ref;
 pub(crate) mod symbols;
-pub(crate) mod sys;
+pub(crate) mod vtable;

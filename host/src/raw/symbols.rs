@@ -12,10 +12,15 @@
 //! Requests smaller than the declared alignment (capped at 16, C's
 //! fundamental alignment) are rounded up to it, in every function alike, so
 //! that small blocks get the declared alignment too: mimalloc and tcmalloc
-//! align blocks under 16 bytes to 8 only, as C allows.
+//! align blocks under 16 bytes to 8 only, as C allows. The sized free gets
+//! the same rounded size, so it always sees the size the block was made with.
+//!
+//! Imports `error`, the role table of `symbols` and the vtable; nothing
+//! above `raw`.
 
+use super::vtable::VTable;
 use crate::error::Refusal;
-use crate::raw::dispatch::VTable;
+use crate::symbols::{Role, Symbols};
 use core::ffi::c_void;
 use libloading::os::unix::Library;
 
@@ -57,86 +62,63 @@ impl SymbolTable {
     }
 }
 
-/// The symbol names asked for, by role.
-pub(crate) struct Names<'a> {
-    pub(crate) malloc: &'a str,
-    pub(crate) calloc: Option<&'a str>,
-    pub(crate) realloc: Option<&'a str>,
-    pub(crate) free: Option<&'a str>,
-    pub(crate) sized_free: Option<&'a str>,
-    pub(crate) aligned_alloc: Option<&'a str>,
-}
-
 /// Look up `name` as a function of type `T`.
 ///
 /// # Safety
 /// The caller asserts that the symbol, if present, is a C function with the
 /// signature `T` (the user named it for that role).
-unsafe fn lookup<T: Copy>(lib: &'static Library, name: &str, role: &'static str) -> Result<T, Refusal> {
+unsafe fn lookup<T: Copy>(lib: &'static Library, name: &str, role: Role) -> Result<T, Refusal> {
     // SAFETY: per this function's contract; the library is never unloaded,
     // so the pointer stays valid.
     match unsafe { lib.get::<T>(name.as_bytes()) } {
         Ok(sym) => Ok(*sym),
-        Err(_) => Err(Refusal::MissingAllocatorSymbol { symbol: name.to_string(), role }),
+        Err(_) => Err(Refusal::MissingAllocatorSymbol { symbol: name.to_string(), role: role.key() }),
     }
 }
 
 impl SymbolTable {
-    /// Find every named function; a missing one is refused, naming it.
-    pub(crate) fn find(lib: &'static Library, names: &Names<'_>, alignment: usize) -> Result<SymbolTable, Refusal> {
+    /// Find every named function; a missing one is refused, naming it and
+    /// its role.
+    pub(crate) fn find(lib: &'static Library, symbols: &Symbols, alignment: usize) -> Result<SymbolTable, Refusal> {
         // The same holds for every lookup below ("as above").
-        // SAFETY: the user named this symbol for its role, which is the C signature
-        // it is looked up with: the contract of loading by symbol (`crate::symbols`).
-        let malloc = unsafe { lookup::<CMalloc>(lib, names.malloc, "malloc") }?;
-        let calloc = match names.calloc {
+        // SAFETY: the user named this symbol for its role, whose C signature is
+        // the type it is looked up with: the contract of loading by symbol
+        // (`crate::symbols`).
+        let malloc = unsafe { lookup::<CMalloc>(lib, &symbols.malloc, Role::Malloc) }?;
+        // SAFETY: as above. A named `free` must exist even when a sized free is used.
+        let free = unsafe { lookup::<CFree>(lib, &symbols.free, Role::Free) }?;
+        let calloc = match symbols.get(Role::Calloc) {
             // SAFETY: as above.
-            Some(n) => Some(unsafe { lookup::<CCalloc>(lib, n, "calloc") }?),
+            Some(n) => Some(unsafe { lookup::<CCalloc>(lib, n, Role::Calloc) }?),
             None => None,
         };
-        let realloc = match names.realloc {
+        let realloc = match symbols.get(Role::Realloc) {
             // SAFETY: as above.
-            Some(n) => Some(unsafe { lookup::<CRealloc>(lib, n, "realloc") }?),
+            Some(n) => Some(unsafe { lookup::<CRealloc>(lib, n, Role::Realloc) }?),
             None => None,
         };
-        let release = match (names.sized_free, names.free) {
+        let release = match symbols.get(Role::SizedFree) {
             // SAFETY: as above.
-            (Some(n), _) => Release::Sized(unsafe { lookup::<CSizedFree>(lib, n, "sized_free") }?),
-            // SAFETY: as above.
-            (None, Some(n)) => Release::Free(unsafe { lookup::<CFree>(lib, n, "free") }?),
-            (None, None) => return Err(Refusal::MissingAllocatorSymbol { symbol: String::new(), role: "free" }),
+            Some(n) => Release::Sized(unsafe { lookup::<CSizedFree>(lib, n, Role::SizedFree) }?),
+            None => Release::Free(free),
         };
-        // A given `free` must exist even when a sized free is used.
-        if let (Some(_), Some(n)) = (names.sized_free, names.free) {
+        let aligned_alloc = match symbols.get(Role::AlignedAlloc) {
             // SAFETY: as above.
-            unsafe { lookup::<CFree>(lib, n, "free") }?;
-        }
-        let aligned_alloc = match names.aligned_alloc {
-            // SAFETY: as above.
-            Some(n) => Some(unsafe { lookup::<CAlignedAlloc>(lib, n, "aligned_alloc") }?),
+            Some(n) => Some(unsafe { lookup::<CAlignedAlloc>(lib, n, Role::AlignedAlloc) }?),
             None => None,
         };
         Ok(SymbolTable { malloc, calloc, realloc, release, aligned_alloc, min_size: alignment.min(16) })
     }
 
-    /// Which roles the host derives because the library lacks them.
-    pub(crate) fn derived(&self) -> Vec<&'static str> {
-        let mut d = Vec::new();
-        if self.calloc.is_none() {
-            d.push("calloc");
-        }
-        if self.realloc.is_none() {
-            d.push("realloc");
-        }
-        d
-    }
-
     /// Leak the table and build the handler's vtable around it.
     pub(crate) fn into_vtable(self) -> VTable {
-        let has_aligned = self.aligned_alloc.is_some();
+        let aligned: Option<memplug_abi::AlignedAllocFn> = self.aligned_alloc.map(|_| sym_aligned_alloc as _);
         let table: &'static SymbolTable = Box::leak(Box::new(self));
         let ctx = table as *const SymbolTable as *mut c_void;
-        let v = VTable::from_fns(ctx, sym_malloc, sym_calloc, sym_realloc, sym_free);
-        if has_aligned { v.with_aligned_alloc(sym_aligned_alloc) } else { v }
+        // SAFETY: each trampoline implements its ABI role for a `ctx` that is a
+        // leaked (so never freed) `SymbolTable`, by calling the library's C
+        // functions, which the user named for those roles.
+        unsafe { VTable::from_fns(ctx, sym_malloc, sym_calloc, sym_realloc, sym_free, aligned) }
     }
 }
 
@@ -221,10 +203,10 @@ unsafe extern "C" fn sym_aligned_alloc(ctx: *mut c_void, alignment: usize, size:
     // when the table has an aligned allocation function.
     let t = unsafe { table(ctx) };
     match t.aligned_alloc {
-        // The size is passed as asked (and later to the sized free): the function
-        // must accept any size, as glibc's, mimalloc's and jemalloc's do.
+        // Rounded like every other size, so that `sym_free` (which rounds the
+        // same way) hands the sized free the size the block was made with.
         // SAFETY: the library's C `aligned_alloc(alignment, size)`; a power of two.
-        Some(f) => unsafe { f(alignment, size) },
+        Some(f) => unsafe { f(alignment, t.size(size)) },
         None => std::ptr::null_mut(),
     }
 }

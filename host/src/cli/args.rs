@@ -1,0 +1,204 @@
+//! Arguments shared by several commands: the policy (`--require`,
+//! `--deprecate-abi`, and the trust flags `--trust`, `--allow-digest`,
+//! `--allowlist`) and an allocator taken by symbol name (`--library`
+//! and one flag per role of [`memplug::symbols::Role`], generated from that
+//! table).
+
+use clap::{Arg, ArgAction, ArgMatches, Command};
+use memplug::policy::{ALLOWLIST_ENV, Policy, PolicyError, TRUST_ENV, Trust};
+use memplug::symbols::{Role, SymbolSpec};
+use std::path::PathBuf;
+
+/// What the registry accepts beyond the ABI's rules.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct PolicyArgs {
+    /// Require a plugin version: `NAME REQ`, e.g. 'aligned >=1.2, <2'
+    /// (repeatable). A miss is refused as `version-unsatisfied`.
+    #[arg(long = "require", value_name = "SPEC")]
+    require: Vec<String>,
+    /// Mark an ABI version deprecated, e.g. `1.0` (repeatable): such plugins
+    /// still load, with a warning and a `deprecated` mark.
+    #[arg(long = "deprecate-abi", value_name = "MAJOR.MINOR")]
+    deprecate_abi: Vec<String>,
+    /// Which candidate files are trusted.
+    #[command(flatten)]
+    trust: TrustArgs,
+}
+
+/// How far candidate files are trusted: `--trust`, `--allow-digest`,
+/// `--allowlist`, over the environment's `MEMPLUG_TRUST` and
+/// `MEMPLUG_ALLOWLIST`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct TrustArgs {
+    /// `strict` (default): refuse files that someone other than root and
+    /// you could change; `any`: no such checks, for development (overrides
+    /// MEMPLUG_TRUST).
+    #[arg(long = "trust", value_name = "LEVEL", value_parser = ["strict", "any"])]
+    trust: Option<String>,
+    /// Pin plugins by SHA-256: allow this digest (repeatable; 64 hex digits
+    /// as `sha256sum` prints). Unlisted files are refused.
+    #[arg(long = "allow-digest", value_name = "HEX")]
+    allow_digest: Vec<String>,
+    /// Pin plugins by SHA-256: allow the digests in FILE (`sha256sum`
+    /// format; repeatable; added to MEMPLUG_ALLOWLIST).
+    #[arg(long = "allowlist", value_name = "FILE")]
+    allowlist: Vec<PathBuf>,
+}
+
+impl TrustArgs {
+    /// The trust these flags and the environment describe.
+    pub(crate) fn trust(&self) -> Result<Trust, PolicyError> {
+        let env = |name| std::env::var(name).ok().filter(|v: &String| !v.trim().is_empty());
+        let level = self.trust.clone().or_else(|| env(TRUST_ENV));
+        let mut allowlists: Vec<PathBuf> = env(ALLOWLIST_ENV).map(PathBuf::from).into_iter().collect();
+        allowlists.extend(self.allowlist.iter().cloned());
+        Trust::from_settings(level.as_deref(), &self.allow_digest, &allowlists)
+    }
+}
+
+impl PolicyArgs {
+    /// The policy these arguments describe.
+    pub(crate) fn policy(&self) -> Result<Policy, PolicyError> {
+        let mut p = Policy::default();
+        for r in &self.require {
+            p.require(r)?;
+        }
+        for a in &self.deprecate_abi {
+            p.deprecate_abi(a)?;
+        }
+        p.trust = self.trust.trust()?;
+        Ok(p)
+    }
+}
+
+/// An allocator taken by symbol name from a library, on the command line
+/// (the same as a `*.memplug.toml` manifest): `--library LIB`, `--name`,
+/// one `--ROLE SYMBOL` flag per role, `--thread-safe`, `--alignment`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SymbolArgs {
+    library: Option<String>,
+    name: Option<String>,
+    /// The symbols named, by role.
+    roles: Vec<(Role, String)>,
+    thread_safe: bool,
+    alignment: Option<u64>,
+}
+
+impl SymbolArgs {
+    /// The spec these arguments describe, if `--library` was given.
+    pub(crate) fn spec(&self) -> Option<SymbolSpec> {
+        let library = self.library.as_ref()?;
+        let named = |role| self.roles.iter().find(|(r, _)| *r == role).map(|(_, s)| s.clone());
+        let name = self.name.clone().unwrap_or_else(|| name_from_library(library));
+        let mut spec =
+            SymbolSpec::new(&name, library, &named(Role::Malloc)?, &named(Role::Free)?).thread_safe(self.thread_safe);
+        for role in Role::ALL.into_iter().filter(|r| !r.required()) {
+            spec.symbols.set(role, named(role));
+        }
+        spec.alignment = self.alignment;
+        Some(spec)
+    }
+}
+
+/// The help line of a role's flag, e.g. "`void free(void *)` symbol".
+fn role_help(role: Role) -> String {
+    match role.when_absent() {
+        None => format!("`{}` symbol", role.signature()),
+        Some(absent) => format!("`{}` symbol (default: {absent})", role.signature()),
+    }
+}
+
+impl clap::Args for SymbolArgs {
+    fn augment_args(cmd: Command) -> Command {
+        let required: Vec<&str> = Role::ALL.into_iter().filter(|r| r.required()).map(Role::key).collect();
+        let mut cmd = cmd
+            .arg(
+                Arg::new("library")
+                    .long("library")
+                    .value_name("LIB")
+                    .requires_all(required)
+                    .help("Take plain C allocation functions from this library: a path, or a soname for the dynamic loader (e.g. libmimalloc.so.2)"),
+            )
+            .arg(
+                Arg::new("name")
+                    .long("name")
+                    .value_name("NAME")
+                    .requires("library")
+                    .help("The handler's name (default: from the library's file name)"),
+            );
+        for role in Role::ALL {
+            cmd = cmd.arg(
+                Arg::new(role.key()).long(role.flag()).value_name("SYMBOL").requires("library").help(role_help(role)),
+            );
+        }
+        cmd.arg(
+            Arg::new("thread_safe")
+                .long("thread-safe")
+                .action(ArgAction::SetTrue)
+                .requires("library")
+                .help("The functions are thread-safe (default: the host locks every call)"),
+        )
+        .arg(
+            Arg::new("alignment")
+                .long("alignment")
+                .value_name("BYTES")
+                .value_parser(clap::value_parser!(u64))
+                .requires("library")
+                .help("The alignment every block has (default 16)"),
+        )
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        Self::augment_args(cmd)
+    }
+}
+
+impl clap::FromArgMatches for SymbolArgs {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let text = |id: &str| m.get_one::<String>(id).cloned();
+        Ok(SymbolArgs {
+            library: text("library"),
+            name: text("name"),
+            roles: Role::ALL.into_iter().filter_map(|r| text(r.key()).map(|s| (r, s))).collect(),
+            thread_safe: m.get_flag("thread_safe"),
+            alignment: m.get_one::<u64>("alignment").copied(),
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+/// `libmimalloc.so.2` → `mimalloc`.
+fn name_from_library(library: &str) -> String {
+    let file = library.rsplit('/').next().unwrap_or(library);
+    let stem = file.split(".so").next().unwrap_or(file);
+    let stem = stem.strip_prefix("lib").unwrap_or(stem);
+    let cleaned: String =
+        stem.chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '_' }).collect();
+    if cleaned.is_empty() { "symbols".into() } else { cleaned }
+}
+
+/// Where plugin code runs while a command judges it.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct IsolationArgs {
+    /// Load and check each candidate in this process instead of a worker
+    /// process per candidate (for debugging: a plugin that crashes, hangs or
+    /// exits then takes memplug with it).
+    #[arg(long)]
+    pub(crate) in_process: bool,
+    /// Seconds a worker may take for one candidate before it is killed and
+    /// the candidate reported `timed-out`.
+    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_timeout)]
+    pub(crate) timeout: f64,
+}
+
+/// A timeout: a positive number of seconds.
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(t) if t > 0.0 && t.is_finite() => Ok(t),
+        _ => Err(format!("{s:?} is not a positive number of seconds")),
+    }
+}

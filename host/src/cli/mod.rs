@@ -1,0 +1,176 @@
+//! The command line: parsing, and dispatch to one file per command
+//! (`check.rs`, `list.rs`, `inspect.rs`); `table.rs` renders reports as a
+//! table, `args.rs` holds the arguments shared by several commands.
+
+mod args;
+mod check;
+mod inspect;
+mod jobs;
+mod list;
+mod sys;
+mod table;
+
+use args::{IsolationArgs, PolicyArgs, SymbolArgs, TrustArgs};
+use clap::{Parser, Subcommand};
+use memplug::Candidate;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Load memory allocators from shared libraries, check and inspect them.
+#[derive(Debug, Parser)]
+#[command(name = "memplug", version, about, long_about = None)]
+struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the plugins found on the search path (or in PATHs) with their status.
+    List {
+        /// Directories or files to list instead of the search path.
+        paths: Vec<PathBuf>,
+        /// Version requirements and deprecations.
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Where plugin code runs.
+        #[command(flatten)]
+        isolation: IsolationArgs,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a plugin's handler header field by field, as read, which fields
+    /// came from the plugin and which are host defaults, and the verdict.
+    Inspect {
+        /// The library file.
+        file: PathBuf,
+        /// The entry symbol to call.
+        #[arg(long, default_value = memplug_abi::ENTRY_SYMBOL)]
+        symbol: String,
+        /// Where plugin code runs.
+        #[command(flatten)]
+        isolation: IsolationArgs,
+        /// Which files are trusted.
+        #[command(flatten)]
+        trust: TrustArgs,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Load and validate every candidate, then run the conformance pass on
+    /// each one accepted.
+    Check {
+        /// Files or directories to check (default: the search path).
+        paths: Vec<PathBuf>,
+        /// Entry symbol(s) to take from each given file (repeatable; default
+        /// `memplug_handler`).
+        #[arg(long = "symbol", value_name = "NAME")]
+        symbols: Vec<String>,
+        /// Also make an instance of handler NAME with OPTIONS (its ABI 1.1
+        /// `create`) and check it: `NAME:key=value,...` (repeatable).
+        #[arg(long = "options", value_name = "NAME:OPTIONS")]
+        options: Vec<String>,
+        /// Version requirements and deprecations.
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// An allocator made of a library's C functions.
+        #[command(flatten)]
+        library: Box<SymbolArgs>,
+        /// Where plugin code runs.
+        #[command(flatten)]
+        isolation: IsolationArgs,
+        /// Print a JSON array, one object per candidate (and per instance).
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Exit status for a usage error.
+const USAGE: u8 = 2;
+
+/// Parse the command line, set up logging, run, and return the exit status.
+/// Started with [`memplug::probe::WORKER_ARG`], serve as a worker process
+/// instead.
+pub(crate) fn main() -> ExitCode {
+    sys::default_sigpipe();
+    if std::env::args_os().nth(1).is_some_and(|a| a == memplug::probe::WORKER_ARG) {
+        init_logging();
+        return memplug::worker::serve();
+    }
+    let cli = Cli::parse();
+    init_logging();
+    run(cli)
+}
+
+/// Log to stderr, filtered by `RUST_LOG` (default `warn`).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+/// Run a parsed command line.
+fn run(cli: Cli) -> ExitCode {
+    match cli.command {
+        Command::List { paths, policy, isolation, json } => match policy.policy() {
+            Ok(p) => list::run(&paths, p, &isolation, json),
+            Err(e) => usage_error(&e.to_string()),
+        },
+        Command::Inspect { file, symbol, trust, isolation, json } => match trust.trust() {
+            Ok(t) => inspect::run(Candidate::new(file).with_symbol(symbol), t, &isolation, json),
+            Err(e) => usage_error(&e.to_string()),
+        },
+        Command::Check { paths, symbols, options, policy, library, isolation, json } => {
+            let policy = match policy.policy() {
+                Ok(p) => p,
+                Err(e) => return usage_error(&e.to_string()),
+            };
+            let mut per_name: Vec<(String, String)> = Vec::new();
+            for o in &options {
+                match o.split_once(':') {
+                    Some((name, opts)) if !name.is_empty() => per_name.push((name.to_string(), opts.to_string())),
+                    _ => {
+                        return usage_error(&format!(
+                            "--options {o:?}: write NAME:key=value,... e.g. aligned:alignment=4096"
+                        ));
+                    }
+                }
+            }
+            check::run(&paths, &symbols, library.spec(), &per_name, policy, &isolation, json)
+        }
+    }
+}
+
+/// Report a usage error on stderr; exit status 2.
+fn usage_error(msg: &str) -> ExitCode {
+    eprintln!("memplug: {msg}");
+    ExitCode::from(USAGE)
+}
+
+/// The candidates of `paths` (the search path when empty), each with every
+/// entry symbol in `symbols` (the default entry when empty).
+fn candidates(paths: &[PathBuf], symbols: &[String]) -> Vec<Candidate> {
+    if paths.is_empty() {
+        return memplug::discover::discover();
+    }
+    let base = memplug::discover::candidates_from(paths);
+    if symbols.is_empty() {
+        return base;
+    }
+    base.iter().flat_map(|c| symbols.iter().map(move |s| c.clone().with_symbol(s.clone()))).collect()
+}
+
+/// The directories searched, for messages.
+fn describe_search(paths: &[PathBuf]) -> String {
+    let dirs = if paths.is_empty() { memplug::discover::search_path() } else { paths.to_vec() };
+    dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// Print reports as a JSON array (keys sorted, as `serde_json` maps are).
+fn print_json(reports: &impl serde::Serialize) {
+    let value = serde_json::to_value(reports).expect("reports serialise");
+    println!("{}", serde_json::to_string_pretty(&value).expect("JSON values serialise"));
+}

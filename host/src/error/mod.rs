@@ -1,0 +1,45 @@
+//! Every error type of the host, grouped by who sees them. Each has a
+//! `code()`: a stable kebab-case reason code, and a message that names the
+//! value, the rule and the fix.
+//!
+//! - [`Refusal`], [`LoadError`] (`refusal.rs`, and `loader.rs` for the
+//!   message of a library the dynamic loader refused) — a plugin candidate
+//!   was refused: whoever loads plugins sees these;
+//! - [`InstanceError`] (`instance.rs`) — options given to a handler's
+//!   `create` were refused;
+//! - [`AllocError`], [`BufferError`] (`memory.rs`) — allocating through a
+//!   handler, or using a buffer, failed;
+//! - [`PolicyError`], [`LockError`] (`usage.rs`) — the API was used the
+//!   wrong way.
+//!
+//! This module is the bottom of the crate: it imports nothing from it.
+
+mod instance;
+mod loader;
+mod memory;
+mod refusal;
+mod usage;
+
+pub use instance::InstanceError;
+pub use memory::{AllocError, BufferError};
+pub use refusal::{LoadError, Refusal};
+pub use usage::{LockError, PolicyError};
+
+use std::fmt;
+
+/// Print a string with control characters escaped, for names read from plugins.
+pub(crate) struct Escaped<'a>(pub &'a [u8]);
+
+impl fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for chunk in self.0.utf8_chunks() {
+            for c in chunk.valid().chars() {
+                write!(f, "{}", c.escape_debug())?;
+            }
+            for b in chunk.invalid() {
+                write!(f, "\\x{b:02x}")?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,188 @@
+//! [`HandlerInfo`]: what the host knows about a handler besides its
+//! functions, and [`Source`]: where it came from. Built once per handler,
+//! by `HandlerInfo::from_header` for plugins and
+//! `HandlerInfo::from_functions` for handlers made of plain functions.
+//!
+//! Imports `validate` and `symbols` (data only).
+
+use crate::symbols::Symbols;
+use crate::validate::{ValidatedHeader, memory_kind_name};
+use std::fmt;
+use std::path::PathBuf;
+
+/// Where a handler came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Built into the host (the process default, libc).
+    Builtin,
+    /// A plugin library and the entry symbol called.
+    Plugin {
+        /// The library's path.
+        path: PathBuf,
+        /// The entry symbol.
+        symbol: String,
+    },
+    /// Plain C allocation functions taken by name from a library
+    /// ([`crate::symbols`]).
+    Symbols {
+        /// The library as named (path or soname).
+        library: String,
+        /// The manifest it was described in, if any.
+        manifest: Option<PathBuf>,
+        /// The functions taken.
+        symbols: Symbols,
+    },
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Builtin => f.write_str("<builtin>"),
+            Source::Plugin { path, symbol } if symbol == memplug_abi::ENTRY_SYMBOL => write!(f, "{}", path.display()),
+            Source::Plugin { path, symbol } => write!(f, "{}#{symbol}", path.display()),
+            Source::Symbols { manifest: Some(m), .. } => write!(f, "{}", m.display()),
+            Source::Symbols { library, symbols, .. } => write!(f, "{library} ({} / {})", symbols.malloc, symbols.free),
+        }
+    }
+}
+
+/// What the host knows about a handler besides its functions.
+#[derive(Debug, Clone)]
+pub struct HandlerInfo {
+    /// The unique name.
+    pub name: String,
+    /// The plugin's own version.
+    pub version: semver::Version,
+    /// ABI major the plugin was built against.
+    pub abi_major: u16,
+    /// ABI minor the plugin was built against.
+    pub abi_minor: u16,
+    /// The size the plugin declared for its handler struct; 0 for handlers
+    /// without a header (the built-in one, allocators taken by symbol name).
+    pub struct_size: u32,
+    /// The advisory flag bits as declared.
+    pub flags: u32,
+    /// The required flag bits (ABI 1.1; 0 for older plugins).
+    pub required_flags: u32,
+    /// The alignment every block has (declared, or the default 16).
+    pub alignment: usize,
+    /// The memory kind, a DLPack device type (`1` = CPU).
+    pub memory_kind: i32,
+    /// Fields the host supplied defaults for (missing in an older ABI, or 0).
+    pub defaulted: Vec<&'static str>,
+    /// Whether the host's policy marks this plugin's ABI minor deprecated.
+    pub deprecated: bool,
+    /// The options this instance was made with; `None` for a plugin's own
+    /// handler.
+    pub options: Option<String>,
+    /// Where it came from.
+    pub source: Source,
+}
+
+impl HandlerInfo {
+    /// Whether the plugin declared [`memplug_abi::FLAG_THREAD_SAFE`].
+    pub fn thread_safe(&self) -> bool {
+        self.flags & memplug_abi::FLAG_THREAD_SAFE != 0
+    }
+
+    /// The names of the known flags set, e.g. `["thread-safe"]`.
+    pub fn flag_names(&self) -> Vec<&'static str> {
+        flag_names(self.flags)
+    }
+
+    /// `"major.minor"`.
+    pub fn abi(&self) -> String {
+        format!("{}.{}", self.abi_major, self.abi_minor)
+    }
+
+    /// The memory kind's DLPack name, e.g. `kDLCPU`.
+    pub fn memory_kind_name(&self) -> &'static str {
+        memory_kind_name(self.memory_kind)
+    }
+
+    /// The info of a plugin whose header passed validation.
+    pub(crate) fn from_header(header: ValidatedHeader, source: Source) -> HandlerInfo {
+        HandlerInfo {
+            name: header.name,
+            version: header.version,
+            abi_major: header.prefix.abi_major,
+            abi_minor: header.prefix.abi_minor,
+            struct_size: header.prefix.struct_size,
+            flags: header.prefix.flags,
+            required_flags: header.required_flags,
+            alignment: header.alignment,
+            memory_kind: header.memory_kind,
+            defaulted: header.defaulted,
+            deprecated: false,
+            options: None,
+            source,
+        }
+    }
+
+    /// The info of a handler the host built from plain functions (the
+    /// built-in one, or one taken by symbol name): it speaks this host's ABI,
+    /// has no header (`struct_size` 0) and serves CPU memory.
+    pub(crate) fn from_functions(
+        name: String,
+        version: semver::Version,
+        thread_safe: bool,
+        alignment: usize,
+        defaulted: Vec<&'static str>,
+        source: Source,
+    ) -> HandlerInfo {
+        HandlerInfo {
+            name,
+            version,
+            abi_major: memplug_abi::ABI_MAJOR,
+            abi_minor: memplug_abi::ABI_MINOR,
+            struct_size: 0,
+            flags: if thread_safe { memplug_abi::FLAG_THREAD_SAFE } else { 0 },
+            required_flags: 0,
+            alignment,
+            memory_kind: memplug_abi::KIND_CPU,
+            defaulted,
+            deprecated: false,
+            options: None,
+            source,
+        }
+    }
+}
+
+/// The names of the known flags in `flags`; unknown bits as `bit-N`.
+pub fn flag_names(flags: u32) -> Vec<&'static str> {
+    const BITS: [&str; 32] = [
+        "thread-safe",
+        "bit-1",
+        "bit-2",
+        "bit-3",
+        "bit-4",
+        "bit-5",
+        "bit-6",
+        "bit-7",
+        "bit-8",
+        "bit-9",
+        "bit-10",
+        "bit-11",
+        "bit-12",
+        "bit-13",
+        "bit-14",
+        "bit-15",
+        "bit-16",
+        "bit-17",
+        "bit-18",
+        "bit-19",
+        "bit-20",
+        "bit-21",
+        "bit-22",
+        "bit-23",
+        "bit-24",
+        "bit-25",
+        "bit-26",
+        "bit-27",
+        "bit-28",
+        "bit-29",
+        "bit-30",
+        "bit-31",
+    ];
+    (0..32).filter(|b| flags & (1 << b) != 0).map(|b| BITS[b]).collect()
+}

@@ -1,0 +1,132 @@
+//! The messages between a worker and its parent, and their framing. Pure:
+//! no I/O but on the buffers given.
+//!
+//! The parent writes one [`Request`] (CBOR) to the worker's standard input
+//! and closes it. The worker writes lines to its protocol channel: `stage
+//! NAME` before each stage, and at the end `result LEN` followed by `LEN`
+//! bytes of CBOR, one [`Answer`].
+
+use crate::discover::Candidate;
+use crate::policy::Policy;
+use crate::report::{InspectionReport, Report};
+use crate::symbols::SymbolSpec;
+use serde::{Deserialize, Serialize};
+
+/// What a worker is asked to do with its candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Task {
+    /// Load it, run the conformance pass, and make and check the instances
+    /// asked for (`memplug check`).
+    Check,
+    /// Load it and report what loaded (`memplug list`).
+    List,
+    /// Read its header field by field (`memplug inspect`).
+    Inspect,
+}
+
+/// One worker's job: a candidate (a plugin file or manifest) or an
+/// allocator spec taken by symbol name, the task, and the policy to apply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// What to do.
+    pub task: Task,
+    /// The plugin or manifest to load (`None` with a `spec`).
+    pub candidate: Option<Candidate>,
+    /// An allocator taken by symbol name (from the command line).
+    pub spec: Option<SymbolSpec>,
+    /// Instances to make and check for [`Task::Check`]: `(handler name,
+    /// options)`; those whose name is not the candidate's handler are
+    /// ignored.
+    pub options: Vec<(String, String)>,
+    /// The policy to load under (its `probe` setting is ignored: a worker
+    /// never starts workers).
+    pub policy: Policy,
+}
+
+/// What a worker answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Answer {
+    /// For [`Task::Check`] and [`Task::List`]: the candidate's report, then
+    /// one per instance.
+    Reports(Vec<Report>),
+    /// For [`Task::Inspect`].
+    Inspection(Box<InspectionReport>),
+}
+
+/// One line (or framed result) read from a worker.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Line {
+    /// A stage is starting.
+    Stage(String),
+    /// A result of this many bytes follows.
+    Result(usize),
+    /// Anything else (ignored).
+    Other,
+}
+
+/// Encode a value as CBOR.
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = Vec::new();
+    ciborium::into_writer(value, &mut out).expect("writing CBOR to a Vec cannot fail");
+    out
+}
+
+/// Decode CBOR bytes.
+pub(crate) fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, String> {
+    ciborium::from_reader(bytes).map_err(|e| e.to_string())
+}
+
+/// The framed result: `result LEN\n` then the bytes.
+pub(crate) fn frame_result(answer: &Answer) -> Vec<u8> {
+    let body = encode(answer);
+    let mut out = format!("result {}\n", body.len()).into_bytes();
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Parse one protocol line (without its newline).
+pub(crate) fn parse_line(line: &str) -> Line {
+    if let Some(stage) = line.strip_prefix("stage ") {
+        return Line::Stage(stage.to_string());
+    }
+    match line.strip_prefix("result ").map(str::parse) {
+        Some(Ok(len)) => Line::Result(len),
+        _ => Line::Other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_parse() {
+        assert_eq!(parse_line("stage check:zeroed"), Line::Stage("check:zeroed".into()));
+        assert_eq!(parse_line("result 12"), Line::Result(12));
+        assert_eq!(parse_line("result x"), Line::Other);
+        assert_eq!(parse_line("hello"), Line::Other);
+    }
+
+    #[test]
+    fn requests_and_answers_round_trip() {
+        let mut policy = Policy::default();
+        policy.require("aligned >=1.2, <2").unwrap();
+        policy.deprecate_abi("1.0").unwrap();
+        let req = Request {
+            task: Task::Check,
+            candidate: Some(Candidate::new("/x/libp.so")),
+            spec: Some(SymbolSpec::new("m", "libm.so", "mal", "fr").calloc("c")),
+            options: vec![("arena".into(), "region_size=1m".into())],
+            policy,
+        };
+        let back: Request = decode(&encode(&req)).unwrap();
+        assert_eq!(back, req);
+        let report = Report::refused(&Candidate::new("/x/libp.so"), "bad-magic", "m".into(), None, None, None);
+        let answer = Answer::Reports(vec![report]);
+        let framed = frame_result(&answer);
+        let nl = framed.iter().position(|&b| b == b'\n').unwrap();
+        let Line::Result(len) = parse_line(std::str::from_utf8(&framed[..nl]).unwrap()) else { panic!() };
+        let back: Answer = decode(&framed[nl + 1..nl + 1 + len]).unwrap();
+        assert_eq!(back, answer);
+    }
+}

@@ -1,0 +1,177 @@
+//! [`Held`]: the calls into a handler while its lock is held.
+//!
+//! A `Held` is the proof that calls are serialised; every call of the
+//! handler core, per-call or batched, ends up here (but the direct hot path
+//! of `dispatch.rs`). This file also serves alignments above the handler's own:
+//! through the plugin's `aligned_alloc`, or host over-allocation
+//! (`aligned.rs`).
+
+use super::aligned::{align_within, block_start, over_allocation};
+use super::dispatch::RawHandler;
+use super::vtable::VTable;
+use crate::error::AllocError;
+use memplug_abi::MemplugStats;
+use parking_lot::{ReentrantMutex, ReentrantMutexGuard};
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+
+/// Proof that calls into a handler are serialised: while a `Held` lives,
+/// this thread holds the handler's lock (if it has one). Neither `Send` nor
+/// `Sync`: a lock is released by the thread that took it, and only that
+/// thread may call through it. Made only by [`RawHandler::lock`].
+pub(crate) struct Held<'a> {
+    raw: &'a RawHandler,
+    _guard: Option<ReentrantMutexGuard<'a, ()>>,
+    _not_send_sync: PhantomData<*const ()>,
+}
+
+impl<'a> Held<'a> {
+    /// Take `raw`'s lock, if it has one, for the life of the `Held`.
+    #[inline]
+    pub(super) fn new(raw: &'a RawHandler) -> Held<'a> {
+        Held { raw, _guard: raw.lock.as_ref().map(ReentrantMutex::lock), _not_send_sync: PhantomData }
+    }
+
+    /// The functions of the handler this holds.
+    pub(super) fn vtable(&self) -> &VTable {
+        &self.raw.vtable
+    }
+
+    /// Count a block, make it with `call`, undo the count if the plugin
+    /// returned NULL. `size` is what was asked, for the error.
+    #[inline]
+    fn counted(&self, size: usize, call: impl FnOnce() -> *mut u8) -> Result<NonNull<u8>, AllocError> {
+        self.raw.enter_block()?;
+        NonNull::new(call()).ok_or_else(|| {
+            self.raw.leave_block();
+            self.raw.out_of_memory(size)
+        })
+    }
+
+    /// Allocate `size` bytes (uninitialised); 0 is served as 1.
+    #[inline]
+    pub(crate) fn malloc(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
+        let size = size.max(1);
+        // SAFETY: this `Held` serialises the call; `size > 0`.
+        self.counted(size, || unsafe { self.raw.vtable.malloc(size) })
+    }
+
+    /// Allocate `nelem * elsize` zeroed bytes. An overflowing product is
+    /// refused before the plugin is called; a product of 0 is served as 1.
+    #[inline]
+    pub(crate) fn calloc(&self, nelem: usize, elsize: usize) -> Result<NonNull<u8>, AllocError> {
+        let Some(total) = nelem.checked_mul(elsize) else {
+            return Err(AllocError::SizeOverflow { handler: self.raw.name, nelem, elsize });
+        };
+        let (nelem, elsize) = if total == 0 { (1, 1) } else { (nelem, elsize) };
+        // SAFETY: this `Held` serialises the call; the product fits and is non-zero.
+        self.counted(total, || unsafe { self.raw.vtable.calloc(nelem, elsize) })
+    }
+
+    /// Resize a block, keeping `min(old, new)` bytes; sizes of 0 are served
+    /// as 1. On error the old block is untouched and still the caller's.
+    ///
+    /// # Safety
+    /// `ptr` is a live block of this handler (from `malloc`, `calloc` or
+    /// `realloc`) of `old` bytes. On success it is not used again.
+    #[inline]
+    pub(crate) unsafe fn realloc(&self, ptr: NonNull<u8>, old: usize, new: usize) -> Result<NonNull<u8>, AllocError> {
+        let (old, new) = (old.max(1), new.max(1));
+        // SAFETY: this `Held` serialises the call; the caller guarantees the
+        // block and its size, rounded as it was when allocated; `new > 0`.
+        let p = unsafe { self.raw.vtable.realloc(ptr.as_ptr(), old, new) };
+        NonNull::new(p).ok_or_else(|| self.raw.out_of_memory(new))
+    }
+
+    /// Free a block.
+    ///
+    /// # Safety
+    /// `ptr` is a live block of this handler of `size` bytes (its allocation
+    /// size or last `realloc` size) and is not used again.
+    #[inline]
+    pub(crate) unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
+        // SAFETY: this `Held` serialises the call; the caller guarantees the
+        // block and its size, rounded as it was when allocated.
+        unsafe { self.raw.vtable.free(ptr.as_ptr(), size.max(1)) };
+        // An instance's last block may destroy it; that takes the lock again,
+        // which the reentrant lock allows on this thread.
+        self.raw.leave_block();
+    }
+
+    /// Allocate `size` bytes aligned to `alignment` (a power of two): a
+    /// plain block when the handler's own alignment suffices, else the
+    /// plugin's `aligned_alloc`, else host over-allocation (`aligned.rs`).
+    pub(crate) fn alloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, AllocError> {
+        if !alignment.is_power_of_two() {
+            return Err(AllocError::BadAlignment { handler: self.raw.name, alignment });
+        }
+        if alignment <= self.raw.alignment {
+            return self.malloc(size);
+        }
+        let size = size.max(1);
+        if self.raw.vtable.has_aligned_alloc() {
+            // SAFETY: this `Held` serialises the call; `alignment` is a power of
+            // two and `size > 0`.
+            return self.counted(size, || unsafe { self.raw.vtable.aligned_alloc(alignment, size) });
+        }
+        let overflow = || AllocError::SizeOverflow { handler: self.raw.name, nelem: size, elsize: 1 };
+        let total = over_allocation(size, alignment).ok_or_else(overflow)?;
+        let block = self.malloc(total)?;
+        // SAFETY: `block` holds `over_allocation(size, alignment)` writable
+        // bytes, and `alignment` is a power of two.
+        Ok(unsafe { align_within(block, alignment) })
+    }
+
+    /// Free a block made by [`alloc_aligned`](Held::alloc_aligned).
+    ///
+    /// # Safety
+    /// `ptr` was returned by `alloc_aligned(size, alignment)` of this handler
+    /// (or `realloc_aligned` to `size` with `alignment`) and is not used
+    /// again.
+    pub(crate) unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
+        let size = size.max(1);
+        if alignment <= self.raw.alignment || self.raw.vtable.has_aligned_alloc() {
+            // SAFETY: the block came from `malloc` or the plugin's
+            // `aligned_alloc`, both released by the ordinary `free`.
+            return unsafe { self.free(ptr, size) };
+        }
+        // SAFETY: the block came from host over-allocation (`align_within`).
+        let start = unsafe { block_start(ptr) };
+        let total = over_allocation(size, alignment).expect("it fitted when the block was allocated");
+        // SAFETY: `start` is this handler's block of `total` bytes.
+        unsafe { self.free(start, total) }
+    }
+
+    /// Resize a block made by [`alloc_aligned`](Held::alloc_aligned),
+    /// keeping its alignment and `min(old, new)` bytes. On error the old
+    /// block is untouched.
+    ///
+    /// # Safety
+    /// As for [`free_aligned`](Held::free_aligned) with `old`; on success the
+    /// old pointer is not used again.
+    pub(crate) unsafe fn realloc_aligned(
+        &self,
+        ptr: NonNull<u8>,
+        old: usize,
+        new: usize,
+        alignment: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        if alignment <= self.raw.alignment {
+            // SAFETY: forwarded: a plain block of this handler.
+            return unsafe { self.realloc(ptr, old, new) };
+        }
+        let q = self.alloc_aligned(new, alignment)?;
+        // SAFETY: both blocks are live and distinct, and hold at least
+        // `min(old, new)` bytes.
+        unsafe { std::ptr::copy_nonoverlapping(ptr.as_ptr(), q.as_ptr(), old.min(new)) };
+        // SAFETY: the caller's contract for the old block.
+        unsafe { self.free_aligned(ptr, old, alignment) };
+        Ok(q)
+    }
+
+    /// The plugin's statistics, if it reports them.
+    pub(crate) fn stats(&self) -> Option<MemplugStats> {
+        // SAFETY: this `Held` serialises the call.
+        unsafe { self.raw.vtable.stats() }
+    }
+}

@@ -1,0 +1,230 @@
+//! A handler's functions and `ctx`, and the calls through them.
+//!
+//! [`VTable`] is plain data: the plugin's function pointers as the ABI types
+//! them. Every call is an `unsafe fn` whose `# Safety` section says what the
+//! caller must guarantee; the only caller is `core.rs`, which keeps those
+//! guarantees for every handler (its lock, its counts, non-zero sizes).
+//! Imports only `validate` (function addresses) and the ABI crate.
+
+use crate::validate::FunctionAddrs;
+use core::ffi::c_void;
+use memplug_abi::{
+    AlignedAllocFn, CallocFn, CreateFn, DestroyFn, FreeFn, MallocFn, MemplugInstance, MemplugStats, ReallocFn, StatsFn,
+};
+
+/// A handler's functions and `ctx`; the four required functions non-null.
+#[derive(Clone, Copy)]
+#[repr(C)]
+pub(crate) struct VTable {
+    ctx: *mut c_void,
+    malloc: MallocFn,
+    calloc: CallocFn,
+    realloc: ReallocFn,
+    free: FreeFn,
+    aligned_alloc: Option<AlignedAllocFn>,
+    create: Option<CreateFn>,
+    destroy: Option<DestroyFn>,
+    stats: Option<StatsFn>,
+}
+
+// SAFETY: the vtable is immutable plain data (function pointers and an opaque
+// `ctx` value). Sharing it lets other threads *call* the plugin only through
+// `core.rs`, which serialises every call into a plugin that is not
+// thread-safe with its lock.
+unsafe impl Send for VTable {}
+// SAFETY: as above.
+unsafe impl Sync for VTable {}
+
+impl VTable {
+    /// A vtable from Rust functions (the built-in handler, the by-symbol
+    /// trampolines).
+    ///
+    /// # Safety
+    /// Each function implements its memplug ABI role for `ctx` (the contract
+    /// in `memplug.h`): `malloc(ctx, size)` returns a block of `size` bytes or
+    /// NULL, `free(ctx, ptr, size)` releases a block it made, and so on; and
+    /// `ctx` stays valid for the rest of the process.
+    pub(crate) unsafe fn from_fns(
+        ctx: *mut c_void,
+        malloc: MallocFn,
+        calloc: CallocFn,
+        realloc: ReallocFn,
+        free: FreeFn,
+        aligned_alloc: Option<AlignedAllocFn>,
+    ) -> VTable {
+        VTable { ctx, malloc, calloc, realloc, free, aligned_alloc, create: None, destroy: None, stats: None }
+    }
+
+    /// A vtable from a validated header's addresses; `stats` is the 1.0
+    /// companion, used when the 1.1 `stats` field is absent.
+    ///
+    /// # Safety
+    /// `functions` and `ctx` were read from a live handler in a library that
+    /// is never unloaded, and `validate` accepted them (the four required
+    /// addresses are non-zero; optional ones are 0 when absent); so every
+    /// non-zero address is a function with its ABI signature (the plugin's
+    /// side of the contract in `memplug.h`).
+    pub(crate) unsafe fn from_header(functions: &FunctionAddrs, ctx: usize, stats: Option<StatsFn>) -> VTable {
+        let f = functions;
+        // Function pointers, `Option`s of them and usize have the same size here.
+        // SAFETY: by the caller's guarantee each non-zero address is a function of
+        // its ABI type; zero becomes `None` for the optional ones, and the four
+        // required ones are non-zero.
+        unsafe {
+            VTable {
+                ctx: ctx as *mut c_void,
+                malloc: std::mem::transmute::<usize, MallocFn>(f.malloc),
+                calloc: std::mem::transmute::<usize, CallocFn>(f.calloc),
+                realloc: std::mem::transmute::<usize, ReallocFn>(f.realloc),
+                free: std::mem::transmute::<usize, FreeFn>(f.free),
+                aligned_alloc: std::mem::transmute::<usize, Option<AlignedAllocFn>>(f.aligned_alloc),
+                create: std::mem::transmute::<usize, Option<CreateFn>>(f.create),
+                destroy: std::mem::transmute::<usize, Option<DestroyFn>>(f.destroy),
+                stats: std::mem::transmute::<usize, Option<StatsFn>>(f.stats).or(stats),
+            }
+        }
+    }
+
+    /// The same functions with another `ctx` (an instance's, from `create`).
+    pub(crate) fn with_ctx(&self, ctx: *mut c_void) -> VTable {
+        VTable { ctx, ..*self }
+    }
+
+    /// Whether the plugin has its own aligned allocation.
+    pub(crate) fn has_aligned_alloc(&self) -> bool {
+        self.aligned_alloc.is_some()
+    }
+
+    /// Whether the plugin makes instances (`create`).
+    pub(crate) fn has_create(&self) -> bool {
+        self.create.is_some()
+    }
+
+    /// Whether the handler reports statistics.
+    pub(crate) fn has_stats(&self) -> bool {
+        self.stats.is_some()
+    }
+}
+
+/// The calls. Each `# Safety` section starts from one rule, "the call is
+/// serialised": the caller holds the lock of the handler owning this
+/// vtable, or that handler is thread-safe.
+impl VTable {
+    /// `malloc(ctx, size)`.
+    ///
+    /// # Safety
+    /// The call is serialised; `size > 0`.
+    #[inline(always)]
+    pub(crate) unsafe fn malloc(&self, size: usize) -> *mut u8 {
+        // SAFETY: `malloc` is this handler's ABI function and `ctx` its own;
+        // the caller serialises the call and passes a non-zero size.
+        unsafe { (self.malloc)(self.ctx, size) as *mut u8 }
+    }
+
+    /// `calloc(ctx, nelem, elsize)`.
+    ///
+    /// # Safety
+    /// The call is serialised; `nelem * elsize` does not overflow and is
+    /// non-zero.
+    #[inline(always)]
+    pub(crate) unsafe fn calloc(&self, nelem: usize, elsize: usize) -> *mut u8 {
+        // SAFETY: as in `malloc`, with the caller's product guarantee.
+        unsafe { (self.calloc)(self.ctx, nelem, elsize) as *mut u8 }
+    }
+
+    /// `realloc(ctx, ptr, old_size, new_size)`.
+    ///
+    /// # Safety
+    /// The call is serialised; `ptr` is a live block of this handler of
+    /// `old_size > 0` bytes; `new_size > 0`.
+    #[inline(always)]
+    pub(crate) unsafe fn realloc(&self, ptr: *mut u8, old_size: usize, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller guarantees the block, the sizes and serialisation.
+        unsafe { (self.realloc)(self.ctx, ptr as *mut c_void, old_size, new_size) as *mut u8 }
+    }
+
+    /// `free(ctx, ptr, size)`.
+    ///
+    /// # Safety
+    /// The call is serialised; `ptr` is a live block of this handler of
+    /// `size > 0` bytes and is not used again.
+    #[inline(always)]
+    pub(crate) unsafe fn free(&self, ptr: *mut u8, size: usize) {
+        // SAFETY: the caller guarantees the block, its size and serialisation.
+        unsafe { (self.free)(self.ctx, ptr as *mut c_void, size) }
+    }
+
+    /// `aligned_alloc(ctx, alignment, size)`; NULL when the plugin has none.
+    ///
+    /// # Safety
+    /// The call is serialised; `alignment` is a power of two; `size > 0`.
+    #[inline]
+    pub(crate) unsafe fn aligned_alloc(&self, alignment: usize, size: usize) -> *mut u8 {
+        match self.aligned_alloc {
+            // SAFETY: `f` is this handler's ABI `aligned_alloc` and `ctx` its own;
+            // the caller guarantees the arguments and serialisation.
+            Some(f) => unsafe { f(self.ctx, alignment, size) as *mut u8 },
+            None => std::ptr::null_mut(),
+        }
+    }
+
+    /// `stats(ctx, &out)`: the statistics, or `None` if the plugin has none
+    /// or its call failed.
+    ///
+    /// # Safety
+    /// The call is serialised.
+    pub(crate) unsafe fn stats(&self) -> Option<MemplugStats> {
+        let f = self.stats?;
+        let mut out = MemplugStats { struct_size: size_of::<MemplugStats>() as u64, ..Default::default() };
+        // SAFETY: `f` is the handler's statistics function (ABI signature),
+        // `ctx` its own, `out` a valid writable struct whose `struct_size` is
+        // set; the caller serialises the call.
+        let rc = unsafe { f(self.ctx, &mut out) };
+        (rc == 0).then_some(out)
+    }
+
+    /// `create(ctx, options, &out)`: a new instance's `ctx` and the alignment
+    /// it reports (at least `alignment`), or the plugin's message.
+    ///
+    /// # Safety
+    /// The call is serialised.
+    pub(crate) unsafe fn create(&self, options: &str, alignment: usize) -> Result<(*mut c_void, usize), String> {
+        let Some(create) = self.create else { return Err("the plugin has no `create` function".into()) };
+        let Ok(c_options) = std::ffi::CString::new(options) else {
+            return Err("options must not contain NUL bytes".into());
+        };
+        let mut out = MemplugInstance {
+            struct_size: size_of::<MemplugInstance>() as u64,
+            ctx: std::ptr::null_mut(),
+            alignment: alignment as u64,
+            error: [0; memplug_abi::ERROR_CAP],
+        };
+        // SAFETY: `create` is this plugin's ABI function and `ctx` its own, the
+        // options a live NUL-terminated string, `out` a writable struct with
+        // `struct_size` set; the caller serialises the call.
+        let rc = unsafe { create(self.ctx, c_options.as_ptr(), &mut out) };
+        if rc != 0 {
+            let end = out.error.iter().position(|&b| b == 0).unwrap_or(out.error.len());
+            let msg = String::from_utf8_lossy(&out.error[..end]).into_owned();
+            return Err(if msg.is_empty() { format!("create failed with status {rc}") } else { msg });
+        }
+        let align = (out.alignment as usize).max(alignment);
+        if !align.is_power_of_two() {
+            return Err(format!("create reported alignment {align}, which is not a power of two"));
+        }
+        Ok((out.ctx, align))
+    }
+
+    /// `destroy(ctx)` on this instance vtable's `ctx`, if the plugin has it.
+    ///
+    /// # Safety
+    /// The call is serialised; this vtable's `ctx` came from `create`, all
+    /// its blocks are freed, and it is destroyed once.
+    pub(crate) unsafe fn destroy(&self) {
+        if let Some(destroy) = self.destroy {
+            // SAFETY: per the contract: a live instance ctx from `create`,
+            // with no blocks left, destroyed exactly once, serialised.
+            unsafe { destroy(self.ctx) }
+        }
+    }
+}

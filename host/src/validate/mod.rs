@@ -1,0 +1,38 @@
+//! Validation of a plugin's handler header: pure Rust over bytes, no FFI.
+//!
+//! The loader copies the handler's bytes out of the plugin (the 16-byte
+//! prefix first, then as much of the rest as both sides know) and hands them
+//! here. Two parts:
+//! - `header.rs` decodes bytes into fields ([`Prefix`], [`RawFields`])
+//!   without judging them, so that a refused plugin can still be shown;
+//! - `rules.rs` judges them ([`validate`], [`readable_len`]) and supplies
+//!   the defaults for what an older plugin lacks ([`v1_1_readings`]).
+//!
+//! Everything that decides whether a plugin is accepted happens in
+//! [`validate`], so it can be fuzzed with arbitrary input.
+//!
+//! ```
+//! use memplug::validate::{validate, HeaderImage};
+//! use memplug_abi::{MemplugHandler, FLAG_THREAD_SAFE};
+//!
+//! let mut h = MemplugHandler::new("demo", "1.0.0", FLAG_THREAD_SAFE);
+//! let image = HeaderImage::of(&h);
+//! // Functions are missing, so it is refused:
+//! assert_eq!(validate(image.bytes()).unwrap_err().code(), "null-function");
+//!
+//! let mut bytes = image.bytes().to_vec();
+//! bytes[0] ^= 0xff;
+//! assert_eq!(validate(&bytes).unwrap_err().code(), "bad-magic");
+//! ```
+//!
+//! Imports only `error` from the crate.
+
+mod header;
+mod rules;
+
+pub use header::{FunctionAddrs, HeaderImage, Prefix, RawFields, RawV11, V1_1_FIELDS};
+pub use rules::{
+    FieldReading, MAX_ALIGNMENT, ValidatedHeader, is_accepted_memory_kind, memory_kind_name, readable_len,
+    v1_1_readings, validate,
+};
+pub(crate) use rules::{check_name, check_version, is_name_byte};

@@ -1,0 +1,99 @@
+//! The worker side of [`crate::probe`]: load and check one candidate in this
+//! (expendable) process and answer the parent.
+//!
+//! A program serves as a worker by calling [`serve`] when it is started with
+//! [`probe::WORKER_ARG`](crate::probe::WORKER_ARG) (the `memplug` executable
+//! does). [`serve`] reads the [`Request`] from standard input, moves standard
+//! output out of the plugin's reach (whatever the plugin prints goes to
+//! standard error), announces every stage before it runs, and writes its
+//! [`Answer`].
+//!
+//! Imports `registry`, `probe`, `check`, `report`, `load` and `raw`.
+
+use crate::check::conformance;
+use crate::discover::Candidate;
+use crate::load;
+use crate::probe::wire::{self, Answer, Request, Task};
+use crate::raw::process::take_stdout;
+use crate::registry::Registry;
+use crate::report::{Checks, InspectionReport, Report};
+use crate::stage;
+use std::io::Read;
+use std::process::ExitCode;
+
+/// Serve one request from standard input as a worker; the exit status is 0
+/// when the answer was sent, 2 when the request could not be read.
+pub fn serve() -> ExitCode {
+    let channel = match take_stdout() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("memplug worker: cannot set up the protocol channel: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut bytes = Vec::new();
+    let request: Request =
+        match std::io::stdin().read_to_end(&mut bytes).map_err(|e| e.to_string()).and_then(|_| wire::decode(&bytes)) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("memplug worker: cannot read the request: {e}");
+                return ExitCode::from(2);
+            }
+        };
+    stage::set_sink(Box::new(channel));
+    let answer = answer(request);
+    stage::enter("report", &"the worker");
+    match stage::send(&wire::frame_result(&answer)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memplug worker: cannot send the answer: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Do what `request` asks, in this process.
+pub fn answer(request: Request) -> Answer {
+    let mut policy = request.policy;
+    policy.probe = None; // a worker never starts workers
+    let trust = policy.trust.clone();
+    let registry = Registry::with_policy(policy);
+    let candidate = match (&request.spec, &request.candidate) {
+        (Some(spec), _) => Candidate::new(&spec.library).with_symbol(spec.symbols.malloc.clone()),
+        (None, Some(c)) => c.clone(),
+        (None, None) => {
+            let nothing = Candidate::new("");
+            let r = Report::refused(&nothing, "bad-request", "the request names no candidate".into(), None, None, None);
+            return Answer::Reports(vec![r]);
+        }
+    };
+    if request.task == Task::Inspect {
+        return Answer::Inspection(Box::new(InspectionReport::of(&load::inspect(&candidate, &trust))));
+    }
+    let loaded = match &request.spec {
+        Some(spec) => registry.load_symbols(spec),
+        None => registry.load(&candidate),
+    };
+    let check = request.task == Task::Check;
+    let Ok(h) = loaded else {
+        return Answer::Reports(vec![Report::of_result(&candidate, &loaded, check.then(Vec::new))]);
+    };
+    let mut reports = vec![Report::loaded(&candidate, h, check.then(|| conformance(h)))];
+    if check {
+        for (name, opts) in request.options.iter().filter(|(name, _)| name == h.name()) {
+            stage::enter(stage::CREATE, &format!("{name}:{opts}"));
+            reports.push(match h.instantiate(opts) {
+                Ok(instance) => Report::loaded(&candidate, instance.handler(), Some(conformance(instance.handler()))),
+                Err(e) => Report::refused(
+                    &candidate,
+                    e.code(),
+                    e.to_string(),
+                    Some(name.clone()),
+                    Some(opts.clone()),
+                    Some(Checks::none()),
+                ),
+            });
+        }
+    }
+    Answer::Reports(reports)
+}

@@ -1,0 +1,190 @@
+//! The guard's options: what `create` accepts, their defaults and their
+//! limits. Pure parsing; nothing here touches memory.
+
+use std::fmt;
+
+/// Which end of a block touches the inaccessible page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// The block ends where the guard page starts (the default): a write
+    /// past the end faults.
+    End,
+    /// The block starts where the guard page ends: a write before the start
+    /// (an underrun) faults.
+    Start,
+}
+
+impl Side {
+    fn name(self) -> &'static str {
+        match self {
+            Side::End => "end",
+            Side::Start => "start",
+        }
+    }
+}
+
+/// The guard's configuration. [`GuardConfig::default`] gives the defaults;
+/// [`GuardConfig::parse`] reads an options string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuardConfig {
+    /// Which end of every block is guarded (`side=end|start`, default `end`).
+    pub side: Side,
+    /// Address space held by freed blocks kept inaccessible, in bytes
+    /// (`quarantine=`, default 32 MiB; 0 unmaps every freed block at once).
+    /// The oldest freed blocks leave first.
+    pub quarantine: usize,
+    /// Abort the process, after printing what was found, on the first error
+    /// (`abort_on_error=1`; default 0: report, count and carry on).
+    pub abort_on_error: bool,
+    /// The alignment of every block (`alignment=`, default 16, what C
+    /// `malloc` gives): a power of two from 16 to 1 GiB.
+    pub alignment: usize,
+    /// Fill every new, non-zeroed block with [`JUNK`] (`junk=1`, the
+    /// default), so reads of memory never written show up as `0xa5` bytes
+    /// instead of the zeros a fresh mapping would give.
+    pub junk: bool,
+}
+
+/// The byte new blocks are filled with when [`GuardConfig::junk`] is on.
+pub const JUNK: u8 = 0xA5;
+
+/// The default quarantine: 32 MiB of address space.
+pub const DEFAULT_QUARANTINE: usize = 32 << 20;
+
+/// The largest alignment an instance may ask for (1 GiB, as the ABI allows).
+pub const MAX_ALIGNMENT: usize = 1 << 30;
+
+impl Default for GuardConfig {
+    fn default() -> Self {
+        GuardConfig {
+            side: Side::End,
+            quarantine: DEFAULT_QUARANTINE,
+            abort_on_error: false,
+            alignment: memplug_abi::DEFAULT_ALIGNMENT,
+            junk: true,
+        }
+    }
+}
+
+/// The option names [`GuardConfig::parse`] knows.
+pub const OPTION_NAMES: [&str; 5] = ["side", "quarantine", "abort_on_error", "alignment", "junk"];
+
+impl GuardConfig {
+    /// Read an options string: comma-separated `key=value` items, spaces
+    /// allowed around them. Sizes are decimal with an optional `k`, `m` or
+    /// `g` suffix (powers of 1024); switches are `0` or `1`. Keys not given
+    /// keep their defaults; unknown or repeated keys and values out of range
+    /// are errors whose message says what is accepted.
+    ///
+    /// ```
+    /// use memplug_guard::{GuardConfig, Side};
+    ///
+    /// let c = GuardConfig::parse("side=start, quarantine=1m, abort_on_error=1").unwrap();
+    /// assert_eq!((c.side, c.quarantine, c.abort_on_error), (Side::Start, 1 << 20, true));
+    /// assert_eq!(GuardConfig::parse("").unwrap(), GuardConfig::default());
+    /// assert!(GuardConfig::parse("sdie=start").unwrap_err().contains("unknown option"));
+    /// // `Display` writes an options string that parses back to the same config.
+    /// assert_eq!(GuardConfig::parse(&c.to_string()).unwrap(), c);
+    /// ```
+    pub fn parse(options: &str) -> Result<GuardConfig, String> {
+        let mut config = GuardConfig::default();
+        let mut seen = [false; OPTION_NAMES.len()];
+        for item in options.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            let Some((key, value)) = item.split_once('=') else {
+                return Err(format!("option {item:?} has no value: write it as key=value"));
+            };
+            let (key, value) = (key.trim(), value.trim());
+            let Some(index) = OPTION_NAMES.iter().position(|&k| k == key) else {
+                return Err(format!("unknown option {key:?}; the guard knows {}", OPTION_NAMES.join(", ")));
+            };
+            if std::mem::replace(&mut seen[index], true) {
+                return Err(format!("option {key:?} is given twice"));
+            }
+            match key {
+                "side" => {
+                    config.side = match value {
+                        "end" => Side::End,
+                        "start" => Side::Start,
+                        _ => return Err(format!("side={value:?}: write side=end (guard after the block, the default) or side=start (guard before it)")),
+                    }
+                }
+                "quarantine" => {
+                    config.quarantine = parse_size(value).ok_or_else(|| {
+                        format!("quarantine={value:?} is not a size: write bytes, optionally with k, m or g (e.g. 64m); 0 turns the quarantine off")
+                    })?
+                }
+                "abort_on_error" => config.abort_on_error = parse_switch(key, value)?,
+                "junk" => config.junk = parse_switch(key, value)?,
+                _ => {
+                    let n = parse_size(value).filter(|n| n.is_power_of_two() && (16..=MAX_ALIGNMENT).contains(n));
+                    config.alignment = n.ok_or_else(|| {
+                        format!("alignment={value:?}: it must be a power of two from 16 to 1g (e.g. 64 or 4k)")
+                    })?;
+                }
+            }
+        }
+        Ok(config)
+    }
+}
+
+impl fmt::Display for GuardConfig {
+    /// The options string of this configuration, every key given.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "side={},quarantine={},abort_on_error={},alignment={},junk={}",
+            self.side.name(),
+            self.quarantine,
+            u8::from(self.abort_on_error),
+            self.alignment,
+            u8::from(self.junk)
+        )
+    }
+}
+
+fn parse_switch(key: &str, value: &str) -> Result<bool, String> {
+    match value {
+        "0" => Ok(false),
+        "1" => Ok(true),
+        _ => Err(format!("{key}={value:?}: write {key}=1 to turn it on or {key}=0 to turn it off")),
+    }
+}
+
+/// A size: decimal digits with an optional `k`, `m` or `g` suffix.
+fn parse_size(s: &str) -> Option<usize> {
+    let (digits, shift) = match s.as_bytes().last()? {
+        b'k' | b'K' => (&s[..s.len() - 1], 10),
+        b'm' | b'M' => (&s[..s.len() - 1], 20),
+        b'g' | b'G' => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<usize>().ok()?.checked_mul(1 << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_option_and_its_refusals() {
+        let c = GuardConfig::parse("alignment=4k,junk=0,quarantine=0").unwrap();
+        assert_eq!((c.alignment, c.junk, c.quarantine, c.side), (4096, false, 0, Side::End));
+        for (bad, says) in [
+            ("side=middle", "side=end"),
+            ("quarantine=lots", "not a size"),
+            ("abort_on_error=yes", "abort_on_error=1"),
+            ("alignment=24", "power of two"),
+            ("alignment=8", "from 16"),
+            ("alignment=2g", "to 1g"),
+            ("junk", "key=value"),
+            ("side=end,side=start", "twice"),
+            ("colour=red", "side, quarantine, abort_on_error, alignment, junk"),
+        ] {
+            let e = GuardConfig::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! The `guard` plugin: a debugging allocator in the spirit of Electric Fence
+//! and glibc's `MALLOC_CHECK_`, for finding buffer overruns, underruns and
+//! uses after free in code that uses plugin memory (a C extension, a Rust
+//! `unsafe` block). It is for debugging, not speed: every block costs a
+//! system call or three and at least one page.
+//!
+//! - **Guard pages.** Every block gets a mapping of its own whose edges are
+//!   inaccessible (`PROT_NONE`) pages. By default the block *ends* where the
+//!   trailing guard page starts, so writing one byte past its end faults
+//!   (SIGSEGV) at the faulting instruction; `side=start` puts the block's
+//!   first byte just after the leading guard page instead, to catch
+//!   underruns. Blocks keep the alignment the handler declares (16 bytes,
+//!   like `malloc`, or `alignment=`), so with `side=end` a block whose size
+//!   is not a multiple of the alignment ends up to `alignment - 1` bytes
+//!   before the guard page; see the next point for those bytes.
+//! - **Canaries.** The unused bytes of the block's pages — before it and
+//!   after it — hold a canary pattern, checked when the block is freed or
+//!   reallocated: an overrun or underrun too small to reach a guard page is
+//!   still reported, at the free, with how many bytes were hit.
+//! - **Quarantine.** A freed block's pages are made inaccessible again (and
+//!   their memory given back to the system) but stay reserved, in a
+//!   quarantine of at most `quarantine=` bytes of address space (default
+//!   32 MiB; the oldest leave first), so a use after free faults too.
+//!   `realloc` always moves the block, so a stale pointer to the old copy
+//!   faults as well.
+//! - **Checked frees.** A double free (of a block still in quarantine), a
+//!   free of a pointer into the middle of a block, or of a pointer it did not
+//!   make is reported on standard error, counted in `bad_frees`, and
+//!   ignored; a free whose size differs from the block's is reported, counted
+//!   in `size_mismatches` and served with the recorded size. With
+//!   `abort_on_error=1` any finding aborts the process (SIGABRT) after its
+//!   message, so the core dump or the debugger stops at the bad call.
+//! - **Junk.** New blocks (not zeroed ones) are filled with `0xa5`, so reads
+//!   of memory never written do not see the zeros of a fresh mapping.
+//! - Thread-safe, ABI 1.1: its alignment, `aligned_alloc`, instances from
+//!   options through `create`/`destroy`, statistics.
+//!
+//! Options ([`GuardConfig::parse`]): `side=end|start`, `quarantine=SIZE`
+//! (`k`/`m`/`g` suffixes; 0 for none), `abort_on_error=0|1`, `alignment=N`
+//! (a power of two, 16 to 1g) and `junk=0|1`.
+//!
+//! ```
+//! use memplug_guard::Guard;
+//!
+//! let g = Guard::from_options("side=start,quarantine=1m").unwrap();
+//! let p = g.alloc(100, 1, false);
+//! assert!(p != 0 && p % 4096 == 0, "side=start: the block starts on a page");
+//! g.free(p, 100);
+//! g.free(p, 100); // a double free: reported on stderr, counted, ignored
+//! assert_eq!(g.stats().bad_frees, 1);
+//! ```
+//!
+//! Layers, each importing only from those above it in this list: [`config`]
+//! (options), [`layout`] (where a block sits in its pages: arithmetic),
+//! `raw::pages` (the mappings: all `unsafe` system calls), `report` (the
+//! messages), [`state`] (the allocator), `raw::export` (the plugin entry).
+//! All `unsafe` code is in `raw/`; the rest of the crate denies it.
+
+#![deny(unsafe_code)]
+
+pub mod config;
+pub mod layout;
+#[allow(unsafe_code)]
+mod raw;
+mod report;
+pub mod state;
+
+pub use config::{GuardConfig, Side};
+pub use raw::pages::page_size;
+pub use state::Guard;

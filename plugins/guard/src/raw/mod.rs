@@ -1,0 +1,6 @@
+//! All of the guard's `unsafe` code: the page mappings ([`pages`]) and the
+//! export of the allocator through the memplug ABI ([`export`]). The rest
+//! of the crate denies `unsafe`.
+
+pub(crate) mod export;
+pub(crate) mod pages;
