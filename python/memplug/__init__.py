@@ -6,7 +6,7 @@ The package links the memplug library (the same loader and checks as the
 ``aligned``, ``tracking``, ``arena``, ...), so they load with no setup::
 
     import memplug
-    memplug.load_search_path()        # bundled + MEMPLUG_PLUGIN_PATH
+    memplug.load_search_path()        # MEMPLUG_PLUGIN_PATH, user dir, bundled, system dirs
     [h["name"] for h in memplug.handlers()]
 
     import numpy as np
@@ -14,10 +14,12 @@ The package links the memplug library (the same loader and checks as the
     with memplug.numpy.use("tracking"):
         a = np.ones(1000)             # its data comes from the tracking plugin
 
-Search path, in order: the directories in ``MEMPLUG_PLUGIN_PATH``
-(colon-separated), then the package's own plugin directory
-(:data:`PLUGIN_DIR`). A plugin found earlier wins a name; a later one with
-the same name is refused as ``duplicate-name``. :func:`load` adds files and
+Search path (:func:`search_path`), in order: the directories in
+``MEMPLUG_PLUGIN_PATH`` (colon-separated), the user directory, the package's
+own plugin directory (:data:`PLUGIN_DIR`), then the system directories --
+memplug's own convention with the package's plugins in it. A plugin found
+earlier wins a name; a later one with the same name is refused as
+``duplicate-name``. :func:`load` adds files and
 directories, and ``python -m memplug.numpy --plugin-path DIR`` does too.
 Handlers are looked up lazily: the first call that needs one loads the
 search path.
@@ -41,6 +43,7 @@ __all__ = [
     "PLUGIN_DIR",
     "PATH_ENV",
     "search_path",
+    "search_path_origins",
     "load",
     "load_search_path",
     "handlers",
@@ -64,14 +67,21 @@ _lock = threading.Lock()
 
 def search_path() -> List[Path]:
     """The plugin directories searched, in order: ``MEMPLUG_PLUGIN_PATH``'s
-    entries (empty entries skipped), then :data:`PLUGIN_DIR`."""
-    dirs: List[Path] = []
-    for entry in os.environ.get(PATH_ENV, "").split(os.pathsep):
-        if entry and Path(entry) not in dirs:
-            dirs.append(Path(entry))
-    if PLUGIN_DIR not in dirs:
-        dirs.append(PLUGIN_DIR)
-    return dirs
+    entries, the user directory (``$XDG_DATA_HOME/memplug/plugins``, by
+    default ``~/.local/share/memplug/plugins``), this package's
+    :data:`PLUGIN_DIR`, then the system directories (``<the interpreter's
+    prefix>/lib/memplug/plugins``, ``/usr/local/lib/memplug/plugins``,
+    ``/usr/lib/memplug/plugins``, or ``MEMPLUG_SYSTEM_PLUGIN_PATH``'s
+    entries when it is set) -- memplug's own search path with the package's
+    plugins in it. See :func:`search_path_origins` for why each is there."""
+    return [Path(p) for p, _ in _native.search_path(os.fspath(PLUGIN_DIR))]
+
+
+def search_path_origins() -> List[Dict[str, Any]]:
+    """:func:`search_path` with why each directory is there: dicts with
+    ``path`` (a :class:`~pathlib.Path`) and ``origin`` (``"MEMPLUG_PLUGIN_PATH"``, ``"user"``,
+    ``"package"``, ``"MEMPLUG_SYSTEM_PLUGIN_PATH"``, ``"system"``)."""
+    return [{"path": p, "origin": o} for p, o in _native.search_path(os.fspath(PLUGIN_DIR))]
 
 
 def _refused_message(refused: List[Outcome]) -> str:

@@ -38,6 +38,13 @@ fn load(py: Python<'_>, paths: Vec<PathBuf>) -> PyResult<Bound<'_, PyList>> {
     registry::load(py, paths)
 }
 
+/// The search path as `(directory, origin)` pairs, with the package's
+/// plugin directory `bundled` in its place.
+#[pyfunction]
+fn search_path(bundled: PathBuf) -> Vec<(PathBuf, &'static str)> {
+    registry::search_path(bundled)
+}
+
 /// Information dicts of every registered handler.
 #[pyfunction]
 fn handlers(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
@@ -105,6 +112,7 @@ fn init_logging() {
 fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     init_logging();
     m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(search_path, m)?)?;
     m.add_function(wrap_pyfunction!(handlers, m)?)?;
     m.add_function(wrap_pyfunction!(stats, m)?)?;
     m.add_function(wrap_pyfunction!(names, m)?)?;

@@ -84,6 +84,28 @@ pub fn load<'py>(py: Python<'py>, paths: Vec<PathBuf>) -> PyResult<Bound<'py, Py
     Ok(list)
 }
 
+/// The package's search path: memplug's (`MEMPLUG_PLUGIN_PATH`, the user
+/// directory, then the system directories), with `bundled` (the package's
+/// own plugins) after the user directory and before the system ones. Each
+/// as `(path, origin)`; duplicates once, at their first place.
+pub fn search_path(bundled: PathBuf) -> Vec<(PathBuf, &'static str)> {
+    use memplug::dirs::{Env, Origin};
+    let host = Env::current().search_path();
+    let split = host.iter().position(|d| !matches!(d.origin, Origin::Env | Origin::User)).unwrap_or(host.len());
+    let mut out: Vec<(PathBuf, &'static str)> = Vec::new();
+    let ordered = host[..split]
+        .iter()
+        .map(|d| (d.path.clone(), d.origin.as_str()))
+        .chain(std::iter::once((bundled, "package")))
+        .chain(host[split..].iter().map(|d| (d.path.clone(), d.origin.as_str())));
+    for (path, origin) in ordered {
+        if !out.iter().any(|(p, _)| *p == path) {
+            out.push((path, origin));
+        }
+    }
+    out
+}
+
 /// The handler information dict: `name`, `version`, `abi`, `alignment`,
 /// `thread_safe`, `memory_kind`, `source`, and more.
 pub fn info<'py>(py: Python<'py>, h: Handler) -> PyResult<Bound<'py, PyDict>> {

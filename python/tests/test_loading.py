@@ -115,6 +115,12 @@ def test_stats_of_a_handler_numpy_never_used():
     assert s["plugin"] is None  # the system plugin reports no statistics
 
 
-def test_search_path_puts_the_environment_first(monkeypatch, tmp_path):
+def test_search_path_is_memplugs_with_the_package_after_the_user_directory(monkeypatch, tmp_path):
     monkeypatch.setenv(memplug.PATH_ENV, f"{tmp_path}::{tmp_path}")
-    assert memplug.search_path() == [tmp_path, memplug.PLUGIN_DIR]
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv("MEMPLUG_SYSTEM_PLUGIN_PATH", str(tmp_path / "sys"))
+    assert memplug.search_path() == [
+        tmp_path, tmp_path / "data" / "memplug" / "plugins", memplug.PLUGIN_DIR, tmp_path / "sys",
+    ]
+    origins = [d["origin"] for d in memplug.search_path_origins()]
+    assert origins == ["MEMPLUG_PLUGIN_PATH", "user", "package", "MEMPLUG_SYSTEM_PLUGIN_PATH"]
