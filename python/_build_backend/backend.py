@@ -9,8 +9,9 @@ the workspace's bundled plugins and copying them into the package.
    `cdylib` -- the bundled plugins, whatever their number;
 2. builds them with `cargo build --release -p ...` (cargo's own caching makes
    this quick when `cargo build --release --workspace` ran before);
-3. copies each `lib<name>.so` into `memplug/plugins/`, which maturin packs
-   into the wheel (`[tool.maturin] include` in pyproject.toml).
+3. copies each `lib<name>.so` into `memplug/plugins/` (without its debug
+   information, when `strip` is available), which maturin packs into the
+   wheel (`[tool.maturin] include` in pyproject.toml).
 
 Set MEMPLUG_PLUGINS_FROM=DIR to copy the `*.so` files of DIR instead of
 building them (an offline or cross build that made them already).
@@ -95,6 +96,9 @@ def build_plugins() -> list[Path]:
             raise RuntimeError(f"plugin {src} was not built")
         dst = DEST / src.name
         shutil.copy2(src, dst)
+        strip = shutil.which("strip")
+        if strip:
+            subprocess.run([strip, "--strip-debug", str(dst)], check=True)
         copied.append(dst)
     _log("bundled " + ", ".join(p.name for p in copied))
     return copied
