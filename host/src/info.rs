@@ -34,6 +34,19 @@ pub enum Source {
     },
 }
 
+impl Source {
+    /// The file it came from: the plugin library, or the manifest of an
+    /// allocator taken by symbol name (`None` for the built-in handler and
+    /// for specs given directly).
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            Source::Plugin { path, .. } => Some(path),
+            Source::Symbols { manifest, .. } => manifest.as_deref(),
+            Source::Builtin => None,
+        }
+    }
+}
+
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

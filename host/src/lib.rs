@@ -36,7 +36,9 @@
 //!     — what `check`, `list` and `inspect` say about a candidate;
 //! 15. [`probe`] — run a candidate in a worker process, under a timeout,
 //!     and read its answer (or how it crashed, hung or exited);
-//! 16. [`registry`] — install validated handlers under unique names, under
+//! 16. [`cache`] — the verdict cache: unchanged files are not checked
+//!     again, and files that crashed a worker are refused without running;
+//!     [`registry`] — install validated handlers under unique names, under
 //!     a policy (probing them first if it says so);
 //! 17. [`worker`] — the worker side of `probe`.
 //!
@@ -88,6 +90,7 @@ pub mod policy;
 pub mod check;
 pub mod report;
 pub mod probe;
+pub mod cache;
 pub mod registry;
 pub mod worker;
 

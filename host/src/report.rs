@@ -12,7 +12,7 @@
 
 use crate::check::{self, CheckResult, Tally, Verdict};
 use crate::discover::Candidate;
-use crate::error::LoadError;
+use crate::error::{LoadError, Refusal};
 use crate::handler::{AlignedStrategy, Handler};
 use crate::info::Source;
 use crate::load::Inspection;
@@ -35,6 +35,9 @@ pub enum Status {
     /// The process checking it ended without a report (in `stage`), e.g. a
     /// plugin that calls `exit`.
     NoReport,
+    /// A handler of the same name from an earlier directory on the search
+    /// path takes precedence; not a failure.
+    Shadowed,
 }
 
 impl Status {
@@ -46,6 +49,7 @@ impl Status {
             Status::Crashed => "crashed",
             Status::TimedOut => "timed-out",
             Status::NoReport => "no-report",
+            Status::Shadowed => "shadowed",
         }
     }
 }
@@ -96,6 +100,10 @@ pub struct Report {
     /// For a crashed worker: the signal's name, e.g. `SIGSEGV`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    /// Whether this report comes from the verdict cache (the file is
+    /// unchanged since it was checked) rather than a check just now.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 /// The fields of a [`Report`] that only a loaded handler has.
@@ -180,6 +188,7 @@ impl Report {
             checks,
             stage: None,
             signal: None,
+            cached: false,
         }
     }
 
@@ -211,6 +220,7 @@ impl Report {
             checks,
             stage: None,
             signal: None,
+            cached: false,
         }
     }
 
@@ -243,7 +253,12 @@ impl Report {
             Ok(h) => Report::loaded(candidate, *h, checks),
             Err(e) => {
                 let pass = checks.map(|_| Checks::none());
-                Report::refused(candidate, e.code(), e.refusal.to_string(), None, None, pass)
+                let mut r = Report::refused(candidate, e.code(), e.refusal.to_string(), None, None, pass);
+                if let Refusal::Shadowed { name, .. } = &e.refusal {
+                    r.status = Status::Shadowed;
+                    r.name = Some(name.clone());
+                }
+                r
             }
         }
     }
@@ -251,6 +266,12 @@ impl Report {
     /// Whether the candidate is usable.
     pub fn ok(&self) -> bool {
         self.status == Status::Ok
+    }
+
+    /// Whether the report is a failure: anything but ok or shadowed (what
+    /// makes `memplug`'s exit status 1).
+    pub fn fails(&self) -> bool {
+        !matches!(self.status, Status::Ok | Status::Shadowed)
     }
 
     /// Where it came from, as `memplug` shows it: the path, with

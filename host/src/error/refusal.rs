@@ -337,6 +337,19 @@ pub enum Refusal {
         /// The failed checks.
         summary: String,
     },
+    /// The verdict cache remembers that this unchanged file crashed, hung or
+    /// ended the process checking it: it is refused without running it.
+    #[error(
+        "known bad: {what} when it was checked on {date}; the file has not changed since, so it is refused \
+         without running it. Fix or replace the plugin, or check it again with `memplug check --rescan`"
+    )]
+    KnownBad {
+        /// What happened, e.g. "it crashed the worker process (SIGSEGV) in
+        /// its entry function".
+        what: String,
+        /// When it was checked.
+        date: String,
+    },
     /// No worker process could be started to probe the candidate.
     #[error(
         "cannot probe the plugin in a worker process: {problem}. Install the `memplug` command beside this program \
@@ -345,6 +358,19 @@ pub enum Refusal {
     ProbeUnavailable {
         /// What went wrong, and where a worker was looked for.
         problem: String,
+    },
+    /// A handler of the same name came from an earlier directory of the
+    /// search path: it takes precedence, and this one is not loaded. Not a
+    /// failure.
+    #[error(
+        "the handler `{name}` from an earlier directory on the search path ({by}) takes precedence; this one is not \
+         loaded. Remove one of them if that is not what you want"
+    )]
+    Shadowed {
+        /// The name both have.
+        name: String,
+        /// Where the one that is loaded came from.
+        by: String,
     },
     /// Another handler already has this name.
     #[error(
@@ -380,6 +406,7 @@ impl Refusal {
             Refusal::BadName { .. } => "bad-name",
             Refusal::BadVersionString { .. } => "bad-version-string",
             Refusal::DuplicateName { .. } => "duplicate-name",
+            Refusal::Shadowed { .. } => "shadowed",
             Refusal::UnsupportedFeature { .. } => "unsupported-feature",
             Refusal::BadAlignment { .. } => "bad-alignment",
             Refusal::UnsupportedMemoryKind { .. } => "unsupported-memory-kind",
@@ -389,6 +416,7 @@ impl Refusal {
             Refusal::NoReport { .. } => "no-report",
             Refusal::ConformanceFailed { .. } => "conformance-failed",
             Refusal::ProbeUnavailable { .. } => "probe-unavailable",
+            Refusal::KnownBad { .. } => "known-bad",
         }
     }
 }

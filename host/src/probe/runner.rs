@@ -102,6 +102,8 @@ impl Worker {
     /// Run `request` in a new worker; kill it (and everything it started)
     /// after `timeout`. The worker's standard error is this process's.
     pub fn run(&self, request: &Request, timeout: Duration) -> WorkerOutcome {
+        let about = request.candidate.as_ref().map_or_else(|| "an allocator spec".into(), |c| c.to_string());
+        tracing::debug!(candidate = %about, worker = %self.exe.display(), "starting a worker process");
         let mut child = match Command::new(&self.exe)
             .arg(WORKER_ARG)
             .stdin(Stdio::piped())
