@@ -14,20 +14,22 @@
 //! 5. [`discover`] — find candidates (explicit paths, `MEMPLUG_PLUGIN_PATH`,
 //!    the default directory);
 //! 6. [`info`] — what is known about a handler ([`HandlerInfo`], [`Source`]);
-//! 7. [`load`] — open a library, call its entry, copy and validate the
+//! 7. `layout` (private) — compare a Rust plugin's `abi_stable` type layout
+//!    with the frozen type of the ABI minor it claims;
+//! 8. [`load`] — open a library, call its entry, copy and validate the
 //!    header; or find a spec's symbols; and `inspect`;
-//! 8. `handle` (private) — the [`Handler`] type itself;
-//! 9. [`lock`] — guards that hold a handler's lock across a batch, and
-//!    several handlers locked at once without deadlock;
-//! 10. [`handler`] — [`Handler`]'s API: dispatch, aligned requests,
+//! 9. `handle` (private) — the [`Handler`] type itself;
+//! 10. [`lock`] — guards that hold a handler's lock across a batch, and
+//!     several handlers locked at once without deadlock;
+//! 11. [`handler`] — [`Handler`]'s API: dispatch, aligned requests,
 //!     instances;
-//! 11. [`current`] — the process default and per-thread scoped handler;
-//! 12. `view`, `ownership` (private) and [`buffer`] — owning buffers that
+//! 12. [`current`] — the process default and per-thread scoped handler;
+//! 13. `view`, `ownership` (private) and [`buffer`] — owning buffers that
 //!     free through the handler that made them, base-object ownership of
 //!     foreign memory, and views;
-//! 13. [`policy`], [`registry`] — install validated handlers under unique
+//! 14. [`policy`], [`registry`] — install validated handlers under unique
 //!     names, under a policy;
-//! 14. [`check`] — the conformance pass; [`report`] — what `check` and
+//! 15. [`check`] — the conformance pass; [`report`] — what `check` and
 //!     `list` say about a candidate.
 //!
 //! The `memplug` command is a separate binary built on this public API (the
@@ -63,6 +65,7 @@ pub mod symbols;
 mod raw;
 pub mod discover;
 pub mod info;
+mod layout;
 pub mod load;
 mod handle;
 pub mod lock;
@@ -81,7 +84,7 @@ pub use current::HandlerScope;
 pub use discover::Candidate;
 pub use error::{AllocError, BufferError, InstanceError, LoadError, LockError, PolicyError, Refusal};
 pub use handler::{AlignedStrategy, Handler, Instance};
-pub use info::{HandlerInfo, Source};
+pub use info::{HandlerInfo, LayoutCheck, Source};
 pub use lock::{HandlerGuard, MultiGuard};
 pub use ownership::Ownership;
 pub use policy::Policy;

@@ -8,11 +8,13 @@
 //! is known to be free. [`inspect`] does the same reading as `prepare` but
 //! keeps every field, valid or not, for `memplug inspect`.
 //!
-//! Imports `raw`, `validate`, `symbols`, `info`, `discover` and `error`.
+//! Imports `raw`, `validate`, `symbols`, `info`, `layout`, `discover` and
+//! `error`.
 
 use crate::discover::Candidate;
 use crate::error::Refusal;
-use crate::info::{HandlerInfo, Source};
+use crate::info::{HandlerInfo, LayoutCheck, Source};
+use crate::layout;
 use crate::raw::library;
 use crate::raw::symbols::SymbolTable;
 use crate::raw::vtable::VTable;
@@ -31,6 +33,7 @@ pub(crate) fn prepare(candidate: &Candidate) -> Result<Prepared, Refusal> {
     let lib = library::open(&candidate.path)?;
     let entry = library::entry(lib, &candidate.symbol)?;
     let image = library::read_handler(entry, &candidate.symbol)?;
+    let layout = layout::verify(lib, candidate, &image)?;
     let stats = library::stats_companion(lib, &candidate.symbol);
     let (header, vtable) = image.validate(stats)?;
     let unknown = header.prefix.flags & !memplug_abi::KNOWN_FLAGS;
@@ -38,7 +41,7 @@ pub(crate) fn prepare(candidate: &Candidate) -> Result<Prepared, Refusal> {
         tracing::info!(candidate = %candidate, flags = format!("{unknown:#x}"), "ignoring unknown advisory flags");
     }
     let source = Source::Plugin { path: candidate.path.clone(), symbol: candidate.symbol.clone() };
-    let info = HandlerInfo::from_header(header, source);
+    let info = HandlerInfo::from_header(header, layout, source);
     tracing::debug!(candidate = %candidate, name = %info.name, version = %info.version, "validated plugin");
     Ok(Prepared { vtable, info })
 }
@@ -97,6 +100,9 @@ pub struct Inspection {
     /// The entry's ABI 1.0 statistics companion symbol, if the library has
     /// one.
     pub stats_companion: Option<String>,
+    /// The layout check of a Rust plugin's `<entry>_layout` companion, if
+    /// the entry could be called (a mismatch is the verdict).
+    pub layout: Option<LayoutCheck>,
     /// The verdict.
     pub verdict: Result<ValidatedHeader, Refusal>,
 }
@@ -106,6 +112,7 @@ pub fn inspect(candidate: &Candidate) -> Inspection {
     let mut prefix = None;
     let mut fields = None;
     let mut stats_companion = None;
+    let mut layout = None;
     let verdict = (|| {
         let lib = library::open(&candidate.path)?;
         stats_companion = library::stats_companion(lib, &candidate.symbol)
@@ -113,11 +120,14 @@ pub fn inspect(candidate: &Candidate) -> Inspection {
         let image = library::read_handler(library::entry(lib, &candidate.symbol)?, &candidate.symbol)?;
         prefix = Some(image.prefix);
         fields = RawFields::parse(&image.bytes);
-        match image.prefix_refusal {
-            Some(r) => Err(r),
-            None => validate::validate(&image.bytes),
+        layout = Some(layout::verify(lib, candidate, &image));
+        match (image.prefix_refusal, &layout) {
+            (Some(r), _) => Err(r),
+            (None, Some(Err(r))) => Err(r.clone()),
+            (None, _) => validate::validate(&image.bytes),
         }
     })();
+    let layout = layout.and_then(Result::ok);
     let readings = fields.as_ref().map(|f| validate::v1_1_readings(f, stats_companion.as_deref())).unwrap_or_default();
-    Inspection { candidate: candidate.clone(), prefix, fields, readings, stats_companion, verdict }
+    Inspection { candidate: candidate.clone(), prefix, fields, readings, stats_companion, layout, verdict }
 }

@@ -2,10 +2,10 @@
 //! which ABI 1.1 fields came from the plugin and which are host defaults
 //! (as `validate` records them) — and the verdict. Nothing is installed.
 
-use memplug::Candidate;
 use memplug::info::flag_names;
 use memplug::load::{self, Inspection};
 use memplug::validate::{FieldReading, readable_len};
+use memplug::{Candidate, LayoutCheck};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,6 +22,7 @@ struct InspectJson<'a> {
     host_reads: Option<usize>,
     flags: Option<Vec<&'static str>>,
     fields: Option<FieldsJson>,
+    layout: Option<LayoutJson>,
     status: &'static str,
     reason: Option<&'static str>,
     message: Option<String>,
@@ -40,6 +41,14 @@ struct FieldsJson {
     functions: BTreeMap<&'static str, String>,
     #[serde(flatten)]
     v1_1: BTreeMap<&'static str, ReadingJson>,
+}
+
+/// The layout check of a Rust plugin's `<entry>_layout` companion.
+#[derive(Serialize)]
+struct LayoutJson {
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
 }
 
 /// One ABI 1.1 field: its value, `plugin` or `default`, and a note.
@@ -89,6 +98,13 @@ fn print_json(i: &Inspection) {
         host_reads: i.prefix.and_then(|p| readable_len(&p).ok()),
         flags: i.prefix.map(|p| flag_names(p.flags)),
         fields,
+        layout: i.layout.as_ref().map(|l| LayoutJson {
+            status: l.code(),
+            reason: match l {
+                LayoutCheck::NotChecked { reason } => Some(reason.clone()),
+                _ => None,
+            },
+        }),
         status: if i.verdict.is_ok() { "ok" } else { "rejected" },
         reason: i.verdict.as_ref().err().map(|e| e.code()),
         message: i.verdict.as_ref().err().map(|e| e.to_string()),
@@ -123,6 +139,9 @@ fn print_text(i: &Inspection) {
             let note = if r.note.is_empty() { String::new() } else { format!("; {}", r.note) };
             println!("{:<15} {} ({}{note})", format!("{}:", r.name), r.value, source(r));
         }
+    }
+    if let Some(layout) = &i.layout {
+        println!("layout:         {layout}");
     }
     match &i.verdict {
         Ok(_) => println!("verdict:        ok"),

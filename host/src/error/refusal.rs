@@ -186,6 +186,27 @@ pub enum Refusal {
         /// The requirement, e.g. `>=1.2, <2`.
         requirement: String,
     },
+    /// A Rust plugin's handler type is not the frozen type of the ABI
+    /// version it claims: `abi_stable`'s layout check of its
+    /// `<entry>_layout` companion found a difference that `struct_size`
+    /// cannot show (a field's type changed, fields swapped or renamed), or
+    /// the companion is not one.
+    #[error(
+        "`{companion}` does not describe this host's frozen ABI {major}.{minor} handler type: {explanation}. Rebuild \
+         the plugin against the released memplug-abi crate, unmodified (it was built against an altered copy of \
+         its types, or uses the companion's name for something else)"
+    )]
+    LayoutMismatch {
+        /// The companion symbol, e.g. `memplug_handler_layout`.
+        companion: String,
+        /// The ABI major the plugin claims.
+        major: u16,
+        /// The ABI minor the plugin claims.
+        minor: u16,
+        /// What differs: `abi_stable`'s findings, field by field, or why
+        /// the companion's answer is not a layout.
+        explanation: String,
+    },
     /// Another handler already has this name.
     #[error(
         "a handler named `{name}` is already registered (from {existing}): give this plugin another name, or \
@@ -218,6 +239,7 @@ impl Refusal {
             Refusal::BadAlignment { .. } => "bad-alignment",
             Refusal::UnsupportedMemoryKind { .. } => "unsupported-memory-kind",
             Refusal::VersionUnsatisfied { .. } => "version-unsatisfied",
+            Refusal::LayoutMismatch { .. } => "layout-mismatch",
         }
     }
 }
