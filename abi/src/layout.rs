@@ -18,7 +18,7 @@
 //! crate's `layout` feature off, do not export it and are checked by
 //! `struct_size` and the ABI version alone. The descriptor itself is plain
 //! `#[repr(C)]` data and is defined with or without the feature; only
-//! building a descriptor from a Rust type ([`MemplugLayout::of`]) needs
+//! building a descriptor from a Rust type (`MemplugLayout::of`) needs
 //! `abi_stable`.
 //!
 //! [`export_handler!`]: crate::export_handler

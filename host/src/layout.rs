@@ -100,7 +100,7 @@ pub(crate) fn verify(lib: &'static Library, candidate: &Candidate, image: &Image
 }
 
 /// This host's frozen handler type of ABI `1.minor`, if it knows that minor.
-pub(crate) fn frozen_layout(minor: u16) -> Option<&'static TypeLayout> {
+fn frozen_layout(minor: u16) -> Option<&'static TypeLayout> {
     match minor {
         0 => Some(<frozen::v1_0::MemplugHandler as StableAbi>::LAYOUT),
         1 => Some(<frozen::v1_1::MemplugHandler as StableAbi>::LAYOUT),
@@ -111,7 +111,7 @@ pub(crate) fn frozen_layout(minor: u16) -> Option<&'static TypeLayout> {
 /// Compare `found` with `expected` by `abi_stable`'s rules, forgiving only a
 /// different crate version; on a difference, each difference `abi_stable`
 /// found, saying where (the field) and what, joined by `; `.
-pub(crate) fn compare(expected: &'static TypeLayout, found: &'static TypeLayout) -> Result<(), String> {
+fn compare(expected: &'static TypeLayout, found: &'static TypeLayout) -> Result<(), String> {
     let Err(error) = abi_stable::abi_stability::check_layout_compatibility(expected, found).into_result() else {
         return Ok(());
     };
@@ -127,7 +127,6 @@ pub(crate) fn compare(expected: &'static TypeLayout, found: &'static TypeLayout)
 fn explain(error: &AbiInstabilityError) -> Vec<String> {
     // The fields leading to the difference: a function pointer field shows
     // as the field, then as the function whose parameters (`param_0`, …)
-    // and return type (`__returns`) follow.
     // and return type (`__returns`) follow. A pointer's pointee is `.0`.
     let (mut path, mut function) = (Vec::new(), None);
     for step in error.stack_trace.iter() {
