@@ -289,7 +289,10 @@ impl Entry {
             Status::TimedOut => format!("it hung the process checking it {place}"),
             _ => format!("it ended the process checking it without a report {place}"),
         };
-        Some(crate::error::Refusal::KnownBad { what, date: utc_date(self.checked) })
+        Some(crate::error::Refusal::from(crate::error::IsolationRefusal::KnownBad {
+            what,
+            date: utc_date(self.checked),
+        }))
     }
 
     /// For a bad verdict: a report saying so about `candidate` (with an

@@ -20,6 +20,8 @@
 //!    user directory, the system directories) and the cache lives;
 //!    [`discover`] — find candidates there or in explicit paths;
 //! 7. [`info`] — what is known about a handler ([`HandlerInfo`], [`Source`]);
+//!    `layout` (private) — compare a Rust plugin's `abi_stable` type layout
+//!    with the frozen type of the ABI minor it claims;
 //! 8. [`load`] — open a library, call its entry, copy and validate the
 //!    header; or find a spec's symbols; and `inspect`;
 //! 9. `handle` (private) — the [`Handler`] type itself;
@@ -78,6 +80,7 @@ pub mod precheck;
 pub mod dirs;
 pub mod discover;
 pub mod info;
+mod layout;
 pub mod load;
 mod handle;
 pub mod lock;
@@ -99,7 +102,7 @@ pub use current::HandlerScope;
 pub use discover::Candidate;
 pub use error::{AllocError, BufferError, InstanceError, LoadError, LockError, PolicyError, Refusal};
 pub use handler::{AlignedStrategy, Handler, Instance};
-pub use info::{HandlerInfo, Source};
+pub use info::{HandlerInfo, LayoutCheck, Source};
 pub use lock::{HandlerGuard, MultiGuard};
 pub use ownership::Ownership;
 pub use policy::Policy;

@@ -17,7 +17,7 @@
 use crate::cache::{self, FileId, Lookup, VerdictCache};
 use crate::current;
 use crate::discover::{self, Candidate};
-use crate::error::{LoadError, Refusal};
+use crate::error::{IsolationRefusal, LoadError, Refusal};
 use crate::handler::Handler;
 use crate::load::{self, Prepared};
 use crate::policy::Probe;
@@ -140,7 +140,7 @@ impl Registry {
                     tracing::debug!(candidate = %c, "the verdict cache saw this file checked; not probing it again");
                     return match reports.first() {
                         Some(r) if r.reason.as_deref() == Some("conformance-failed") => {
-                            Err(Refusal::ConformanceFailed { summary: r.message.clone() })
+                            Err(Refusal::from(IsolationRefusal::ConformanceFailed { summary: r.message.clone() }))
                         }
                         _ => Ok(()),
                     };

@@ -14,7 +14,7 @@ use crate::check::{self, CheckResult, Tally, Verdict};
 use crate::discover::Candidate;
 use crate::error::{LoadError, Refusal};
 use crate::handler::{AlignedStrategy, Handler};
-use crate::info::Source;
+use crate::info::{LayoutCheck, Source};
 use crate::load::Inspection;
 use crate::validate::{Prefix, RawFields, readable_len};
 use serde::{Deserialize, Serialize};
@@ -312,6 +312,10 @@ pub struct InspectionReport {
     pub fields: Option<RawFields>,
     /// The ABI 1.1 fields as the host would use them.
     pub readings: Vec<Reading>,
+    /// The layout check of a Rust plugin's `<entry>_layout` companion, if
+    /// it ran.
+    #[serde(default)]
+    pub layout: Option<LayoutCheck>,
     /// The verdict: `ok`, `rejected`, or how a worker failed.
     pub status: Status,
     /// The reason code when not ok.
@@ -357,6 +361,7 @@ impl InspectionReport {
                     note: r.note.clone(),
                 })
                 .collect(),
+            layout: i.layout.clone(),
             status: if i.verdict.is_ok() { Status::Ok } else { Status::Rejected },
             reason: i.verdict.as_ref().err().map(|e| e.code().to_string()),
             message: i.verdict.as_ref().err().map(|e| e.to_string()),
@@ -379,6 +384,7 @@ impl InspectionReport {
             host_reads: None,
             fields: None,
             readings: Vec::new(),
+            layout: None,
             status,
             reason: Some(status.as_str().to_string()),
             message: Some(message),
