@@ -123,6 +123,10 @@ pub struct Loaded {
     pub takes_options: bool,
     /// The ABI 1.1 fields the host supplied defaults for.
     pub defaulted: Vec<String>,
+    /// Whether a Rust plugin's type layout was compared with the frozen
+    /// one: `checked`, `not-exported` (a C plugin) or `not-checked`.
+    #[serde(default)]
+    pub layout: String,
 }
 
 /// A conformance pass: the counts and every result.
@@ -184,6 +188,7 @@ impl Report {
                 .into(),
                 takes_options: h.takes_options(),
                 defaulted: info.defaulted.iter().map(|d| d.to_string()).collect(),
+                layout: info.layout.code().to_string(),
             }),
             checks,
             stage: None,
