@@ -96,11 +96,11 @@ fn anon_huge_kb(addr: usize) -> u64 {
     let mut inside = false;
     for line in text.lines() {
         let first = line.split_whitespace().next().unwrap_or("");
-        if let Some((a, b)) = first.split_once('-') {
-            if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16)) {
-                inside = (a..b).contains(&addr);
-                continue;
-            }
+        if let Some((a, b)) = first.split_once('-')
+            && let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+        {
+            inside = (a..b).contains(&addr);
+            continue;
         }
         if inside && let Some(v) = line.strip_prefix("AnonHugePages:") {
             return v.split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or(0);

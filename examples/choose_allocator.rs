@@ -41,7 +41,7 @@ fn main() -> ExitCode {
             "{:>6} bytes at {:p} (64-byte aligned: {}), freed by {}",
             b.len(),
             b.as_ptr(),
-            b.as_ptr() as usize % 64 == 0,
+            (b.as_ptr() as usize).is_multiple_of(64),
             b.handler().map_or("-", |h| h.name())
         );
     }

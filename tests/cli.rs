@@ -9,7 +9,8 @@ use std::process::{Command, Output};
 
 fn memplug() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_memplug"));
-    c.env_remove("MEMPLUG_PLUGIN_PATH").env_remove("RUST_LOG");
+    // Every run checks afresh (the verdict cache has tests of its own).
+    c.env_remove("MEMPLUG_PLUGIN_PATH").env_remove("RUST_LOG").env("MEMPLUG_CACHE", "off");
     c
 }
 
@@ -55,7 +56,14 @@ fn check_json_shape_for_the_bundled_plugins() {
 #[test]
 fn check_table_and_plugin_path_variable() {
     let dir = bundled_dir();
-    let out = memplug().arg("check").env("MEMPLUG_PLUGIN_PATH", dir.path()).output().unwrap();
+    // Only this directory: no system directories (the build tree is one).
+    let out = memplug()
+        .arg("check")
+        .env("MEMPLUG_PLUGIN_PATH", dir.path())
+        .env("MEMPLUG_SYSTEM_PLUGIN_PATH", "")
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     for name in ["system", "aligned", "tracking"] {
@@ -67,11 +75,19 @@ fn check_table_and_plugin_path_variable() {
 
 #[test]
 fn no_arguments_checks_the_directory_of_the_executable() {
-    // The layout `cargo build` leaves: memplug with the plugins beside it.
+    // The layout `cargo build` leaves: memplug with the plugins beside it,
+    // in a directory cargo marks with its `.cargo-lock`.
     let dir = bundled_dir();
     let exe = dir.path().join("memplug");
     std::fs::copy(env!("CARGO_BIN_EXE_memplug"), &exe).unwrap();
-    let out = Command::new(&exe).env_remove("MEMPLUG_PLUGIN_PATH").args(["check", "--json"]).output().unwrap();
+    std::fs::write(dir.path().join(".cargo-lock"), "").unwrap();
+    let out = Command::new(&exe)
+        .env_remove("MEMPLUG_PLUGIN_PATH")
+        .env_remove("MEMPLUG_SYSTEM_PLUGIN_PATH")
+        .env("HOME", dir.path())
+        .args(["check", "--json"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v = json(&out);
     let mut names: Vec<&str> = v.as_array().unwrap().iter().map(|o| o["name"].as_str().unwrap()).collect();

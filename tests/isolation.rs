@@ -30,15 +30,7 @@ const READ_ONLY: u32 = 5;
 
 /// Build a misbehaving plugin named `name` into `dir`.
 fn misbehaving(dir: &Path, name: &str, at: u32, how: u32, after: u32) -> PathBuf {
-    let src = support::root().join("tests/fixtures/misbehaving_plugin.c");
-    let defines = [
-        format!("BAD_NAME=\"{name}\""),
-        format!("BAD_AT={at}"),
-        format!("BAD_HOW={how}"),
-        format!("BAD_AFTER={after}"),
-    ];
-    let defines: Vec<&str> = defines.iter().map(String::as_str).collect();
-    support::build_c(&src, dir, &format!("lib{name}.so"), &defines)
+    support::misbehaving(dir, name, at, how, after)
 }
 
 /// Copy the bundled plugins into `dir`.
@@ -49,7 +41,8 @@ fn bundled_into(dir: &Path) {
 }
 
 fn memplug(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_memplug")).args(args).arg(dir).output().unwrap()
+    // Every run checks afresh: no verdict cache.
+    Command::new(env!("CARGO_BIN_EXE_memplug")).env("MEMPLUG_CACHE", "off").args(args).arg(dir).output().unwrap()
 }
 
 fn json(out: &Output) -> Vec<Value> {
@@ -169,6 +162,7 @@ fn in_process_keeps_the_old_behaviour_and_the_log_names_the_culprit() {
     std::fs::copy(support::plugin("system"), dir.path().join("liba_good.so")).unwrap();
     let bad = misbehaving(dir.path(), "b_bad", CTOR, SEGV, 0);
     let out = Command::new(env!("CARGO_BIN_EXE_memplug"))
+        .env("MEMPLUG_CACHE", "off")
         .args(["check", "--in-process"])
         .arg(dir.path())
         .env("RUST_LOG", "memplug=debug")

@@ -365,7 +365,10 @@ unsafe extern "C" fn free_tramp<A: Allocator>(ctx: *mut c_void, ptr: *mut c_void
 ///
 /// `export_handler!(MyAlloc)` defines the entry function `memplug_handler`;
 /// `export_handler!(MyAlloc, my_entry)` uses another name, so one library can
-/// export several handlers (the host is then told the entry's name).
+/// export several handlers (the host is then told the entry's name). With
+/// the `layout` feature (default) it also exports the entry's
+/// [layout companion](crate::layout), `memplug_handler_layout` or
+/// `my_entry_layout`.
 ///
 /// The crate must be built as a `cdylib`. See the crate documentation for a
 /// complete example; [`export_handler_v1_0!`](crate::export_handler_v1_0)
@@ -384,6 +387,8 @@ macro_rules! export_handler {
             static HANDLER: ::std::sync::OnceLock<$crate::export::StaticHandler> = ::std::sync::OnceLock::new();
             $crate::export::entry::<$alloc>(&STATE, &HANDLER)
         }
+
+        $crate::__export_layout!($entry, $crate::layout::CURRENT);
     };
 }
 
@@ -394,7 +399,8 @@ macro_rules! export_handler {
 ///
 /// `export_handler_v1_0!(MyAlloc)` defines `memplug_handler` and
 /// `memplug_handler_stats`; `export_handler_v1_0!(MyAlloc, entry, entry_stats)`
-/// uses other names.
+/// uses other names. With the `layout` feature (default) it also exports
+/// `<entry>_layout`, describing the frozen 1.0 handler.
 #[macro_export]
 macro_rules! export_handler_v1_0 {
     ($alloc:ty) => {
@@ -420,5 +426,7 @@ macro_rules! export_handler_v1_0 {
             // SAFETY: forwarded unchanged from this function's own contract.
             unsafe { $crate::export::stats::<$alloc>(ctx, out) }
         }
+
+        $crate::__export_layout!($entry, $crate::layout::V1_0);
     };
 }

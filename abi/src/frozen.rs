@@ -10,16 +10,23 @@
 //! The C headers as released are kept beside the crate in
 //! `abi/frozen/<version>/memplug.h`.
 //!
+//! With the `layout` feature the frozen types derive `abi_stable::StableAbi`:
+//! a host compares a Rust plugin's [layout companion](crate::layout) with
+//! them. Their function pointer fields are spelled out (the same types as
+//! the `*Fn` aliases of the crate root, which the derive cannot see
+//! through).
+//!
 //! [`MemplugHandler`]: crate::MemplugHandler
 
 /// ABI 1.0 as released: 248 bytes.
 pub mod v1_0 {
-    use crate::{CallocFn, FreeFn, MallocFn, NAME_CAP, ReallocFn, VERSION_CAP};
+    use crate::{NAME_CAP, VERSION_CAP};
     use core::ffi::c_void;
 
     /// The ABI 1.0 handler.
     #[repr(C)]
     #[derive(Debug, Clone, Copy)]
+    #[cfg_attr(feature = "layout", derive(abi_stable::StableAbi))]
     pub struct MemplugHandler {
         /// Magic.
         pub magic: u32,
@@ -38,13 +45,13 @@ pub mod v1_0 {
         /// Context.
         pub ctx: *mut c_void,
         /// malloc.
-        pub malloc: Option<MallocFn>,
+        pub malloc: Option<unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void>,
         /// calloc.
-        pub calloc: Option<CallocFn>,
+        pub calloc: Option<unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void>,
         /// realloc.
-        pub realloc: Option<ReallocFn>,
+        pub realloc: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize, usize) -> *mut c_void>,
         /// free.
-        pub free: Option<FreeFn>,
+        pub free: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize)>,
     }
 
     #[cfg(target_pointer_width = "64")]
@@ -68,14 +75,13 @@ pub mod v1_0 {
 
 /// ABI 1.1 as released: 296 bytes, the 1.0 fields then seven more.
 pub mod v1_1 {
-    use crate::{
-        AlignedAllocFn, CallocFn, CreateFn, DestroyFn, FreeFn, MallocFn, NAME_CAP, ReallocFn, StatsFn, VERSION_CAP,
-    };
-    use core::ffi::c_void;
+    use crate::{MemplugInstance, MemplugStats, NAME_CAP, VERSION_CAP};
+    use core::ffi::{c_char, c_void};
 
     /// The ABI 1.1 handler.
     #[repr(C)]
     #[derive(Debug, Clone, Copy)]
+    #[cfg_attr(feature = "layout", derive(abi_stable::StableAbi))]
     pub struct MemplugHandler {
         /// Magic.
         pub magic: u32,
@@ -94,13 +100,13 @@ pub mod v1_1 {
         /// Context.
         pub ctx: *mut c_void,
         /// malloc.
-        pub malloc: Option<MallocFn>,
+        pub malloc: Option<unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void>,
         /// calloc.
-        pub calloc: Option<CallocFn>,
+        pub calloc: Option<unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void>,
         /// realloc.
-        pub realloc: Option<ReallocFn>,
+        pub realloc: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize, usize) -> *mut c_void>,
         /// free.
-        pub free: Option<FreeFn>,
+        pub free: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize)>,
         /// Alignment of every block (0 = default).
         pub alignment: u64,
         /// DLPack device type (0 = CPU).
@@ -108,13 +114,13 @@ pub mod v1_1 {
         /// Required flags.
         pub required_flags: u32,
         /// Optional aligned allocation.
-        pub aligned_alloc: Option<AlignedAllocFn>,
+        pub aligned_alloc: Option<unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void>,
         /// Optional instance creation.
-        pub create: Option<CreateFn>,
+        pub create: Option<unsafe extern "C" fn(*mut c_void, *const c_char, *mut MemplugInstance) -> i32>,
         /// Optional instance destruction.
-        pub destroy: Option<DestroyFn>,
+        pub destroy: Option<unsafe extern "C" fn(*mut c_void)>,
         /// Optional statistics.
-        pub stats: Option<StatsFn>,
+        pub stats: Option<unsafe extern "C" fn(*mut c_void, *mut MemplugStats) -> i32>,
     }
 
     #[cfg(target_pointer_width = "64")]

@@ -19,6 +19,12 @@
 //! declared size and supplies defaults for what an older plugin lacks. The
 //! layouts as released are kept in [`frozen`]; the contract is in `ABI.md`.
 //!
+//! # Cargo features
+//! - `layout` (default): the types derive `abi_stable::StableAbi`, and the
+//!   export macros also export the [layout companion](layout) of each
+//!   entry, so a host can check that a Rust plugin was built against the
+//!   released types. Without it the crate has no dependencies.
+//!
 //! # Writing a plugin in Rust
 //! Implement [`Allocator`] and call [`export_handler!`] in a `cdylib` crate:
 //!
@@ -72,10 +78,12 @@
 #[allow(unsafe_code)]
 pub mod export;
 pub mod frozen;
+pub mod layout;
 
 pub use export::{Allocator, fixed_str};
+pub use layout::{LAYOUT_SUFFIX, MemplugLayout};
 
-use core::ffi::c_void;
+use core::ffi::{c_char, c_void};
 
 /// The magic number every handler starts with: `"MPLG"` read as a
 /// little-endian `u32`.
@@ -157,6 +165,7 @@ pub type DestroyFn = unsafe extern "C" fn(instance_ctx: *mut c_void);
 /// What `create` fills in (ABI 1.1). Mirrors `memplug_instance_t`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "layout", derive(abi_stable::StableAbi))]
 pub struct MemplugInstance {
     /// Set by the host to `size_of::<MemplugInstance>()`.
     pub struct_size: u64,
@@ -176,6 +185,7 @@ pub struct MemplugInstance {
 /// layout.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "layout", derive(abi_stable::StableAbi))]
 pub struct MemplugHandler {
     /// Must be [`MAGIC`].
     pub magic: u32,
@@ -194,13 +204,13 @@ pub struct MemplugHandler {
     /// Passed back unchanged as the first argument of every function.
     pub ctx: *mut c_void,
     /// See [`MallocFn`].
-    pub malloc: Option<MallocFn>,
+    pub malloc: Option<unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void>,
     /// See [`CallocFn`].
-    pub calloc: Option<CallocFn>,
+    pub calloc: Option<unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void>,
     /// See [`ReallocFn`].
-    pub realloc: Option<ReallocFn>,
+    pub realloc: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize, usize) -> *mut c_void>,
     /// See [`FreeFn`].
-    pub free: Option<FreeFn>,
+    pub free: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize)>,
     // ---- ABI 1.1 ----
     /// Every block is aligned to this (a power of two); 0 means
     /// [`DEFAULT_ALIGNMENT`].
@@ -210,13 +220,13 @@ pub struct MemplugHandler {
     /// `REQUIRE_*` bits the host must understand.
     pub required_flags: u32,
     /// Optional, see [`AlignedAllocFn`].
-    pub aligned_alloc: Option<AlignedAllocFn>,
+    pub aligned_alloc: Option<unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void>,
     /// Optional, see [`CreateFn`].
-    pub create: Option<CreateFn>,
+    pub create: Option<unsafe extern "C" fn(*mut c_void, *const c_char, *mut MemplugInstance) -> i32>,
     /// Optional, see [`DestroyFn`].
-    pub destroy: Option<DestroyFn>,
+    pub destroy: Option<unsafe extern "C" fn(*mut c_void)>,
     /// Optional, see [`StatsFn`].
-    pub stats: Option<StatsFn>,
+    pub stats: Option<unsafe extern "C" fn(*mut c_void, *mut MemplugStats) -> i32>,
 }
 
 /// The size of an ABI 1.0 handler: the smallest `struct_size` the host accepts.
@@ -231,6 +241,26 @@ pub const fn required_size(minor: u16) -> usize {
 }
 
 const _: () = assert!(core::mem::size_of::<MemplugHandler>() == SIZE_V1_1);
+
+/// The function pointer fields are the `*Fn` types above, spelled out for
+/// `abi_stable`'s derive: this does not compile if the two drift apart.
+type Functions = (
+    Option<MallocFn>,
+    Option<CallocFn>,
+    Option<ReallocFn>,
+    Option<FreeFn>,
+    Option<AlignedAllocFn>,
+    Option<CreateFn>,
+    Option<DestroyFn>,
+    Option<StatsFn>,
+);
+const _: fn(&MemplugHandler) -> Functions =
+    |h| (h.malloc, h.calloc, h.realloc, h.free, h.aligned_alloc, h.create, h.destroy, h.stats);
+const _: fn(&frozen::v1_1::MemplugHandler) -> Functions =
+    |h| (h.malloc, h.calloc, h.realloc, h.free, h.aligned_alloc, h.create, h.destroy, h.stats);
+/// The ABI 1.0 function pointer fields.
+type Functions10 = (Option<MallocFn>, Option<CallocFn>, Option<ReallocFn>, Option<FreeFn>);
+const _: fn(&frozen::v1_0::MemplugHandler) -> Functions10 = |h| (h.malloc, h.calloc, h.realloc, h.free);
 
 /// The fixed prefix every version of the handler starts with: magic, version,
 /// size and flags. The host reads these 16 bytes first and decides from them
@@ -288,6 +318,7 @@ fn c_field(bytes: &[u8]) -> Option<&str> {
 /// only fields that fit in it.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "layout", derive(abi_stable::StableAbi))]
 pub struct MemplugStats {
     /// Set by the caller to `size_of::<MemplugStats>()`.
     pub struct_size: u64,

@@ -302,7 +302,7 @@ fn check_aligned(h: Handler) -> Result<(), String> {
         let mut b = Buffer::with_capacity_aligned_in(100, align, h).map_err(alloc_failure)?;
         for round in 0..3 {
             let addr = b.as_ptr() as usize;
-            if addr % align != 0 {
+            if !addr.is_multiple_of(align) {
                 return Err(format!("a block asked for with alignment {align} is at {addr:#x} (round {round})"));
             }
             let start = b.len();

@@ -28,6 +28,8 @@ use std::path::{Path, PathBuf};
 pub const PATH_ENV: &str = "MEMPLUG_PLUGIN_PATH";
 /// The environment variable that, when set, replaces the system directories.
 pub const SYSTEM_PATH_ENV: &str = "MEMPLUG_SYSTEM_PLUGIN_PATH";
+/// The environment variable that turns the verdict cache off (`off`).
+pub const CACHE_ENV: &str = "MEMPLUG_CACHE";
 
 /// Why a directory is on the search path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -83,6 +85,8 @@ pub struct Env {
     pub home: Option<PathBuf>,
     /// The running executable.
     pub exe: Option<PathBuf>,
+    /// `MEMPLUG_CACHE`.
+    pub cache: Option<String>,
 }
 
 impl Env {
@@ -97,6 +101,7 @@ impl Env {
             xdg_cache_home: dir("XDG_CACHE_HOME").filter(|p| p.is_absolute()),
             home: dir("HOME"),
             exe: std::env::current_exe().ok(),
+            cache: var(CACHE_ENV),
         }
     }
 
@@ -110,6 +115,16 @@ impl Env {
     pub fn cache_dir(&self) -> Option<PathBuf> {
         let cache = self.xdg_cache_home.clone().or_else(|| self.home.as_ref().map(|h| h.join(".cache")))?;
         Some(cache.join("memplug"))
+    }
+
+    /// The verdict cache file ([`crate::cache`]):
+    /// `verdicts-ARCH.cbor` in [`cache_dir`](Env::cache_dir); `None` when
+    /// `MEMPLUG_CACHE` is `off` or no home is known.
+    pub fn verdict_cache(&self) -> Option<PathBuf> {
+        if self.cache.as_deref().is_some_and(|v| v.trim().eq_ignore_ascii_case("off")) {
+            return None;
+        }
+        Some(self.cache_dir()?.join(format!("verdicts-{}.cbor", std::env::consts::ARCH)))
     }
 
     /// The system directories (see the module docs), in order.

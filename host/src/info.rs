@@ -34,6 +34,19 @@ pub enum Source {
     },
 }
 
+impl Source {
+    /// The file it came from: the plugin library, or the manifest of an
+    /// allocator taken by symbol name (`None` for the built-in handler and
+    /// for specs given directly).
+    pub fn file(&self) -> Option<&std::path::Path> {
+        match self {
+            Source::Plugin { path, .. } => Some(path),
+            Source::Symbols { manifest, .. } => manifest.as_deref(),
+            Source::Builtin => None,
+        }
+    }
+}
+
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -42,6 +55,49 @@ impl fmt::Display for Source {
             Source::Plugin { path, symbol } => write!(f, "{}#{symbol}", path.display()),
             Source::Symbols { manifest: Some(m), .. } => write!(f, "{}", m.display()),
             Source::Symbols { library, symbols, .. } => write!(f, "{library} ({} / {})", symbols.malloc, symbols.free),
+        }
+    }
+}
+
+/// What the layout check of a plugin found: whether its `<entry>_layout`
+/// companion (exported by `memplug-abi`'s Rust export macros) was compared
+/// with the host's frozen type of the ABI minor it claims. A mismatch is not
+/// here: it refuses the plugin (`layout-mismatch`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[non_exhaustive]
+pub enum LayoutCheck {
+    /// No layout companion: a C plugin, a Rust plugin built without
+    /// `memplug-abi`'s `layout` feature, or a handler without a header.
+    /// `struct_size` and the ABI version are all that is checked, as
+    /// always.
+    NotExported,
+    /// `abi_stable` compared the plugin's handler type with the host's
+    /// frozen type of the claimed ABI minor, field by field: compatible.
+    Checked,
+    /// The plugin exports a companion, but the host could not compare it.
+    NotChecked {
+        /// Why, e.g. "ABI 1.2 is newer than this host's 1.1".
+        reason: String,
+    },
+}
+
+impl LayoutCheck {
+    /// A stable code: `not-exported`, `checked` or `not-checked`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            LayoutCheck::NotExported => "not-exported",
+            LayoutCheck::Checked => "checked",
+            LayoutCheck::NotChecked { .. } => "not-checked",
+        }
+    }
+}
+
+impl fmt::Display for LayoutCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayoutCheck::NotExported => f.write_str("not exported (struct_size and ABI version only)"),
+            LayoutCheck::Checked => f.write_str("checked (abi_stable)"),
+            LayoutCheck::NotChecked { reason } => write!(f, "not checked: {reason}"),
         }
     }
 }
@@ -75,6 +131,9 @@ pub struct HandlerInfo {
     /// The options this instance was made with; `None` for a plugin's own
     /// handler.
     pub options: Option<String>,
+    /// Whether the plugin's handler type was checked against the frozen
+    /// layout of its ABI minor ([`LayoutCheck`]).
+    pub layout: LayoutCheck,
     /// Where it came from.
     pub source: Source,
 }
@@ -101,7 +160,7 @@ impl HandlerInfo {
     }
 
     /// The info of a plugin whose header passed validation.
-    pub(crate) fn from_header(header: ValidatedHeader, source: Source) -> HandlerInfo {
+    pub(crate) fn from_header(header: ValidatedHeader, layout: LayoutCheck, source: Source) -> HandlerInfo {
         HandlerInfo {
             name: header.name,
             version: header.version,
@@ -115,6 +174,7 @@ impl HandlerInfo {
             defaulted: header.defaulted,
             deprecated: false,
             options: None,
+            layout,
             source,
         }
     }
@@ -143,6 +203,7 @@ impl HandlerInfo {
             defaulted,
             deprecated: false,
             options: None,
+            layout: LayoutCheck::NotExported,
             source,
         }
     }

@@ -20,6 +20,8 @@
 //!    user directory, the system directories) and the cache lives;
 //!    [`discover`] — find candidates there or in explicit paths;
 //! 7. [`info`] — what is known about a handler ([`HandlerInfo`], [`Source`]);
+//!    `layout` (private) — compare a Rust plugin's `abi_stable` type layout
+//!    with the frozen type of the ABI minor it claims;
 //! 8. [`load`] — open a library, call its entry, copy and validate the
 //!    header; or find a spec's symbols; and `inspect`;
 //! 9. `handle` (private) — the [`Handler`] type itself;
@@ -36,7 +38,9 @@
 //!     — what `check`, `list` and `inspect` say about a candidate;
 //! 15. [`probe`] — run a candidate in a worker process, under a timeout,
 //!     and read its answer (or how it crashed, hung or exited);
-//! 16. [`registry`] — install validated handlers under unique names, under
+//! 16. [`cache`] — the verdict cache: unchanged files are not checked
+//!     again, and files that crashed a worker are refused without running;
+//!     [`registry`] — install validated handlers under unique names, under
 //!     a policy (probing them first if it says so);
 //! 17. [`worker`] — the worker side of `probe`.
 //!
@@ -76,6 +80,7 @@ pub mod precheck;
 pub mod dirs;
 pub mod discover;
 pub mod info;
+mod layout;
 pub mod load;
 mod handle;
 pub mod lock;
@@ -88,6 +93,7 @@ pub mod policy;
 pub mod check;
 pub mod report;
 pub mod probe;
+pub mod cache;
 pub mod registry;
 pub mod worker;
 
@@ -96,7 +102,7 @@ pub use current::HandlerScope;
 pub use discover::Candidate;
 pub use error::{AllocError, BufferError, InstanceError, LoadError, LockError, PolicyError, Refusal};
 pub use handler::{AlignedStrategy, Handler, Instance};
-pub use info::{HandlerInfo, Source};
+pub use info::{HandlerInfo, LayoutCheck, Source};
 pub use lock::{HandlerGuard, MultiGuard};
 pub use ownership::Ownership;
 pub use policy::Policy;

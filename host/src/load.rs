@@ -14,13 +14,14 @@
 //! reading as `prepare` but keeps every field, valid or not, for
 //! `memplug inspect`.
 //!
-//! Imports `raw`, `precheck`, `validate`, `symbols`, `info`, `discover`,
-//! `stage` and
+//! Imports `raw`, `precheck`, `validate`, `symbols`, `info`, `layout`,
+//! `discover`, `stage` and
 //! `error`.
 
 use crate::discover::Candidate;
 use crate::error::Refusal;
-use crate::info::{HandlerInfo, Source};
+use crate::info::{HandlerInfo, LayoutCheck, Source};
+use crate::layout;
 use crate::precheck::{self, Trust};
 use crate::raw::library;
 use crate::raw::symbols::SymbolTable;
@@ -45,6 +46,7 @@ pub(crate) fn prepare(candidate: &Candidate, trust: &Trust) -> Result<Prepared, 
     stage::enter(stage::ENTRY, candidate);
     let entry = library::entry(lib, &candidate.symbol)?;
     let image = library::read_handler(entry, &candidate.symbol)?;
+    let layout = layout::verify(lib, candidate, &image)?;
     let stats = library::stats_companion(lib, &candidate.symbol);
     stage::enter(stage::VALIDATE, candidate);
     let (header, vtable) = image.validate(stats)?;
@@ -53,7 +55,7 @@ pub(crate) fn prepare(candidate: &Candidate, trust: &Trust) -> Result<Prepared, 
         tracing::info!(candidate = %candidate, flags = format!("{unknown:#x}"), "ignoring unknown advisory flags");
     }
     let source = Source::Plugin { path: candidate.path.clone(), symbol: candidate.symbol.clone() };
-    let info = HandlerInfo::from_header(header, source);
+    let info = HandlerInfo::from_header(header, layout, source);
     tracing::debug!(candidate = %candidate, name = %info.name, version = %info.version, "validated plugin");
     Ok(Prepared { vtable, info })
 }
@@ -125,6 +127,9 @@ pub struct Inspection {
     /// The entry's ABI 1.0 statistics companion symbol, if the library has
     /// one.
     pub stats_companion: Option<String>,
+    /// The layout check of a Rust plugin's `<entry>_layout` companion, if
+    /// the entry could be called (a mismatch is the verdict).
+    pub layout: Option<LayoutCheck>,
     /// The verdict.
     pub verdict: Result<ValidatedHeader, Refusal>,
 }
@@ -135,6 +140,7 @@ pub fn inspect(candidate: &Candidate, trust: &Trust) -> Inspection {
     let mut prefix = None;
     let mut fields = None;
     let mut stats_companion = None;
+    let mut layout = None;
     let verdict = (|| {
         stage::enter(stage::PRECHECK, candidate);
         precheck::check_candidate(&candidate.path, trust)?;
@@ -146,11 +152,14 @@ pub fn inspect(candidate: &Candidate, trust: &Trust) -> Inspection {
         let image = library::read_handler(library::entry(lib, &candidate.symbol)?, &candidate.symbol)?;
         prefix = Some(image.prefix);
         fields = RawFields::parse(&image.bytes);
-        match image.prefix_refusal {
-            Some(r) => Err(r),
-            None => validate::validate(&image.bytes),
+        layout = Some(layout::verify(lib, candidate, &image));
+        match (image.prefix_refusal, &layout) {
+            (Some(r), _) => Err(r),
+            (None, Some(Err(r))) => Err(r.clone()),
+            (None, _) => validate::validate(&image.bytes),
         }
     })();
+    let layout = layout.and_then(Result::ok);
     let readings = fields.as_ref().map(|f| validate::v1_1_readings(f, stats_companion.as_deref())).unwrap_or_default();
-    Inspection { candidate: candidate.clone(), prefix, fields, readings, stats_companion, verdict }
+    Inspection { candidate: candidate.clone(), prefix, fields, readings, stats_companion, layout, verdict }
 }

@@ -52,6 +52,13 @@ pub struct Policy {
     /// this one (see [`Probe`]); `None` (the default) loads directly.
     #[serde(skip)]
     pub probe: Option<Probe>,
+    /// The verdict cache file ([`crate::cache`]): a file it remembers as
+    /// having crashed or hung a worker is refused as `known-bad` without
+    /// running it, and a probe of an unchanged file it saw pass is skipped.
+    /// `None` (the default) uses no cache; [`Policy::from_env`] uses the
+    /// default file unless `MEMPLUG_CACHE=off`.
+    #[serde(skip)]
+    pub cache: Option<PathBuf>,
 }
 
 /// How to probe candidates in a worker process before loading them: the
@@ -112,7 +119,11 @@ impl Policy {
     pub fn try_from_env() -> Result<Policy, PolicyError> {
         let level = env(TRUST_ENV);
         let allowlists: Vec<PathBuf> = env(ALLOWLIST_ENV).map(PathBuf::from).into_iter().collect();
-        Ok(Policy { trust: Trust::from_settings(level.as_deref(), &[], &allowlists)?, ..Policy::default() })
+        Ok(Policy {
+            trust: Trust::from_settings(level.as_deref(), &[], &allowlists)?,
+            cache: crate::dirs::Env::current().verdict_cache(),
+            ..Policy::default()
+        })
     }
 
     /// [`Policy::try_from_env`], failing closed: when the environment does
@@ -127,7 +138,7 @@ impl Policy {
                 None => (Trust::Strict, "using strict trust"),
             };
             tracing::error!(code = e.code(), "{e}; {using}");
-            Policy { trust, ..Policy::default() }
+            Policy { trust, cache: crate::dirs::Env::current().verdict_cache(), ..Policy::default() }
         })
     }
 }

@@ -14,11 +14,13 @@
 //! Imports `load`, `discover`, `symbols`, `handler`, `current`, `policy`,
 //! `raw` (the list of opened libraries) and `error`.
 
+use crate::cache::{self, FileId, Lookup, VerdictCache};
 use crate::current;
 use crate::discover::{self, Candidate};
-use crate::error::{LoadError, Refusal};
+use crate::error::{IsolationRefusal, LoadError, Refusal};
 use crate::handler::Handler;
 use crate::load::{self, Prepared};
+use crate::policy::Probe;
 pub use crate::policy::{Policy, PolicyError};
 use crate::precheck;
 use crate::probe::{Request, Task, Worker};
@@ -84,7 +86,7 @@ impl Registry {
     /// allocator manifest (`*.memplug.toml`, see [`crate::symbols`]).
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
         let err = |refusal| LoadError { source_desc: candidate.to_string(), refusal };
-        self.probe(Some(candidate), None).map_err(err)?;
+        self.screen(Some(candidate), None).map_err(err)?;
         let trust = self.policy.read().unwrap_or_else(|e| e.into_inner()).trust.clone();
         let prepared = if candidate.is_manifest() {
             load::prepare_manifest(&candidate.path, &trust)
@@ -98,32 +100,56 @@ impl Registry {
     /// allocation functions (see [`crate::symbols`]).
     pub fn load_symbols(&self, spec: &SymbolSpec) -> Result<Handler, LoadError> {
         let desc = format!("{} ({} / {})", spec.library, spec.symbols.malloc, spec.symbols.free);
-        self.probe(None, Some(spec)).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
+        self.screen(None, Some(spec)).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
         let trust = self.policy.read().unwrap_or_else(|e| e.into_inner()).trust.clone();
         let prepared = load::prepare_symbols(spec, None, &trust)
             .map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
         self.install(prepared, &desc)
     }
 
-    /// If the policy asks for it, load and check the candidate (or spec) in a
-    /// worker process first; refuse it if the worker crashes, hangs, ends
-    /// without a report or sees a conformance check fail.
-    fn probe(&self, candidate: Option<&Candidate>, spec: Option<&SymbolSpec>) -> Result<(), Refusal> {
+    /// Before loading into this process: refuse a file the verdict cache
+    /// knows crashed, hung or exited a worker (`known-bad`); then, if the
+    /// policy asks for it, load and check the candidate (or spec) in a worker
+    /// process first — unless the cache saw the unchanged file pass — and
+    /// refuse it if the worker crashes, hangs, ends without a report or sees
+    /// a conformance check fail. What the worker said goes into the cache.
+    fn screen(&self, candidate: Option<&Candidate>, spec: Option<&SymbolSpec>) -> Result<(), Refusal> {
         let mut policy = self.policy();
-        let Some(settings) = policy.probe.take() else { return Ok(()) };
+        let probe = policy.probe.take();
+        let mut cache = policy.cache.as_deref().map(VerdictCache::open);
+        let ctx = cache::context(Task::Check, &policy, &[]);
+        let worker = match &probe {
+            Some(Probe { worker: Some(exe), .. }) => Some(Worker::new(exe)),
+            Some(_) => Some(Worker::find()?),
+            None => None,
+        };
+        let checker = worker.as_ref().and_then(|w| FileId::of(w.exe()).ok());
         // The file checks run no plugin code and never block: refuse an
-        // untrusted or malformed file here, without starting a worker.
-        if let Some(c) = candidate {
+        // untrusted or malformed file here, before the cache or a worker.
+        if let Some(c) = candidate.filter(|_| cache.is_some() || probe.is_some()) {
             if c.is_manifest() {
                 precheck::check_manifest(&c.path, &policy.trust)?;
             } else {
                 precheck::check_candidate(&c.path, &policy.trust)?;
             }
         }
-        let worker = match &settings.worker {
-            Some(exe) => Worker::new(exe),
-            None => Worker::find()?,
-        };
+        if let (Some(cache), Some(c)) = (&cache, candidate) {
+            match cache.lookup(c, &ctx, checker) {
+                Lookup::KnownBad(entry) => return Err(entry.refusal().expect("a known-bad entry has a refusal")),
+                Lookup::Hit(reports) if probe.is_some() => {
+                    tracing::debug!(candidate = %c, "the verdict cache saw this file checked; not probing it again");
+                    return match reports.first() {
+                        Some(r) if r.reason.as_deref() == Some("conformance-failed") => {
+                            Err(Refusal::from(IsolationRefusal::ConformanceFailed { summary: r.message.clone() }))
+                        }
+                        _ => Ok(()),
+                    };
+                }
+                _ => {}
+            }
+        }
+        let (Some(settings), Some(worker)) = (probe, worker) else { return Ok(()) };
+        let id = candidate.and_then(|c| FileId::of(&c.path).ok());
         let request = Request {
             task: Task::Check,
             candidate: candidate.cloned(),
@@ -134,6 +160,12 @@ impl Registry {
         let started = std::time::Instant::now();
         let outcome = worker.run(&request, settings.timeout);
         tracing::debug!(elapsed = ?started.elapsed(), outcome = ?outcome.verdict(), "probed in a worker process");
+        if let (Some(cache), Some(c), Some(id)) = (&mut cache, candidate, id) {
+            cache.record(c, &ctx, id, checker, &outcome.clone().into_reports(c, true));
+            if let Err(e) = cache.save() {
+                tracing::warn!(cache = %cache.file().display(), error = %e, "cannot write the verdict cache");
+            }
+        }
         outcome.verdict()
     }
 
@@ -143,14 +175,14 @@ impl Registry {
         {
             let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
             let info = &mut prepared.info;
-            if let Some(req) = policy.requirements.get(&info.name) {
-                if !req.matches(&info.version) {
-                    return Err(err(Refusal::VersionUnsatisfied {
-                        name: info.name.clone(),
-                        found: info.version.to_string(),
-                        requirement: req.to_string(),
-                    }));
-                }
+            if let Some(req) = policy.requirements.get(&info.name)
+                && !req.matches(&info.version)
+            {
+                return Err(err(Refusal::VersionUnsatisfied {
+                    name: info.name.clone(),
+                    found: info.version.to_string(),
+                    requirement: req.to_string(),
+                }));
             }
             if info.struct_size != 0 && policy.deprecated_abis.contains(&(info.abi_major, info.abi_minor)) {
                 info.deprecated = true;
@@ -164,9 +196,13 @@ impl Registry {
         }
         let mut map = self.handlers.write().unwrap_or_else(|e| e.into_inner());
         if let Some(existing) = map.get(&prepared.info.name) {
-            return Err(err(Refusal::DuplicateName {
-                name: prepared.info.name.clone(),
-                existing: existing.info().source.to_string(),
+            let name = prepared.info.name.clone();
+            let by = existing.info().source.to_string();
+            let here = prepared.info.source.file().and_then(Path::parent);
+            let there = existing.info().source.file().and_then(Path::parent);
+            return Err(err(match (here, there) {
+                (Some(a), Some(b)) if a != b => Refusal::Shadowed { name, by },
+                _ => Refusal::DuplicateName { name, existing: by },
             }));
         }
         let handler = Handler::install(prepared);

@@ -12,9 +12,9 @@
 
 use crate::check::{self, CheckResult, Tally, Verdict};
 use crate::discover::Candidate;
-use crate::error::LoadError;
+use crate::error::{LoadError, Refusal};
 use crate::handler::{AlignedStrategy, Handler};
-use crate::info::Source;
+use crate::info::{LayoutCheck, Source};
 use crate::load::Inspection;
 use crate::validate::{Prefix, RawFields, readable_len};
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,9 @@ pub enum Status {
     /// The process checking it ended without a report (in `stage`), e.g. a
     /// plugin that calls `exit`.
     NoReport,
+    /// A handler of the same name from an earlier directory on the search
+    /// path takes precedence; not a failure.
+    Shadowed,
 }
 
 impl Status {
@@ -46,6 +49,7 @@ impl Status {
             Status::Crashed => "crashed",
             Status::TimedOut => "timed-out",
             Status::NoReport => "no-report",
+            Status::Shadowed => "shadowed",
         }
     }
 }
@@ -96,6 +100,10 @@ pub struct Report {
     /// For a crashed worker: the signal's name, e.g. `SIGSEGV`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    /// Whether this report comes from the verdict cache (the file is
+    /// unchanged since it was checked) rather than a check just now.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 /// The fields of a [`Report`] that only a loaded handler has.
@@ -115,6 +123,10 @@ pub struct Loaded {
     pub takes_options: bool,
     /// The ABI 1.1 fields the host supplied defaults for.
     pub defaulted: Vec<String>,
+    /// Whether a Rust plugin's type layout was compared with the frozen
+    /// one: `checked`, `not-exported` (a C plugin) or `not-checked`.
+    #[serde(default)]
+    pub layout: String,
 }
 
 /// A conformance pass: the counts and every result.
@@ -176,10 +188,12 @@ impl Report {
                 .into(),
                 takes_options: h.takes_options(),
                 defaulted: info.defaulted.iter().map(|d| d.to_string()).collect(),
+                layout: info.layout.code().to_string(),
             }),
             checks,
             stage: None,
             signal: None,
+            cached: false,
         }
     }
 
@@ -211,6 +225,7 @@ impl Report {
             checks,
             stage: None,
             signal: None,
+            cached: false,
         }
     }
 
@@ -243,7 +258,12 @@ impl Report {
             Ok(h) => Report::loaded(candidate, *h, checks),
             Err(e) => {
                 let pass = checks.map(|_| Checks::none());
-                Report::refused(candidate, e.code(), e.refusal.to_string(), None, None, pass)
+                let mut r = Report::refused(candidate, e.code(), e.refusal.to_string(), None, None, pass);
+                if let Refusal::Shadowed { name, .. } = &e.refusal {
+                    r.status = Status::Shadowed;
+                    r.name = Some(name.clone());
+                }
+                r
             }
         }
     }
@@ -251,6 +271,12 @@ impl Report {
     /// Whether the candidate is usable.
     pub fn ok(&self) -> bool {
         self.status == Status::Ok
+    }
+
+    /// Whether the report is a failure: anything but ok or shadowed (what
+    /// makes `memplug`'s exit status 1).
+    pub fn fails(&self) -> bool {
+        !matches!(self.status, Status::Ok | Status::Shadowed)
     }
 
     /// Where it came from, as `memplug` shows it: the path, with
@@ -291,6 +317,10 @@ pub struct InspectionReport {
     pub fields: Option<RawFields>,
     /// The ABI 1.1 fields as the host would use them.
     pub readings: Vec<Reading>,
+    /// The layout check of a Rust plugin's `<entry>_layout` companion, if
+    /// it ran.
+    #[serde(default)]
+    pub layout: Option<LayoutCheck>,
     /// The verdict: `ok`, `rejected`, or how a worker failed.
     pub status: Status,
     /// The reason code when not ok.
@@ -336,6 +366,7 @@ impl InspectionReport {
                     note: r.note.clone(),
                 })
                 .collect(),
+            layout: i.layout.clone(),
             status: if i.verdict.is_ok() { Status::Ok } else { Status::Rejected },
             reason: i.verdict.as_ref().err().map(|e| e.code().to_string()),
             message: i.verdict.as_ref().err().map(|e| e.to_string()),
@@ -358,6 +389,7 @@ impl InspectionReport {
             host_reads: None,
             fields: None,
             readings: Vec::new(),
+            layout: None,
             status,
             reason: Some(status.as_str().to_string()),
             message: Some(message),

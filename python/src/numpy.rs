@@ -38,13 +38,13 @@ pub fn capsule(py: Python<'_>, key: &str) -> PyResult<Py<PyAny>> {
 /// Make `capsule` (NumPy's default if `None`) NumPy's handler in the
 /// current context; the previous one.
 pub fn set<'py>(py: Python<'py>, capsule: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-    if let Some(c) = capsule {
-        if raw_numpy::capsule_name(c).is_none() {
-            return Err(errors::numpy_error(
-                "not-a-handler",
-                format!("{} is not a NumPy `mem_handler` capsule", c.repr()?),
-            ));
-        }
+    if let Some(c) = capsule
+        && raw_numpy::capsule_name(c).is_none()
+    {
+        return Err(errors::numpy_error(
+            "not-a-handler",
+            format!("{} is not a NumPy `mem_handler` capsule", c.repr()?),
+        ));
     }
     api(py)?.set_handler(py, capsule)
 }

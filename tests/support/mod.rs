@@ -60,3 +60,19 @@ pub(crate) fn build_c_with(src: &Path, include: &Path, dir: &Path, file_name: &s
     assert!(result.status.success(), "compiling {} failed: {}", src.display(), String::from_utf8_lossy(&result.stderr));
     out
 }
+
+/// Build tests/fixtures/misbehaving_plugin.c into `dir/lib{name}.so`:
+/// misbehaving at `at` (1 constructor, 2 entry, 3 malloc, 4 calloc, 5
+/// realloc, 6 free, 7 aligned_alloc) in the way `how` (1 SIGSEGV, 2 abort,
+/// 3 hang, 4 exit(0), 5 read-only memory) on call `after + 1`.
+pub(crate) fn misbehaving(dir: &Path, name: &str, at: u32, how: u32, after: u32) -> PathBuf {
+    let src = root().join("tests/fixtures/misbehaving_plugin.c");
+    let defines = [
+        format!("BAD_NAME=\"{name}\""),
+        format!("BAD_AT={at}"),
+        format!("BAD_HOW={how}"),
+        format!("BAD_AFTER={after}"),
+    ];
+    let defines: Vec<&str> = defines.iter().map(String::as_str).collect();
+    build_c(&src, dir, &format!("lib{name}.so"), &defines)
+}

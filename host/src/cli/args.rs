@@ -59,7 +59,7 @@ impl TrustArgs {
 impl PolicyArgs {
     /// The policy these arguments describe.
     pub(crate) fn policy(&self) -> Result<Policy, PolicyError> {
-        let mut p = Policy::default();
+        let mut p = Policy { cache: memplug::dirs::Env::current().verdict_cache(), ..Policy::default() };
         for r in &self.require {
             p.require(r)?;
         }
@@ -193,6 +193,10 @@ pub(crate) struct IsolationArgs {
     /// the candidate reported `timed-out`.
     #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_timeout)]
     pub(crate) timeout: f64,
+    /// Check every candidate again, even those the verdict cache has seen
+    /// unchanged (the cache is then updated); MEMPLUG_CACHE=off ignores it.
+    #[arg(long)]
+    pub(crate) rescan: bool,
 }
 
 /// A timeout: a positive number of seconds.

@@ -57,5 +57,5 @@ pub(crate) fn run(
     } else {
         table::print(&reports, true, "checked");
     }
-    if reports.iter().all(Report::ok) && !unused_options { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if !reports.iter().any(Report::fails) && !unused_options { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }

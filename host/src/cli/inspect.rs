@@ -9,7 +9,7 @@ use memplug::info::flag_names;
 use memplug::policy::Trust;
 use memplug::probe::{Answer, Request, Task, Worker};
 use memplug::report::{InspectionReport, Reading, Status};
-use memplug::{Candidate, Policy, load};
+use memplug::{Candidate, LayoutCheck, Policy, load};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -27,6 +27,7 @@ struct InspectJson<'a> {
     host_reads: Option<usize>,
     flags: Option<Vec<&'static str>>,
     fields: Option<FieldsJson>,
+    layout: Option<LayoutJson>,
     status: &'static str,
     reason: Option<&'a str>,
     message: Option<&'a str>,
@@ -49,6 +50,14 @@ struct FieldsJson {
     functions: BTreeMap<&'static str, String>,
     #[serde(flatten)]
     v1_1: BTreeMap<String, ReadingJson>,
+}
+
+/// The layout check of a Rust plugin's `<entry>_layout` companion.
+#[derive(Serialize)]
+struct LayoutJson {
+    status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
 }
 
 /// One ABI 1.1 field: its value, `plugin` or `default`, and a note.
@@ -129,6 +138,13 @@ fn print_json(i: &InspectionReport) {
         host_reads: i.host_reads,
         flags: i.prefix.map(|p| flag_names(p.flags)),
         fields,
+        layout: i.layout.as_ref().map(|l| LayoutJson {
+            status: l.code(),
+            reason: match l {
+                LayoutCheck::NotChecked { reason } => Some(reason.clone()),
+                _ => None,
+            },
+        }),
         status: i.status.as_str(),
         reason: i.reason.as_deref(),
         message: i.message.as_deref(),
@@ -165,6 +181,9 @@ fn print_text(i: &InspectionReport) {
             let note = if r.note.is_empty() { String::new() } else { format!("; {}", r.note) };
             println!("{:<15} {} ({}{note})", format!("{}:", r.name), r.value, source(r));
         }
+    }
+    if let Some(layout) = &i.layout {
+        println!("layout:         {layout}");
     }
     match (i.status, &i.reason, &i.message) {
         (Status::Ok, _, _) => println!("verdict:        ok"),

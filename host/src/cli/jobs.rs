@@ -4,9 +4,14 @@
 //! rules that span candidates (duplicate names).
 
 use super::args::IsolationArgs;
+use memplug::cache::{FileId, Lookup, VerdictCache, context};
 use memplug::error::Refusal;
+use memplug::precheck;
 use memplug::probe::{Request, Task, Worker};
+use memplug::report::Checks;
+use memplug::report::Status;
 use memplug::{Candidate, Report};
+use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -19,10 +24,79 @@ fn subject(request: &Request) -> Candidate {
     }
 }
 
-/// Run every request; the reports of each, in request order.
+/// Run every request — in workers, unless the verdict cache knows the
+/// answer (see [`cached`]) — and remember what they said; the reports of
+/// each, in request order.
 pub(crate) fn run(requests: Vec<Request>, isolation: &IsolationArgs) -> Vec<Vec<Report>> {
     if isolation.in_process {
         return requests.into_iter().map(in_process).collect();
+    }
+    let Some(file) = requests.first().and_then(|r| r.policy.cache.clone()) else {
+        return run_workers(requests, isolation);
+    };
+    let mut cache = VerdictCache::open(file);
+    let checker = std::env::current_exe().ok().and_then(|exe| FileId::of(&exe).ok());
+    let mut reports: Vec<Option<Vec<Report>>> = Vec::new();
+    let mut misses = Vec::new();
+    for request in requests {
+        match cached(&cache, &request, checker, isolation.rescan) {
+            Some(r) => reports.push(Some(r)),
+            None => {
+                reports.push(None);
+                let id = request.candidate.as_ref().and_then(|c| FileId::of(&c.path).ok());
+                misses.push((reports.len() - 1, id, request));
+            }
+        }
+    }
+    let ran = run_workers(misses.iter().map(|(_, _, r)| r.clone()).collect(), isolation);
+    for ((slot, id, request), got) in misses.into_iter().zip(ran) {
+        if let (Some(candidate), Some(id)) = (&request.candidate, id) {
+            let ctx = context(request.task, &request.policy, &request.options);
+            cache.record(candidate, &ctx, id, checker, &got);
+        }
+        reports[slot] = Some(got);
+    }
+    if let Err(e) = cache.save() {
+        tracing::warn!(cache = %cache.file().display(), error = %e, "cannot write the verdict cache");
+    }
+    reports.into_iter().map(Option::unwrap_or_default).collect()
+}
+
+/// What the verdict cache says of `request`: the reports of an earlier run
+/// on the unchanged file, or a `known-bad` refusal of one that crashed, hung
+/// or exited its worker; `None` to run it (`rescan`, or nothing usable).
+fn cached(cache: &VerdictCache, request: &Request, checker: Option<FileId>, rescan: bool) -> Option<Vec<Report>> {
+    let candidate = request.candidate.as_ref()?;
+    // The file checks run every time (they need no plugin code, and a
+    // `chmod` of a directory changes no file): a refusal is not cached.
+    let trust = &request.policy.trust;
+    let checked = match candidate.is_manifest() {
+        true => precheck::check_manifest(&candidate.path, trust).map(drop),
+        false => precheck::check_candidate(&candidate.path, trust).map(drop),
+    };
+    if let Err(refusal) = checked {
+        let checks = (request.task == Task::Check).then(Checks::none);
+        return Some(vec![Report::refused(candidate, refusal.code(), refusal.to_string(), None, None, checks)]);
+    }
+    if rescan {
+        return None;
+    }
+    match cache.lookup(candidate, &context(request.task, &request.policy, &request.options), checker) {
+        Lookup::Hit(mut reports) => {
+            for r in &mut reports {
+                r.cached = true;
+            }
+            Some(reports)
+        }
+        Lookup::KnownBad(entry) => entry.report(candidate, request.task == Task::Check).map(|r| vec![r]),
+        Lookup::Miss => None,
+    }
+}
+
+/// Run every request in a worker of its own, in parallel.
+fn run_workers(requests: Vec<Request>, isolation: &IsolationArgs) -> Vec<Vec<Report>> {
+    if requests.is_empty() {
+        return Vec::new();
     }
     let worker = match std::env::current_exe() {
         Ok(exe) => Worker::new(exe),
@@ -64,25 +138,38 @@ fn in_process(request: Request) -> Vec<Report> {
     }
 }
 
-/// Refuse, as a registry would, a handler whose name an earlier candidate's
-/// handler has (with the instances made of it); flatten the reports.
+/// Apply, as a registry would, the rule for a handler whose name an earlier
+/// candidate's handler has: from another directory it is shadowed (not a
+/// failure), from the same directory it is refused as `duplicate-name`;
+/// either way the instances made of it go too. Flatten the reports.
 pub(crate) fn refuse_duplicates(per_job: Vec<Vec<Report>>) -> Vec<Report> {
-    let mut seen: Vec<(String, String)> = Vec::new();
+    // (name, where it came from, its file)
+    let mut seen: Vec<(String, String, PathBuf)> = Vec::new();
     let mut out = Vec::new();
     for reports in per_job {
         let Some(first) = reports.first() else { continue };
         let name = first.name.clone().filter(|_| first.loaded.is_some());
-        let existing = name.as_ref().and_then(|n| seen.iter().find(|(s, _)| s == n)).map(|(_, src)| src.clone());
-        match (name, existing) {
-            (Some(name), Some(existing)) => {
-                let refusal = Refusal::DuplicateName { name, existing };
+        let earlier = name.as_ref().and_then(|n| seen.iter().find(|(s, ..)| s == n)).cloned();
+        match (name, earlier) {
+            (Some(name), Some((_, by, file))) => {
+                let shadowed = file.parent() != first.path.parent();
+                let refusal = if shadowed {
+                    Refusal::Shadowed { name: name.clone(), by }
+                } else {
+                    Refusal::DuplicateName { name: name.clone(), existing: by }
+                };
                 let candidate = Candidate { path: first.path.clone(), symbol: first.symbol.clone() };
-                let checks = first.checks.as_ref().map(|_| memplug::report::Checks::none());
-                out.push(Report::refused(&candidate, refusal.code(), refusal.to_string(), None, None, checks));
+                let checks = first.checks.as_ref().map(|_| Checks::none());
+                let mut r = Report::refused(&candidate, refusal.code(), refusal.to_string(), None, None, checks);
+                if shadowed {
+                    r.status = Status::Shadowed;
+                    r.name = Some(name);
+                }
+                out.push(r);
             }
             (Some(name), None) => {
                 let source = first.loaded.as_ref().map(|l| l.source.clone()).unwrap_or_default();
-                seen.push((name, source));
+                seen.push((name, source, first.path.clone()));
                 out.extend(reports);
             }
             (None, _) => out.extend(reports),

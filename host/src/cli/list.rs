@@ -21,12 +21,22 @@ pub(crate) fn run(paths: &[PathBuf], policy: Policy, isolation: &IsolationArgs, 
         })
         .collect();
     let reports = jobs::refuse_duplicates(jobs::run(requests, isolation));
+    if reports.is_empty() {
+        // As `check` does: nothing found is not "all ok".
+        eprintln!(
+            "memplug: no plugin candidates found (searched: {}). Pass files or directories, or set {}.",
+            describe_search(paths),
+            memplug::discover::PATH_ENV
+        );
+        if json_out {
+            println!("[]");
+        }
+        return ExitCode::from(1);
+    }
     if json_out {
         print_json(&reports);
-    } else if reports.is_empty() {
-        println!("no plugins found in: {}", describe_search(paths));
     } else {
         table::print(&reports, false, "found");
     }
-    if reports.iter().all(memplug::Report::ok) { ExitCode::SUCCESS } else { ExitCode::from(1) }
+    if reports.iter().any(memplug::Report::fails) { ExitCode::from(1) } else { ExitCode::SUCCESS }
 }

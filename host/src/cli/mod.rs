@@ -5,8 +5,10 @@
 mod args;
 mod check;
 mod inspect;
+mod install;
 mod jobs;
 mod list;
+mod paths;
 mod sys;
 mod table;
 
@@ -60,6 +62,43 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show the directories searched for plugins, in order, whether each
+    /// exists, where `install` puts plugins, and where the verdict cache is.
+    Paths {
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a plugin (or allocator manifest) in a worker process and, if it
+    /// passes, copy it into the user (or system) plugin directory, mode 0644.
+    Install {
+        /// The plugin library (*.so) or manifest (*.memplug.toml).
+        file: PathBuf,
+        /// Which directory.
+        #[command(flatten)]
+        place: WhereArgs,
+        /// Which files are trusted.
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Where plugin code runs.
+        #[command(flatten)]
+        isolation: IsolationArgs,
+    },
+    /// Remove an installed plugin, by its handler name or file name, from the
+    /// user (or system) plugin directory.
+    Uninstall {
+        /// The handler's name (or the file's).
+        name: String,
+        /// Which directory.
+        #[command(flatten)]
+        place: WhereArgs,
+        /// Which files are trusted.
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Where plugin code runs.
+        #[command(flatten)]
+        isolation: IsolationArgs,
+    },
     /// Load and validate every candidate, then run the conformance pass on
     /// each one accepted.
     Check {
@@ -86,6 +125,19 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Which plugin directory `install` and `uninstall` use.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+#[group(multiple = false)]
+struct WhereArgs {
+    /// The user directory ($XDG_DATA_HOME/memplug/plugins; the default).
+    #[arg(long)]
+    user: bool,
+    /// The system directory (the first of MEMPLUG_SYSTEM_PLUGIN_PATH, else
+    /// /usr/local/lib/memplug/plugins).
+    #[arg(long)]
+    system: bool,
 }
 
 /// Exit status for a usage error.
@@ -117,6 +169,15 @@ fn run(cli: Cli) -> ExitCode {
     match cli.command {
         Command::List { paths, policy, isolation, json } => match policy.policy() {
             Ok(p) => list::run(&paths, p, &isolation, json),
+            Err(e) => usage_error(&e.to_string()),
+        },
+        Command::Paths { json } => paths::run(json),
+        Command::Install { file, place, policy, isolation } => match policy.policy() {
+            Ok(p) => install::install(&file, place.system, p, &isolation),
+            Err(e) => usage_error(&e.to_string()),
+        },
+        Command::Uninstall { name, place, policy, isolation } => match policy.policy() {
+            Ok(p) => install::uninstall(&name, place.system, p, &isolation),
             Err(e) => usage_error(&e.to_string()),
         },
         Command::Inspect { file, symbol, trust, isolation, json } => match trust.trust() {

@@ -38,7 +38,10 @@ pub(crate) fn print(reports: &[Report], with_checks: bool, verb: &str) {
         }
     }
     let ok = reports.iter().filter(|r| r.ok()).count();
-    println!("\n{ok} ok, {} rejected or failing, of {} {verb}", reports.len() - ok, reports.len());
+    let failing = reports.iter().filter(|r| r.fails()).count();
+    let shadowed = reports.len() - ok - failing;
+    let shadowed = if shadowed > 0 { format!(", {shadowed} shadowed") } else { String::new() };
+    println!("\n{ok} ok, {failing} rejected or failing{shadowed}, of {} {verb}", reports.len());
 }
 
 /// A row's cells, in header order.

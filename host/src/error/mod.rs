@@ -15,12 +15,14 @@
 //! This module is the bottom of the crate: it imports nothing from it.
 
 mod instance;
+mod isolation;
 mod loader;
 mod memory;
 mod refusal;
 mod usage;
 
 pub use instance::InstanceError;
+pub use isolation::IsolationRefusal;
 pub use memory::{AllocError, BufferError};
 pub use refusal::{LoadError, Refusal};
 pub use usage::{LockError, PolicyError};

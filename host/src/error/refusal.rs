@@ -5,6 +5,7 @@
 //! The message of a dynamic loader failure is composed in `loader.rs`.
 //! Imports nothing from the rest of the crate.
 
+use super::isolation::IsolationRefusal;
 use super::loader::loader_message;
 use std::path::PathBuf;
 use thiserror::Error;
@@ -290,61 +291,45 @@ pub enum Refusal {
         /// The requirement, e.g. `>=1.2, <2`.
         requirement: String,
     },
-    /// The worker process probing the candidate was killed by a signal: the
-    /// plugin crashed it, and was not loaded into this process.
+    /// The plugin was judged in a worker process (or by the verdict cache
+    /// of earlier such judgements) and must not be loaded here: it crashed,
+    /// hung or ended that process, or failed its conformance pass there; or
+    /// no worker could be started.
+    #[error(transparent)]
+    Isolation(#[from] IsolationRefusal),
+    /// A handler of the same name came from an earlier directory of the
+    /// search path: it takes precedence, and this one is not loaded. Not a
+    /// failure.
     #[error(
-        "the plugin crashed the worker process that probed it ({signal}) {stage}; it was not loaded here. Run \
-         `memplug check PATH` to see it fail in isolation, then fix or remove the plugin"
+        "the handler `{name}` from an earlier directory on the search path ({by}) takes precedence; this one is not \
+         loaded. Remove one of them if that is not what you want"
     )]
-    Crashed {
-        /// The signal's name, e.g. `SIGSEGV`.
-        signal: String,
-        /// Where it happened, in words.
-        stage: String,
+    Shadowed {
+        /// The name both have.
+        name: String,
+        /// Where the one that is loaded came from.
+        by: String,
     },
-    /// The worker process probing the candidate did not finish in time and
-    /// was killed.
+    /// A Rust plugin's handler type is not the frozen type of the ABI
+    /// version it claims: `abi_stable`'s layout check of its
+    /// `<entry>_layout` companion found a difference that `struct_size`
+    /// cannot show (a field's type changed, fields swapped or renamed), or
+    /// the companion is not one.
     #[error(
-        "the plugin did not finish within {seconds} in the worker process that probed it (stuck {stage}); it \
-         was killed and the plugin not loaded here. A plugin that hangs in its constructor or functions cannot be \
-         used; if it is only slow, raise the probe timeout"
+        "`{companion}` does not describe this host's frozen ABI {major}.{minor} handler type: {explanation}. Rebuild \
+         the plugin against the released memplug-abi crate, unmodified (it was built against an altered copy of \
+         its types, or uses the companion's name for something else)"
     )]
-    TimedOut {
-        /// The timeout, e.g. `10 s`.
-        seconds: String,
-        /// Where it was stuck, in words.
-        stage: String,
-    },
-    /// The worker process probing the candidate ended without a report
-    /// (the plugin called `exit`, or similar).
-    #[error(
-        "the worker process that probed the plugin ended {stage} without a report (exit status {status}): the \
-         plugin ends the process (it calls `exit` or `_exit`); it was not loaded here"
-    )]
-    NoReport {
-        /// The exit status, or `none`.
-        status: String,
-        /// Where it happened, in words.
-        stage: String,
-    },
-    /// The plugin loaded in the worker process but failed the conformance
-    /// pass there.
-    #[error(
-        "the plugin failed the conformance pass in the worker process that probed it ({summary}); it was not \
-         loaded here. Run `memplug check PATH` for every check"
-    )]
-    ConformanceFailed {
-        /// The failed checks.
-        summary: String,
-    },
-    /// No worker process could be started to probe the candidate.
-    #[error(
-        "cannot probe the plugin in a worker process: {problem}. Install the `memplug` command beside this program \
-         or on PATH, or set MEMPLUG_WORKER to its path (or turn probing off in the policy)"
-    )]
-    ProbeUnavailable {
-        /// What went wrong, and where a worker was looked for.
-        problem: String,
+    LayoutMismatch {
+        /// The companion symbol, e.g. `memplug_handler_layout`.
+        companion: String,
+        /// The ABI major the plugin claims.
+        major: u16,
+        /// The ABI minor the plugin claims.
+        minor: u16,
+        /// What differs: `abi_stable`'s findings, field by field, or why
+        /// the companion's answer is not a layout.
+        explanation: String,
     },
     /// Another handler already has this name.
     #[error(
@@ -380,15 +365,13 @@ impl Refusal {
             Refusal::BadName { .. } => "bad-name",
             Refusal::BadVersionString { .. } => "bad-version-string",
             Refusal::DuplicateName { .. } => "duplicate-name",
+            Refusal::Shadowed { .. } => "shadowed",
             Refusal::UnsupportedFeature { .. } => "unsupported-feature",
             Refusal::BadAlignment { .. } => "bad-alignment",
             Refusal::UnsupportedMemoryKind { .. } => "unsupported-memory-kind",
             Refusal::VersionUnsatisfied { .. } => "version-unsatisfied",
-            Refusal::Crashed { .. } => "crashed",
-            Refusal::TimedOut { .. } => "timed-out",
-            Refusal::NoReport { .. } => "no-report",
-            Refusal::ConformanceFailed { .. } => "conformance-failed",
-            Refusal::ProbeUnavailable { .. } => "probe-unavailable",
+            Refusal::LayoutMismatch { .. } => "layout-mismatch",
+            Refusal::Isolation(i) => i.code(),
         }
     }
 }

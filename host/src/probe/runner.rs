@@ -4,7 +4,7 @@
 use super::wire::{self, Answer, Line, Request};
 use super::{WORKER_ARG, WORKER_ENV};
 use crate::discover::Candidate;
-use crate::error::Refusal;
+use crate::error::{IsolationRefusal, Refusal};
 use crate::raw::process::kill_group;
 use crate::report::{Checks, Report, Status};
 use crate::stage::describe;
@@ -89,9 +89,9 @@ impl Worker {
             }
         }
         looked.push("memplug on PATH".into());
-        Err(Refusal::ProbeUnavailable {
+        Err(Refusal::from(IsolationRefusal::ProbeUnavailable {
             problem: format!("no worker executable found (looked at {WORKER_ENV}, {})", looked.join(", ")),
-        })
+        }))
     }
 
     /// The executable.
@@ -102,6 +102,8 @@ impl Worker {
     /// Run `request` in a new worker; kill it (and everything it started)
     /// after `timeout`. The worker's standard error is this process's.
     pub fn run(&self, request: &Request, timeout: Duration) -> WorkerOutcome {
+        let about = request.candidate.as_ref().map_or_else(|| "an allocator spec".into(), |c| c.to_string());
+        tracing::debug!(candidate = %about, worker = %self.exe.display(), "starting a worker process");
         let mut child = match Command::new(&self.exe)
             .arg(WORKER_ARG)
             .stdin(Stdio::piped())
@@ -310,23 +312,26 @@ impl WorkerOutcome {
         match self {
             WorkerOutcome::Answered(Answer::Reports(reports)) => match reports.first() {
                 Some(r) if r.reason.as_deref() == Some("conformance-failed") => {
-                    Err(Refusal::ConformanceFailed { summary: r.message.clone() })
+                    Err(Refusal::from(IsolationRefusal::ConformanceFailed { summary: r.message.clone() }))
                 }
                 _ => Ok(()),
             },
             WorkerOutcome::Answered(Answer::Inspection(_)) => Ok(()),
-            WorkerOutcome::Crashed { signal, stage } => {
-                Err(Refusal::Crashed { signal: signal_name(*signal), stage: describe(stage.as_deref()) })
-            }
-            WorkerOutcome::TimedOut { stage, after } => Err(Refusal::TimedOut {
+            WorkerOutcome::Crashed { signal, stage } => Err(Refusal::from(IsolationRefusal::Crashed {
+                signal: signal_name(*signal),
+                stage: describe(stage.as_deref()),
+            })),
+            WorkerOutcome::TimedOut { stage, after } => Err(Refusal::from(IsolationRefusal::TimedOut {
                 seconds: format!("{} s", after.as_secs_f64()),
                 stage: describe(stage.as_deref()),
-            }),
-            WorkerOutcome::NoReport { code, stage } => Err(Refusal::NoReport {
+            })),
+            WorkerOutcome::NoReport { code, stage } => Err(Refusal::from(IsolationRefusal::NoReport {
                 status: code.map_or("none".to_string(), |c| c.to_string()),
                 stage: describe(stage.as_deref()),
-            }),
-            WorkerOutcome::Failed(problem) => Err(Refusal::ProbeUnavailable { problem: problem.clone() }),
+            })),
+            WorkerOutcome::Failed(problem) => {
+                Err(Refusal::from(IsolationRefusal::ProbeUnavailable { problem: problem.clone() }))
+            }
         }
     }
 }

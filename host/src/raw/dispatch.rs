@@ -22,12 +22,12 @@
 //! Imports `error` and its siblings in `raw`; nothing above `raw`.
 
 use super::held::Held;
+use super::life::Life;
 use super::vtable::VTable;
 use crate::error::AllocError;
 use memplug_abi::MemplugStats;
 use parking_lot::ReentrantMutex;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A handler's vtable with the lock and counts that make calling it sound.
 /// `repr(C)` keeps `direct` and the vtable's first fields on one cache line.
@@ -49,15 +49,6 @@ pub(crate) struct RawHandler {
     life: Option<Life>,
 }
 
-/// The counted life of an instance: one reference for its owner plus one per
-/// live block. At zero the plugin's `destroy` runs and the instance refuses
-/// further allocations.
-struct Life {
-    refs: AtomicUsize,
-    /// Whether [`RawHandler::take_owner`] handed out the owner's reference.
-    owned: AtomicBool,
-}
-
 impl RawHandler {
     /// A handler core for `vtable`. `thread_safe` is the plugin's (or the
     /// by-symbol spec's) declaration: without it every call is locked.
@@ -76,7 +67,7 @@ impl RawHandler {
         // SAFETY: `held` serialises the call (it holds the lock, if any).
         let (ctx, alignment) = unsafe { held.vtable().create(options, self.alignment) }?;
         let lock = self.lock.as_ref().map(|_| ReentrantMutex::new(()));
-        let life = Some(Life { refs: AtomicUsize::new(1), owned: AtomicBool::new(false) });
+        let life = Some(Life::new());
         Ok(RawHandler { direct: false, vtable: self.vtable.with_ctx(ctx), alignment, name, lock, life })
     }
 
@@ -84,8 +75,7 @@ impl RawHandler {
     /// is not an instance, or when it was taken already. Dropping the
     /// [`InstanceOwner`] lets the instance go once its last block is freed.
     pub(crate) fn take_owner(&'static self) -> Option<InstanceOwner> {
-        let life = self.life.as_ref()?;
-        (!life.owned.swap(true, Ordering::AcqRel)).then_some(InstanceOwner { raw: self })
+        self.life.as_ref()?.take_owner().then_some(InstanceOwner { raw: self })
     }
 
     /// Whether calls need no lock.
@@ -221,27 +211,20 @@ impl RawHandler {
     /// Count a new block of an instance; `Err` once the instance is gone.
     #[inline]
     pub(super) fn enter_block(&self) -> Result<(), AllocError> {
-        let Some(life) = &self.life else { return Ok(()) };
-        let mut n = life.refs.load(Ordering::Relaxed);
-        loop {
-            if n == 0 {
-                return Err(AllocError::InstanceGone { handler: self.name });
-            }
-            match life.refs.compare_exchange_weak(n, n + 1, Ordering::Acquire, Ordering::Relaxed) {
-                Ok(_) => return Ok(()),
-                Err(now) => n = now,
-            }
+        match &self.life {
+            Some(life) if !life.enter() => Err(AllocError::InstanceGone { handler: self.name }),
+            _ => Ok(()),
         }
     }
 
-    /// Uncount a block (freed, or its allocation failed) or the owner; after
-    /// the last reference, destroy the instance.
+    /// Uncount a block (freed, or its allocation failed); once the owner is
+    /// gone too, destroy the instance after its last block.
     #[inline]
     pub(super) fn leave_block(&self) {
-        if let Some(life) = &self.life {
-            if life.refs.fetch_sub(1, Ordering::AcqRel) == 1 {
-                self.destroy();
-            }
+        if let Some(life) = &self.life
+            && life.leave_block()
+        {
+            self.destroy();
         }
     }
 
@@ -250,9 +233,9 @@ impl RawHandler {
         tracing::debug!(name = self.name, "destroying instance");
         let held = self.lock();
         // SAFETY: only an instance has a life, and its vtable's `ctx` came
-        // from `create`. The count (owner + live blocks) just reached zero and
-        // `enter_block` refuses to raise it from zero, so no block is left and
-        // this runs once. `held` serialises the call (the lock is reentrant,
+        // from `create`. `Life` decided the destruction (no owner, no live
+        // block, and never again: it refuses new blocks from then on), so no
+        // block is left and this runs once. `held` serialises the call (the lock is reentrant,
         // so a thread already holding it may be the one freeing the last
         // block).
         unsafe { held.vtable().destroy() }
@@ -267,6 +250,8 @@ pub(crate) struct InstanceOwner {
 
 impl Drop for InstanceOwner {
     fn drop(&mut self) {
-        self.raw.leave_block();
+        if self.raw.life.as_ref().is_some_and(Life::leave_owner) {
+            self.raw.destroy();
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! Opening plugin libraries, finding and calling their entry functions, and
-//! copying a handler's bytes out of the plugin.
+//! copying a handler's bytes out of the plugin; calling a Rust plugin's
+//! layout companion.
 //!
 //! Libraries are opened with `RTLD_NOW | RTLD_LOCAL` (unresolved symbols fail
 //! at open, not at the first call) and are never closed: each handle is
@@ -11,7 +12,9 @@
 use super::vtable::VTable;
 use crate::error::Refusal;
 use crate::validate::{self, Prefix, ValidatedHeader};
+use abi_stable::type_layout::TypeLayout;
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
+use memplug_abi::layout::{FORMAT_ABI_STABLE_0_11, LAYOUT_SUFFIX, LayoutFn};
 use memplug_abi::{EntryFn, MemplugHandler, PREFIX_LEN, STATS_SUFFIX, StatsFn};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -76,6 +79,58 @@ pub(crate) fn stats_companion(lib: &'static Library, symbol: &str) -> Option<Sta
     // signature; the library is never unloaded.
     let f = unsafe { lib.get::<StatsFn>(name.as_bytes()) };
     f.ok().map(|s| *s)
+}
+
+/// The optional layout companion of the entry `symbol` (`<symbol>_layout`,
+/// exported by `memplug-abi`'s export macros).
+pub(crate) fn layout_companion(lib: &'static Library, symbol: &str) -> Option<LayoutFn> {
+    let name = format!("{symbol}{LAYOUT_SUFFIX}");
+    // SAFETY: by the ABI's contract (ABI.md, "layout companion") a symbol
+    // with this name is a `LayoutFn`; the library is never unloaded.
+    let f = unsafe { lib.get::<LayoutFn>(name.as_bytes()) };
+    f.ok().map(|s| *s)
+}
+
+/// What a layout companion returned.
+pub(crate) enum LayoutReading {
+    /// It returned NULL, or a descriptor with a NULL layout: nothing to check.
+    Null,
+    /// The descriptor does not start with `MEMPLUG_MAGIC`.
+    BadMagic(u32),
+    /// A layout format this host cannot read.
+    UnknownFormat(u32),
+    /// An `abi_stable` 0.11 type layout.
+    AbiStable(&'static TypeLayout),
+}
+
+/// Call a layout companion (plugin code) and read what it describes.
+pub(crate) fn read_layout(companion: LayoutFn) -> LayoutReading {
+    // SAFETY: `companion` was found under the companion's name (see
+    // `layout_companion`); the ABI says it takes no arguments and returns
+    // NULL or a descriptor in static storage.
+    let ptr = unsafe { companion() };
+    if ptr.is_null() {
+        return LayoutReading::Null;
+    }
+    // SAFETY: a non-null result points at a `MemplugLayout` in the plugin's
+    // static storage, valid for the life of the process (the library is
+    // never closed); it is copied, not kept.
+    let descriptor = unsafe { ptr.read() };
+    if descriptor.magic != memplug_abi::MAGIC {
+        return LayoutReading::BadMagic(descriptor.magic);
+    }
+    if descriptor.format != FORMAT_ABI_STABLE_0_11 {
+        return LayoutReading::UnknownFormat(descriptor.format);
+    }
+    if descriptor.layout.is_null() {
+        return LayoutReading::Null;
+    }
+    // SAFETY: format `FORMAT_ABI_STABLE_0_11` says `layout` points at an
+    // `abi_stable` 0.11 `TypeLayout` (the `StableAbi::LAYOUT` constant the
+    // plugin was compiled with, in its static storage), the version this
+    // host links: the same type. The library is never unloaded, so
+    // `'static` holds, and a `TypeLayout` is immutable.
+    LayoutReading::AbiStable(unsafe { &*(descriptor.layout as *const TypeLayout) })
 }
 
 /// What calling an entry function and copying its handler gave.

@@ -9,7 +9,8 @@
 //! - `dispatch`, `held` — [`RawHandler`](dispatch::RawHandler): a vtable with its
 //!   lock and instance count, the per-call paths (and the direct hot path),
 //!   and [`Held`](held::Held), the proof a lock is held that batched calls
-//!   go through; `aligned` — host over-allocation for large alignments;
+//!   go through; `life` — an instance's owner, live blocks and destruction;
+//!   `aligned` — host over-allocation for large alignments;
 //! - `library` — opening libraries (never closed), calling entry functions,
 //!   copying a handler's bytes out of the plugin;
 //! - `symbols` — trampolines for allocators taken by symbol name;
@@ -29,6 +30,7 @@ pub(crate) mod bytes;
 pub(crate) mod dispatch;
 pub(crate) mod held;
 pub(crate) mod library;
+pub(crate) mod life;
 pub(crate) mod os;
 pub(crate) mod process;
 pub(crate) mod static_ref;

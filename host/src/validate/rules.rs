@@ -422,7 +422,7 @@ mod tests {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    if x % 7 == 0 {
+                    if x.is_multiple_of(7) {
                         *byte = x as u8;
                     }
                 }

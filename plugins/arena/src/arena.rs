@@ -185,7 +185,7 @@ mod tests {
             .enumerate()
             .map(|(i, &n)| {
                 let p = a.alloc(n);
-                assert!(!p.is_null() && p as usize % MIN_ALIGN == 0, "{n}: {p:p}");
+                assert!(!p.is_null() && (p as usize).is_multiple_of(MIN_ALIGN), "{n}: {p:p}");
                 fill(p, n, i as u8);
                 (p, n, i as u8)
             })
@@ -236,7 +236,7 @@ mod tests {
         for new in [200usize, 5000, 90_000, 3000, 17, 1] {
             // SAFETY: `cur` is live with its size.
             let r = unsafe { a.realloc(cur.0, cur.1, new) };
-            assert!(!r.is_null() && r as usize % MIN_ALIGN == 0);
+            assert!(!r.is_null() && (r as usize).is_multiple_of(MIN_ALIGN));
             assert!(verify(r, cur.1.min(new), 4), "to {new}");
             fill(r, new, 4);
             cur = (r, new);
@@ -310,7 +310,7 @@ mod tests {
         assert!(a.alloc(4096).is_null());
         assert_eq!(a.region_count(), 0, "no region is mapped for a slot it cannot hold");
         let p = a.alloc(100);
-        assert!(!p.is_null() && p as usize % MIN_ALIGN == 0);
+        assert!(!p.is_null() && (p as usize).is_multiple_of(MIN_ALIGN));
         fill(p, 100, 1);
         // SAFETY: live block of 100 bytes.
         unsafe { a.dealloc(p, 100) };

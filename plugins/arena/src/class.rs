@@ -59,7 +59,7 @@ pub(crate) fn slot_size(class: usize) -> usize {
 /// (1 MiB).
 pub(crate) const LARGEST_CLASS_SIZE: usize = 1 << 20;
 
-const _: () = assert!(HEADER % MIN_ALIGN == 0, "slots stay 16-aligned");
+const _: () = assert!(HEADER.is_multiple_of(MIN_ALIGN), "slots stay 16-aligned");
 
 #[cfg(test)]
 mod tests {
@@ -70,7 +70,7 @@ mod tests {
         let mut last = 0;
         for c in 0..MAX_CLASSES {
             let s = class_size(c);
-            assert!(s > last && s % 16 == 0, "class {c}: {s}");
+            assert!(s > last && s.is_multiple_of(16), "class {c}: {s}");
             assert_eq!(class_of(s), c, "size {s}");
             assert_eq!(class_of(last + 1), c, "size {}", last + 1);
             last = s;

@@ -84,7 +84,7 @@ impl ArenaConfig {
         const MIN_REGION: usize = 64 << 10;
         const MAX_REGION: usize = 1 << 30;
         const MAX_SMALL: usize = LARGEST_CLASS_SIZE;
-        if self.region_size % 4096 != 0 || !(MIN_REGION..=MAX_REGION).contains(&self.region_size) {
+        if !self.region_size.is_multiple_of(4096) || !(MIN_REGION..=MAX_REGION).contains(&self.region_size) {
             return Err(format!(
                 "region_size={} is out of range: it must be a multiple of 4096 from 64k to 1g",
                 self.region_size

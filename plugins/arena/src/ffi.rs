@@ -152,7 +152,7 @@ mod tests {
         // SAFETY: `ctx` and the functions are this handler's; one thread.
         unsafe {
             let p = malloc(h.ctx, 40);
-            assert!(!p.is_null() && p as usize % MIN_ALIGN == 0);
+            assert!(!p.is_null() && (p as usize).is_multiple_of(MIN_ALIGN));
             free(h.ctx, p, 40);
         }
     }

@@ -132,7 +132,7 @@ impl Regions {
     pub(crate) fn lookup(&self, ptr: *mut u8) -> Option<Header> {
         let addr = ptr as usize;
         let mapping = self.mapping_of(addr)?;
-        if addr % MIN_ALIGN != 0 || addr - mapping.base() < HEADER {
+        if !addr.is_multiple_of(MIN_ALIGN) || addr - mapping.base() < HEADER {
             return Some(Header::Foreign);
         }
         // SAFETY: `ptr` is 16-aligned and at least `HEADER` bytes into one of

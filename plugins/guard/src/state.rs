@@ -270,7 +270,7 @@ mod tests {
     fn blocks_are_aligned_junk_filled_and_counted() {
         let g = guard("");
         let p = g.alloc(100, 16, false);
-        assert!(p != 0 && p % 16 == 0);
+        assert!(p != 0 && p.is_multiple_of(16));
         let s = g.stats();
         assert_eq!((s.live_bytes, s.live_count, s.total_allocations), (100, 1, 1));
         let z = g.alloc(5000, 4096, true);
@@ -327,7 +327,7 @@ mod tests {
         b.region.window_mut()[off..off + 10].copy_from_slice(b"0123456789");
         drop(t);
         let q = g.realloc(p, 10, 5000);
-        assert!(q != p && q % 256 == 0);
+        assert!(q != p && q.is_multiple_of(256));
         let t = g.tables();
         let b = &t.live[&q];
         let off = q - b.at.data_lo;

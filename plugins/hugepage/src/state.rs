@@ -142,7 +142,7 @@ impl Hugepage {
 
     /// The recorded size of the large block at `ptr`, if there is one.
     pub fn large_size(&self, ptr: usize) -> Option<usize> {
-        if ptr % self.huge != 0 {
+        if !ptr.is_multiple_of(self.huge) {
             return None; // every large block is aligned to `huge`
         }
         self.table().get(&ptr).map(|l| l.size)
@@ -152,7 +152,7 @@ impl Hugepage {
     /// or `None` if no large block starts there. A size mismatch is counted
     /// and reported.
     pub fn free_large(&self, what: &str, ptr: usize, size: usize) -> Option<usize> {
-        if ptr % self.huge != 0 {
+        if !ptr.is_multiple_of(self.huge) {
             return None;
         }
         let large = self.table().remove(&ptr)?;
@@ -165,7 +165,7 @@ impl Hugepage {
     /// with `mremap`, in place or by moving its pages, and only if the
     /// kernel cannot (explicit huge pages on older kernels) by copying.
     pub fn resize_large(&self, ptr: usize, old_size: usize, new_size: usize) -> Resized {
-        if ptr % self.huge != 0 {
+        if !ptr.is_multiple_of(self.huge) {
             return Resized::NotLarge;
         }
         let Some(mut large) = self.table().remove(&ptr) else { return Resized::NotLarge };
@@ -280,7 +280,7 @@ mod tests {
         let h = Hugepage::from_options("threshold=1m").unwrap();
         assert!(h.is_large(1 << 20) && !h.is_large((1 << 20) - 1));
         let p = h.alloc_large(3 << 20, 1);
-        assert!(p != 0 && p % h.huge_alignment() == 0);
+        assert!(p != 0 && p.is_multiple_of(h.huge_alignment()));
         assert_eq!(h.large_size(p), Some(3 << 20));
         let Resized::To(q) = h.resize_large(p, 3 << 20, 40 << 20) else { panic!("resize") };
         assert_eq!(q % h.huge_alignment(), 0);

@@ -1,0 +1,374 @@
+//! The verdict cache: what checking each plugin file concluded, so that an
+//! unchanged file is not loaded and checked again, and one that crashed or
+//! hung the process checking it is refused without running it (`known-bad`)
+//! until it changes.
+//!
+//! The cache is one file, `$XDG_CACHE_HOME/memplug/verdicts-ARCH.cbor`
+//! ([`crate::dirs`]), versioned, written atomically (a temporary file
+//! renamed over it) under an advisory lock so that concurrent writers merge
+//! rather than lose each other's entries, and ignored (then rebuilt) when it
+//! is corrupt, of another format version, or could have been written by
+//! someone else (not owned by this user, or writable by others).
+//!
+//! An entry is keyed by the file's path and entry symbol, and is used only
+//! while the file's size, modification time, inode, device, mode and owner
+//! are the same, and the host's version is. The file checks that need no
+//! plugin code (file type, ELF, trust: [`crate::precheck`]) are not cached:
+//! they run every time, before the cache is consulted. A good verdict (the reports) is also
+//! tied to what was asked — the task (`check`, `list`), the policy and the
+//! instance options — while a bad one (crashed, timed out, no report)
+//! holds whatever is asked.
+//!
+//! Imports `report`, `probe` (tasks), `policy`, `discover`, `dirs`,
+//! `precheck` (the digest), `raw` (the user id) and `error`.
+
+use crate::discover::Candidate;
+use crate::precheck::Digest;
+use crate::probe::wire;
+use crate::raw::os::euid;
+use crate::report::{Report, Status};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+pub use crate::dirs::CACHE_ENV;
+/// The format version of the cache file.
+const FORMAT: u32 = 1;
+/// The version of this host: entries of another are ignored.
+const HOST: &str = concat!(env!("CARGO_PKG_VERSION"), "+abi", "1.1");
+
+/// The identity of a file's contents, as cheap to read as a `stat`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileId {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, seconds and nanoseconds since the epoch.
+    pub mtime: (i64, i64),
+    /// Inode number.
+    pub ino: u64,
+    /// Device number.
+    pub dev: u64,
+    /// Mode bits (a `chmod` changes no contents, but can change a verdict).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+}
+
+impl FileId {
+    /// The identity of the file at `path` (following symlinks).
+    pub fn of(path: &Path) -> io::Result<FileId> {
+        let m = fs::metadata(path)?;
+        Ok(FileId {
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ino: m.ino(),
+            dev: m.dev(),
+            mode: m.mode(),
+            uid: m.uid(),
+        })
+    }
+}
+
+/// What checking a file concluded.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Verdict {
+    /// The reports, for the task, policy and options of the entry.
+    Reports(Vec<Report>),
+    /// The process checking it crashed, hung or ended without a report.
+    Bad {
+        /// `crashed`, `timed-out` or `no-report`.
+        status: Status,
+        /// The stage it happened in.
+        stage: Option<String>,
+        /// The signal, for a crash.
+        signal: Option<String>,
+        /// What the check said.
+        message: String,
+    },
+}
+
+/// One file's entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entry {
+    /// The file.
+    pub path: PathBuf,
+    /// The entry symbol.
+    pub symbol: String,
+    /// The file as it was when checked.
+    pub id: FileId,
+    /// Its SHA-256, as hex.
+    pub digest: String,
+    /// The host version that checked it.
+    pub host: String,
+    /// The executable that checked it (the worker), as it was: a good
+    /// verdict is only trusted from the same build, so that a rebuilt or
+    /// upgraded `memplug` checks again; a bad one holds whoever asks.
+    pub checker: Option<FileId>,
+    /// What was asked (empty for a bad verdict, which holds for anything).
+    pub context: String,
+    /// When, in seconds since the epoch.
+    pub checked: u64,
+    /// What it concluded.
+    pub verdict: Verdict,
+}
+
+/// The file's layout.
+#[derive(Serialize, Deserialize)]
+struct CacheFile {
+    format: String,
+    version: u32,
+    entries: Vec<Entry>,
+}
+
+/// What a lookup found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    /// The reports of an earlier check of the unchanged file.
+    Hit(Vec<Report>),
+    /// The unchanged file crashed, hung or exited the process checking it.
+    KnownBad(Box<Entry>),
+    /// Nothing usable.
+    Miss,
+}
+
+/// The verdict cache (see the module docs).
+#[derive(Debug)]
+pub struct VerdictCache {
+    file: PathBuf,
+    entries: BTreeMap<(PathBuf, String, String), Entry>,
+    /// Keys changed since opening, written by [`save`](VerdictCache::save).
+    changed: Vec<(PathBuf, String, String)>,
+}
+
+impl VerdictCache {
+    /// The cache file of this environment, or `None` when `MEMPLUG_CACHE` is
+    /// `off` or no home directory is known.
+    pub fn default_file() -> Option<PathBuf> {
+        crate::dirs::Env::current().verdict_cache()
+    }
+
+    /// Open the cache in `file` (it need not exist). A file that is corrupt,
+    /// of another version or not safely owned is ignored, with a warning.
+    pub fn open(file: impl Into<PathBuf>) -> VerdictCache {
+        let file = file.into();
+        let entries = read(&file)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.host == HOST)
+            .map(|e| ((e.path.clone(), e.symbol.clone(), e.context.clone()), e))
+            .collect();
+        VerdictCache { file, entries, changed: Vec::new() }
+    }
+
+    /// Where the cache is kept.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// What the cache says of `candidate` asked with `context` (see
+    /// [`context`]) of the worker executable `checker`
+    /// ([`FileId::of`] it).
+    pub fn lookup(&self, candidate: &Candidate, context: &str, checker: Option<FileId>) -> Lookup {
+        let Ok(id) = FileId::of(&candidate.path) else { return Lookup::Miss };
+        let key = |ctx: &str| (candidate.path.clone(), candidate.symbol.clone(), ctx.to_string());
+        if let Some(e) = self.entries.get(&key("")).filter(|e| e.id == id) {
+            return Lookup::KnownBad(Box::new(e.clone()));
+        }
+        match self.entries.get(&key(context)).filter(|e| e.id == id && e.checker.is_some() && e.checker == checker) {
+            Some(Entry { verdict: Verdict::Reports(r), .. }) => Lookup::Hit(r.clone()),
+            _ => Lookup::Miss,
+        }
+    }
+
+    /// Remember what checking `candidate` with `context` gave. A worker that
+    /// crashed, hung or exited makes a bad verdict for any context; other
+    /// reports are kept for this context, and a file that changed since is
+    /// not recorded.
+    pub fn record(
+        &mut self,
+        candidate: &Candidate,
+        context: &str,
+        id: FileId,
+        checker: Option<FileId>,
+        reports: &[Report],
+    ) {
+        if FileId::of(&candidate.path).ok() != Some(id) {
+            return; // it changed while it was being checked
+        }
+        let Ok(digest) = File::open(&candidate.path).and_then(Digest::of_reader) else { return };
+        let bad = reports.iter().find(|r| matches!(r.status, Status::Crashed | Status::TimedOut | Status::NoReport));
+        let (ctx, verdict) = match bad {
+            Some(r) => (
+                String::new(),
+                Verdict::Bad {
+                    status: r.status,
+                    stage: r.stage.clone(),
+                    signal: r.signal.clone(),
+                    message: r.message.clone(),
+                },
+            ),
+            None => (context.to_string(), Verdict::Reports(reports.to_vec())),
+        };
+        let entry = Entry {
+            path: candidate.path.clone(),
+            symbol: candidate.symbol.clone(),
+            id,
+            digest: digest.to_string(),
+            host: HOST.to_string(),
+            checker,
+            context: ctx.clone(),
+            checked: now(),
+            verdict,
+        };
+        let key = (entry.path.clone(), entry.symbol.clone(), ctx);
+        if bad.is_none() {
+            // A good check of the same file clears an old bad verdict.
+            let bad_key = (entry.path.clone(), entry.symbol.clone(), String::new());
+            if self.entries.remove(&bad_key).is_some() {
+                self.changed.push(bad_key);
+            }
+        }
+        self.entries.insert(key.clone(), entry);
+        self.changed.push(key);
+    }
+
+    /// Write the changes: under the cache's lock, merge them into the file as
+    /// it is now (another process may have written it since it was read),
+    /// drop entries of files that no longer exist, and replace the file
+    /// atomically.
+    pub fn save(&mut self) -> io::Result<()> {
+        if self.changed.is_empty() {
+            return Ok(());
+        }
+        let dir = self.file.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(self.file.with_extension("lock"))?;
+        lock.lock()?;
+        let mut merged: BTreeMap<_, Entry> = read(&self.file)
+            .into_iter()
+            .flatten()
+            .filter(|e| e.host == HOST)
+            .map(|e| ((e.path.clone(), e.symbol.clone(), e.context.clone()), e))
+            .collect();
+        for key in self.changed.drain(..) {
+            match self.entries.get(&key) {
+                Some(e) => merged.insert(key, e.clone()),
+                None => merged.remove(&key),
+            };
+        }
+        merged.retain(|(path, ..), _| path.exists());
+        let file =
+            CacheFile { format: "memplug-verdicts".into(), version: FORMAT, entries: merged.into_values().collect() };
+        let tmp = self.file.with_extension(format!("tmp.{}", std::process::id()));
+        let mut out = fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&tmp)?;
+        out.write_all(&wire::encode(&file))?;
+        out.sync_all()?;
+        fs::rename(&tmp, &self.file)?;
+        lock.unlock()
+    }
+}
+
+impl Entry {
+    /// For a bad verdict: the refusal that says so (`known-bad`).
+    pub fn refusal(&self) -> Option<crate::error::Refusal> {
+        let Verdict::Bad { status, stage, signal, .. } = &self.verdict else { return None };
+        let place = crate::stage::describe(stage.as_deref());
+        let what = match status {
+            Status::Crashed => {
+                format!("it crashed the process checking it ({}) {place}", signal.as_deref().unwrap_or("a signal"))
+            }
+            Status::TimedOut => format!("it hung the process checking it {place}"),
+            _ => format!("it ended the process checking it without a report {place}"),
+        };
+        Some(crate::error::Refusal::from(crate::error::IsolationRefusal::KnownBad {
+            what,
+            date: utc_date(self.checked),
+        }))
+    }
+
+    /// For a bad verdict: a report saying so about `candidate` (with an
+    /// empty conformance pass when `with_checks`).
+    pub fn report(&self, candidate: &Candidate, with_checks: bool) -> Option<Report> {
+        let refusal = self.refusal()?;
+        let Verdict::Bad { stage, signal, .. } = &self.verdict else { return None };
+        let checks = with_checks.then(crate::report::Checks::none);
+        let mut r = Report::refused(candidate, refusal.code(), refusal.to_string(), None, None, checks);
+        r.stage = stage.clone();
+        r.signal = signal.clone();
+        r.cached = true;
+        Some(r)
+    }
+}
+
+/// The context of a check: what was asked, as a digest of the task, the
+/// policy and the options (in the order given).
+pub fn context(task: crate::probe::Task, policy: &crate::policy::Policy, options: &[(String, String)]) -> String {
+    let mut policy = policy.clone();
+    policy.probe = None;
+    policy.cache = None;
+    Digest::of(&wire::encode(&(task, policy, options))).to_string()
+}
+
+/// The entries of a cache file, or `None` (with a warning) when it cannot
+/// be used.
+fn read(file: &Path) -> Option<Vec<Entry>> {
+    let meta = fs::metadata(file).ok()?;
+    if meta.uid() != euid() || meta.permissions().mode() & 0o022 != 0 {
+        tracing::warn!(cache = %file.display(), "ignoring the verdict cache: it is not owned by this user alone");
+        return None;
+    }
+    let bytes = fs::read(file).ok()?;
+    match wire::decode::<CacheFile>(&bytes) {
+        Ok(f) if f.format == "memplug-verdicts" && f.version == FORMAT => Some(f.entries),
+        Ok(f) => {
+            tracing::info!(cache = %file.display(), version = f.version, "ignoring a verdict cache of another version");
+            None
+        }
+        Err(e) => {
+            tracing::warn!(cache = %file.display(), error = %e, "ignoring a corrupt verdict cache; it will be rebuilt");
+            None
+        }
+    }
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// A time in seconds since the epoch as `YYYY-MM-DD HH:MM UTC`.
+pub fn utc_date(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Days to a civil date (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(utc_date(0), "1970-01-01 00:00 UTC");
+        assert_eq!(utc_date(951_782_400), "2000-02-29 00:00 UTC");
+        assert_eq!(utc_date(1_796_040_000), "2026-11-30 12:00 UTC");
+    }
+}
