@@ -69,7 +69,7 @@ def case_mixed(n):
         del d
 
 
-CASES = {"small": (case_small, 5_000), "large": (case_large, 2_000), "mixed": (case_mixed, 30)}
+CASES = {"small": (case_small, 5_000), "large": (case_large, 2_000), "mixed": (case_mixed, 100)}
 REPEATS = 3
 
 

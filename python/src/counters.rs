@@ -156,6 +156,9 @@ impl Totals {
 /// (bridges are leaked): a thread's claim on a line outlives the call.
 pub struct Counts {
     lines: Box<[Line; MAX_THREADS]>,
+    /// Which lines were ever claimed (one bit each): readers and the peak
+    /// check sum only those.
+    used: [AtomicU64; MAX_THREADS / 64],
     peak: AtomicI64,
     /// Counts of threads that found no free line.
     fallback: [AtomicU64; 6],
@@ -172,6 +175,7 @@ impl Counts {
     pub fn new() -> Counts {
         Counts {
             lines: Box::new(std::array::from_fn(|_| Line::default())),
+            used: std::array::from_fn(|_| AtomicU64::new(0)),
             peak: AtomicI64::new(0),
             fallback: std::array::from_fn(|_| AtomicU64::new(0)),
         }
@@ -199,6 +203,8 @@ impl Counts {
         let line = probe.clone().find(|l| {
             l.owner.load(Relaxed) == 0 && l.owner.compare_exchange(0, me, Ordering::Acquire, Relaxed).is_ok()
         })?;
+        let index = (std::ptr::from_ref(line).addr() - std::ptr::from_ref(&self.lines[0]).addr()) / size_of::<Line>();
+        self.used[index / 64].fetch_or(1 << (index % 64), Relaxed);
         // A line given up at thread exit only has its owner reset. If the
         // thread is being torn down this cannot be registered: the line then
         // stays with this thread id (a later thread with the same id carries
@@ -216,13 +222,21 @@ impl Counts {
         self.check_peak();
     }
 
+    /// The lines ever claimed.
+    fn used_lines(&self) -> impl Iterator<Item = &Line> {
+        self.used.iter().enumerate().flat_map(move |(w, bits)| {
+            let bits = bits.load(Relaxed);
+            (0..64).filter(move |b| bits & (1 << b) != 0).map(move |b| &self.lines[w * 64 + b])
+        })
+    }
+
     /// Raise the peak to the live bytes now, if higher.
     #[cold]
     #[inline(never)]
     fn check_peak(&self) {
         let fallback =
             self.fallback[BYTES_ALLOCATED].load(Relaxed).wrapping_sub(self.fallback[BYTES_FREED].load(Relaxed)) as i64;
-        let live = fallback + self.lines.iter().map(Line::live).sum::<i64>();
+        let live = fallback + self.used_lines().map(Line::live).sum::<i64>();
         if live > self.peak.load(Relaxed) {
             self.peak.fetch_max(live, Relaxed);
         }
@@ -288,7 +302,7 @@ impl Counts {
     /// The totals over every thread, live or ended.
     pub fn totals(&self) -> Totals {
         let mut sums: [u64; 6] = std::array::from_fn(|k| self.fallback[k].load(Relaxed));
-        for line in self.lines.iter() {
+        for line in self.used_lines() {
             for (sum, n) in sums.iter_mut().zip(line.counts()) {
                 *sum = sum.wrapping_add(n);
             }
