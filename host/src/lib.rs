@@ -21,13 +21,15 @@
 //!    several handlers locked at once without deadlock;
 //! 10. [`handler`] — [`Handler`]'s API: dispatch, aligned requests,
 //!     instances;
-//! 11. [`current`] — the process default and per-thread scoped handler;
-//! 12. `view`, `ownership` (private) and [`buffer`] — owning buffers that
+//! 11. [`alloc_api`] — [`Handler`] and [`HandlerGuard`] as allocators of
+//!     Rust collections (`allocator_api2::alloc::Allocator`);
+//! 12. [`current`] — the process default and per-thread scoped handler;
+//! 13. `view`, `ownership` (private) and [`buffer`] — owning buffers that
 //!     free through the handler that made them, base-object ownership of
 //!     foreign memory, and views;
-//! 13. [`policy`], [`registry`] — install validated handlers under unique
+//! 14. [`policy`], [`registry`] — install validated handlers under unique
 //!     names, under a policy;
-//! 14. [`check`] — the conformance pass; [`report`] — what `check` and
+//! 15. [`check`] — the conformance pass; [`report`] — what `check` and
 //!     `list` say about a candidate.
 //!
 //! The `memplug` command is a separate binary built on this public API (the
@@ -55,6 +57,9 @@
 //! ```
 
 #![deny(unsafe_code)]
+// With the `nightly` feature, allocator-api2's `Allocator` is the standard
+// library's (unstable) trait, which `alloc_api` then implements.
+#![cfg_attr(feature = "nightly", feature(allocator_api))]
 
 pub mod error;
 pub mod validate;
@@ -67,6 +72,7 @@ pub mod load;
 mod handle;
 pub mod lock;
 pub mod handler;
+pub mod alloc_api;
 pub mod current;
 mod ownership;
 mod view;

@@ -13,6 +13,12 @@
 //!   when the count reaches zero its `destroy` runs, once, and it refuses
 //!   further allocations.
 //!
+//! - a thread that holds any handler's lock never waits for another
+//!   handler's lock to *free* a block: it frees it at once if the lock is
+//!   free (or its own), and otherwise hands it to the handler's queue of
+//!   pending frees (`pending.rs`), which the lock's holder drains. So frees
+//!   can never close a cycle of threads waiting for each other's locks.
+//!
 //! Handlers that are thread-safe and not instances are *direct*: their
 //! per-call path is one load, one branch and one indirect call. Everything
 //! else goes through [`Held`] (`held.rs`), whose `counted` is the one place
@@ -21,13 +27,13 @@
 //!
 //! Imports `error` and its siblings in `raw`; nothing above `raw`.
 
-use super::held::Held;
+use super::held::{Held, holds_any_lock, plain_block};
+use super::pending::{HandlerLock, PendingBlock};
 use super::vtable::VTable;
 use crate::error::AllocError;
 use memplug_abi::MemplugStats;
-use parking_lot::ReentrantMutex;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
 
 /// A handler's vtable with the lock and counts that make calling it sound.
 /// `repr(C)` keeps `direct` and the vtable's first fields on one cache line.
@@ -43,8 +49,8 @@ pub(crate) struct RawHandler {
     pub(super) name: &'static str,
     /// `Some` for handlers that are not thread-safe: every call holds it.
     /// Reentrant, so that a thread holding a [`Held`] may also use the
-    /// per-call path.
-    pub(super) lock: Option<ReentrantMutex<()>>,
+    /// per-call path; with the frees waiting for it.
+    pub(super) lock: Option<HandlerLock>,
     /// `Some` for instances made by `create`.
     life: Option<Life>,
 }
@@ -63,7 +69,7 @@ impl RawHandler {
     /// by-symbol spec's) declaration: without it every call is locked.
     /// `alignment` is the alignment the plugin promises for every block.
     pub(crate) fn new(vtable: VTable, thread_safe: bool, alignment: usize, name: &'static str) -> RawHandler {
-        let lock = (!thread_safe).then(|| ReentrantMutex::new(()));
+        let lock = (!thread_safe).then(HandlerLock::new);
         RawHandler { direct: thread_safe, vtable, alignment, name, lock, life: None }
     }
 
@@ -75,7 +81,7 @@ impl RawHandler {
         let held = self.lock();
         // SAFETY: `held` serialises the call (it holds the lock, if any).
         let (ctx, alignment) = unsafe { held.vtable().create(options, self.alignment) }?;
-        let lock = self.lock.as_ref().map(|_| ReentrantMutex::new(()));
+        let lock = self.lock.as_ref().map(|_| HandlerLock::new());
         let life = Some(Life { refs: AtomicUsize::new(1), owned: AtomicBool::new(false) });
         Ok(RawHandler { direct: false, vtable: self.vtable.with_ctx(ctx), alignment, name, lock, life })
     }
@@ -171,12 +177,35 @@ impl RawHandler {
         unsafe { self.free_slow(ptr, size) }
     }
 
+    /// A free that needs the lock or a count. With no lock held by this
+    /// thread, it waits for the lock as any call does. Holding some lock,
+    /// it never waits: it frees at once if the lock can be had without
+    /// waiting (it is free, or this thread's), and otherwise queues the
+    /// block for the holder (see `pending.rs` and `Held`'s drop).
+    ///
     /// # Safety
     /// As for [`Held::free`].
     #[inline(never)]
     unsafe fn free_slow(&self, ptr: NonNull<u8>, size: usize) {
-        // SAFETY: forwarded: the caller's contract.
-        unsafe { self.lock().free(ptr, size) }
+        let Some(lock) = &self.lock else {
+            // SAFETY: forwarded: the caller's contract (no lock to wait for).
+            return unsafe { self.lock().free(ptr, size) };
+        };
+        if !holds_any_lock() {
+            // SAFETY: forwarded: the caller's contract.
+            return unsafe { self.lock().free(ptr, size) };
+        }
+        if let Some(held) = Held::try_new(self) {
+            // SAFETY: forwarded: the caller's contract.
+            return unsafe { held.free(ptr, size) };
+        }
+        // The block stays counted (an instance stays alive) until it is
+        // really freed, by whoever holds the lock next.
+        lock.pending.push(PendingBlock { ptr, size: size.max(1) });
+        fence(Ordering::SeqCst);
+        // If the holder released the lock before it could see the block,
+        // free it now (taking the lock drains the queue).
+        drop(Held::try_new(self));
     }
 
     /// Allocate with an alignment; see [`Held::alloc_aligned`].
@@ -189,8 +218,11 @@ impl RawHandler {
     /// # Safety
     /// As for [`Held::free_aligned`].
     pub(crate) unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
-        // SAFETY: forwarded: the caller's contract.
-        unsafe { self.lock().free_aligned(ptr, size, alignment) }
+        // SAFETY: the caller's contract.
+        let block = unsafe { plain_block(self, ptr, size, alignment) };
+        // SAFETY: the plain block the plugin made, with its size; the
+        // ordinary free (and its rule for waiting) applies to it.
+        unsafe { self.free(block.ptr, block.size) }
     }
 
     /// Resize an aligned block; see [`Held::realloc_aligned`].

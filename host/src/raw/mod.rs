@@ -27,6 +27,7 @@ pub(crate) mod bytes;
 pub(crate) mod dispatch;
 pub(crate) mod held;
 pub(crate) mod library;
+pub(crate) mod pending;
 pub(crate) mod static_ref;
 pub(crate) mod symbols;
 pub(crate) mod vtable;
