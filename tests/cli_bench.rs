@@ -114,7 +114,8 @@ fn a_handler_failing_the_conformance_pass_is_named_and_not_benchmarked() {
     let note = stdout.lines().skip_while(|l| !l.starts_with("not benchmarked")).collect::<Vec<_>>().join("\n");
     assert!(note.contains("liar") && note.contains("alignment"), "named, with the failed check:\n{stdout}");
 
-    let out = memplug().args(["bench", "--quick", "--rounds", "2", "--workload", "grow", "--json"]).arg(dir.path()).output();
+    let out =
+        memplug().args(["bench", "--quick", "--rounds", "2", "--workload", "grow", "--json"]).arg(dir.path()).output();
     let v = json(&out.unwrap());
     let liar = v["handlers"].as_array().unwrap().iter().find(|h| h["name"] == "liar").unwrap().clone();
     assert_eq!(liar["status"], "failed-conformance");

@@ -3,7 +3,8 @@
 //! elsewhere is queued as a pending free and done by the lock's holder
 //! (`memplug::lock`, "The rules that keep it deadlock-free"). Two threads do
 //! the reverse of each other — with buffers, with raw blocks, with
-//! allocator-api2 and hashbrown collections — under a watchdog that aborts
+//! allocator-api2 and hashbrown collections, an instance's last reference —
+//! under a watchdog that aborts
 //! the test process instead of hanging; every block must then be back.
 
 mod support;
@@ -128,13 +129,15 @@ fn a_free_queued_behind_a_held_lock_is_done_when_that_lock_is_released() {
         v
     };
     drop(instance); // `last` is now the only thing keeping the instance
+    let idle = b.instantiate("region_size=64k").unwrap(); // no blocks: its owner is its last reference
+    let bj = idle.handler();
 
     let (held_tx, held_rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<()>();
     std::thread::scope(|s| {
         // Another thread holds `b` and the instance until told to let go.
         let holder = s.spawn(move || {
-            let guards = lock::lock_all(&[b, bi]);
+            let guards = lock::lock_all(&[b, bi, bj]);
             held_tx.send(()).unwrap();
             go_rx.recv().unwrap();
             drop(guards); // drains the queued frees of both
@@ -146,6 +149,7 @@ fn a_free_queued_behind_a_held_lock_is_done_when_that_lock_is_released() {
         // if it waits).
         drop(doomed);
         drop(last);
+        drop(idle); // the last reference: `destroy` is queued too
         let p = guard.alloc(64).unwrap();
         // SAFETY: a live 64-byte block of `a`.
         unsafe { guard.free(p, 64) };
@@ -158,6 +162,7 @@ fn a_free_queued_behind_a_held_lock_is_done_when_that_lock_is_released() {
     // The instance's last block was freed from the queue, which released its
     // count: it is gone, and refuses to allocate.
     assert_eq!(bi.alloc(8).unwrap_err().code(), "instance-gone");
+    assert_eq!(bj.alloc(8).unwrap_err().code(), "instance-gone");
 }
 
 #[test]

@@ -28,7 +28,7 @@
 //! Imports `error` and its siblings in `raw`; nothing above `raw`.
 
 use super::held::{Held, holds_any_lock, plain_block};
-use super::pending::{HandlerLock, PendingBlock};
+use super::pending::{Deferred, HandlerLock, PendingBlock};
 use super::vtable::VTable;
 use crate::error::AllocError;
 use memplug_abi::MemplugStats;
@@ -177,34 +177,37 @@ impl RawHandler {
         unsafe { self.free_slow(ptr, size) }
     }
 
-    /// A free that needs the lock or a count. With no lock held by this
-    /// thread, it waits for the lock as any call does. Holding some lock,
-    /// it never waits: it frees at once if the lock can be had without
-    /// waiting (it is free, or this thread's), and otherwise queues the
-    /// block for the holder (see `pending.rs` and `Held`'s drop).
+    /// A free that needs the lock or a count; see
+    /// [`now_or_later`](RawHandler::now_or_later).
     ///
     /// # Safety
     /// As for [`Held::free`].
     #[inline(never)]
     unsafe fn free_slow(&self, ptr: NonNull<u8>, size: usize) {
-        let Some(lock) = &self.lock else {
-            // SAFETY: forwarded: the caller's contract (no lock to wait for).
-            return unsafe { self.lock().free(ptr, size) };
-        };
+        let later = Deferred::Free(PendingBlock { ptr, size: size.max(1) });
+        // SAFETY: forwarded: the caller's contract (the block stays counted
+        // and untouched until it is freed, now or by the lock's next holder).
+        self.now_or_later(later, |held| unsafe { held.free(ptr, size) });
+    }
+
+    /// Do `now` under the lock — or, if it cannot be had without a wait that
+    /// could deadlock, leave `later` to the lock's holder. With no lock held
+    /// by this thread, it waits for the lock as any call does. Holding some
+    /// lock, it never waits: it runs `now` if the lock is free (or this
+    /// thread's), and otherwise queues `later` (see `pending.rs` and
+    /// `Held`'s drop).
+    fn now_or_later(&self, later: Deferred, now: impl FnOnce(&Held<'_>)) {
+        let Some(lock) = &self.lock else { return now(&self.lock()) };
         if !holds_any_lock() {
-            // SAFETY: forwarded: the caller's contract.
-            return unsafe { self.lock().free(ptr, size) };
+            return now(&self.lock());
         }
         if let Some(held) = Held::try_new(self) {
-            // SAFETY: forwarded: the caller's contract.
-            return unsafe { held.free(ptr, size) };
+            return now(&held);
         }
-        // The block stays counted (an instance stays alive) until it is
-        // really freed, by whoever holds the lock next.
-        lock.pending.push(PendingBlock { ptr, size: size.max(1) });
+        lock.pending.push(later);
         fence(Ordering::SeqCst);
-        // If the holder released the lock before it could see the block,
-        // free it now (taking the lock drains the queue).
+        // If the holder released the lock before it could see the work, do
+        // it now (taking the lock drains the queue).
         drop(Held::try_new(self));
     }
 
@@ -277,17 +280,14 @@ impl RawHandler {
         }
     }
 
+    /// The count reached zero: destroy the instance, now or (if this thread
+    /// holds another lock and this one is taken) by the lock's next holder.
+    /// The lock is reentrant, so a thread already holding it may be the one
+    /// freeing the last block.
     #[cold]
     fn destroy(&self) {
         tracing::debug!(name = self.name, "destroying instance");
-        let held = self.lock();
-        // SAFETY: only an instance has a life, and its vtable's `ctx` came
-        // from `create`. The count (owner + live blocks) just reached zero and
-        // `enter_block` refuses to raise it from zero, so no block is left and
-        // this runs once. `held` serialises the call (the lock is reentrant,
-        // so a thread already holding it may be the one freeing the last
-        // block).
-        unsafe { held.vtable().destroy() }
+        self.now_or_later(Deferred::Destroy, |held| held.destroy());
     }
 }
 

@@ -14,7 +14,7 @@
 
 use super::aligned::{align_within, block_start, over_allocation};
 use super::dispatch::RawHandler;
-use super::pending::PendingBlock;
+use super::pending::{Deferred, PendingBlock};
 use super::vtable::VTable;
 use crate::error::AllocError;
 use memplug_abi::MemplugStats;
@@ -91,7 +91,7 @@ impl<'a> Held<'a> {
     /// A `Held` over a guard just taken: counted, pending frees freed.
     #[inline]
     fn holding(raw: &'a RawHandler, guard: Option<ReentrantMutexGuard<'a, ()>>) -> Held<'a> {
-        let held = Held { raw, guard: guard, _not_send_sync: PhantomData };
+        let held = Held { raw, guard, _not_send_sync: PhantomData };
         if held.guard.is_some() {
             count_lock(1);
             held.drain();
@@ -113,13 +113,26 @@ impl<'a> Held<'a> {
     #[inline(never)]
     fn drain_slow(&self) {
         let Some(lock) = &self.raw.lock else { return };
-        for block in lock.pending.take() {
-            // SAFETY: a pending block is a live block of this handler with
-            // the size its free was asked with, handed over by a free that
-            // could not wait for the lock (`RawHandler::free_slow`) and used
-            // by no one since; this `Held` holds the lock.
-            unsafe { self.free(block.ptr, block.size) };
+        for work in lock.pending.take() {
+            match work {
+                // SAFETY: a pending block is a live block of this handler
+                // with the size its free was asked with, handed over by a
+                // free that could not wait for the lock (`RawHandler::free_slow`)
+                // and used by no one since; this `Held` holds the lock.
+                Deferred::Free(block) => unsafe { self.free(block.ptr, block.size) },
+                Deferred::Destroy => self.destroy(),
+            }
         }
+    }
+
+    /// Destroy the instance this holds (its count reached zero, and
+    /// `RawHandler::destroy` queues or calls this once).
+    pub(super) fn destroy(&self) {
+        // SAFETY: only an instance's count reaches zero, and its vtable's
+        // `ctx` came from `create`. At zero no block is left, and
+        // `enter_block` refuses to raise the count again, so this runs once;
+        // this `Held` serialises the call.
+        unsafe { self.raw.vtable.destroy() }
     }
 
     /// The functions of the handler this holds.

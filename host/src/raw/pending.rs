@@ -1,5 +1,7 @@
 //! The lock of a handler that is not thread-safe, and its queue of
-//! **pending frees**: blocks whose free could not wait for the lock.
+//! **pending frees**: blocks whose free could not wait for the lock (and,
+//! for an instance, its `destroy` when the last reference went at such a
+//! moment).
 //!
 //! A thread that holds the lock of some handler A and must free a block of
 //! another handler B whose lock is taken by someone else may not wait for
@@ -35,11 +37,19 @@ impl HandlerLock {
     }
 }
 
-/// One block waiting to be freed: the plain block the plugin made (an
-/// aligned block is recorded by its underlying allocation) and its size.
+/// A plain block the plugin made (an aligned block is known by its
+/// underlying allocation) and its size.
 pub(super) struct PendingBlock {
     pub(super) ptr: NonNull<u8>,
     pub(super) size: usize,
+}
+
+/// Work left for the lock's next holder.
+pub(super) enum Deferred {
+    /// Free this block.
+    Free(PendingBlock),
+    /// Destroy the instance: its count reached zero.
+    Destroy,
 }
 
 // SAFETY: a pending block is memory handed over for freeing: no one uses it
@@ -51,11 +61,11 @@ unsafe impl Send for PendingBlock {}
 /// The queue of pending frees of one handler.
 #[derive(Default)]
 pub(super) struct Pending {
-    /// Whether `blocks` may be non-empty: read without the mutex on every
+    /// Whether `work` may be non-empty: read without the mutex on every
     /// release of the lock. Set after a push, cleared when the list is
     /// taken, both under the mutex.
     any: AtomicBool,
-    blocks: Mutex<Vec<PendingBlock>>,
+    work: Mutex<Vec<Deferred>>,
 }
 
 impl Pending {
@@ -63,9 +73,9 @@ impl Pending {
     /// `RawHandler::free_slow`): with the flag set first and the lock
     /// tested after, either it finds the lock free and drains the queue
     /// itself, or the holder it found sees the flag when it releases.
-    pub(super) fn push(&self, block: PendingBlock) {
-        let mut blocks = self.blocks.lock();
-        blocks.push(block);
+    pub(super) fn push(&self, work: Deferred) {
+        let mut queued = self.work.lock();
+        queued.push(work);
         self.any.store(true, Ordering::SeqCst);
     }
 
@@ -75,11 +85,11 @@ impl Pending {
         !self.any.load(Ordering::SeqCst)
     }
 
-    /// Take every pending block (the caller holds the handler's lock and
-    /// frees them).
-    pub(super) fn take(&self) -> Vec<PendingBlock> {
-        let mut blocks = self.blocks.lock();
+    /// Take everything pending (the caller holds the handler's lock and
+    /// does it).
+    pub(super) fn take(&self) -> Vec<Deferred> {
+        let mut queued = self.work.lock();
         self.any.store(false, Ordering::SeqCst);
-        std::mem::take(&mut *blocks)
+        std::mem::take(&mut *queued)
     }
 }

@@ -105,10 +105,8 @@ pub(crate) fn run(args: BenchArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let threads = args
-        .threads
-        .map(usize::from)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+    let threads =
+        args.threads.map(usize::from).unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
     let settings = runner::Settings { quick: args.quick, rounds: args.rounds.map(|r| r as usize), threads };
     let mut chosen = if args.workloads.is_empty() { Workload::ALL.to_vec() } else { args.workloads.clone() };
     chosen.sort();

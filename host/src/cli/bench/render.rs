@@ -166,8 +166,13 @@ pub(crate) fn tables(variants: &[Variant], entries: &[Entry], measured: &[Measur
     if !skipped.is_empty() {
         println!("\nnot benchmarked:");
         for e in skipped {
-            let reason = e.reason.map(|r| format!("[{r}] ")).unwrap_or_default();
-            println!("  {}: {}{}", e.name, reason, e.message.as_deref().unwrap_or(e.status));
+            let message = e.message.as_deref().unwrap_or(e.status);
+            if e.status == "refused" {
+                println!("  {message}"); // names the candidate and the reason code
+            } else {
+                let reason = e.reason.map(|r| format!("[{r}] ")).unwrap_or_default();
+                println!("  {}: {reason}{message}", e.name);
+            }
         }
     }
 }

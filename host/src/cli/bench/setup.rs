@@ -117,7 +117,9 @@ pub(crate) fn prepare(load: Load<'_>, mut progress: impl FnMut(&str)) -> Result<
         if wanted != current_builtin_name() && !handlers.iter().any(|(h, _)| h.name() == wanted) {
             let loaded: Vec<&str> = handlers.iter().map(|(h, _)| h.name()).collect();
             let loaded = loaded.join(", ");
-            return Err(Unable::Usage(format!("--handler {wanted}: no handler of that name was loaded (loaded: {loaded})")));
+            return Err(Unable::Usage(format!(
+                "--handler {wanted}: no handler of that name was loaded (loaded: {loaded})"
+            )));
         }
     }
     handlers.retain(|(h, _)| load.only.is_empty() || load.only.iter().any(|n| n == h.name()));
