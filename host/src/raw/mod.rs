@@ -9,7 +9,9 @@
 //! - `dispatch`, `held` — [`RawHandler`](dispatch::RawHandler): a vtable with its
 //!   lock and instance count, the per-call paths (and the direct hot path),
 //!   and [`Held`](held::Held), the proof a lock is held that batched calls
-//!   go through; `aligned` — host over-allocation for large alignments;
+//!   go through; `pending` — a handler's lock with its queue of pending
+//!   frees (frees that could not wait for the lock); `aligned` — host
+//!   over-allocation for large alignments;
 //! - `library` — opening libraries (never closed), calling entry functions,
 //!   copying a handler's bytes out of the plugin;
 //! - `symbols` — trampolines for allocators taken by symbol name;
