@@ -204,3 +204,64 @@ fn many_threads_freeing_across_guards_lose_no_block() {
         assert_clean(h);
     }
 }
+
+/// The plugin's own statistics, read straight from its handler struct (the
+/// library is the one the registry opened: same path, same state), without
+/// the host's lock — so without draining any pending free first.
+fn stats_behind_the_hosts_back(path: &std::path::Path) -> memplug_abi::MemplugStats {
+    // SAFETY: the library is already open (the registry opened it) and is
+    // never closed; opening it again only adds a reference.
+    let lib = unsafe { libloading::Library::new(path) }.unwrap();
+    let lib: &'static libloading::Library = Box::leak(Box::new(lib));
+    // SAFETY: `memplug_handler` is the plugin's entry, of type `EntryFn`.
+    let entry = unsafe { lib.get::<memplug_abi::EntryFn>(memplug_abi::ENTRY_SYMBOL.as_bytes()) }.unwrap();
+    // SAFETY: the entry returns its static handler, valid for ever.
+    let handler = unsafe { entry().as_ref() }.unwrap();
+    let stats = handler.stats.expect("the arena reports statistics");
+    let mut out =
+        memplug_abi::MemplugStats { struct_size: size_of::<memplug_abi::MemplugStats>() as u64, ..Default::default() };
+    // SAFETY: the plugin's stats function with its own ctx and a writable
+    // struct; no other thread is using the arena any more.
+    assert_eq!(unsafe { stats(handler.ctx, &mut out) }, 0);
+    out
+}
+
+#[test]
+fn no_queued_free_is_left_behind_when_its_holder_lets_go() {
+    let _watchdog = Watchdog::arm("no_queued_free_is_left_behind", threads::watchdog_secs(120));
+    let dir = tempfile::tempdir().unwrap();
+    let b_path = threads::private_copy("arena", dir.path(), "libarena_behind.so");
+    let b = Registry::new().load_path(&b_path).unwrap();
+    let a = arenas(1, &dir)[0];
+    const ROUNDS: usize = 2_000;
+    let start = Barrier::new(2);
+    std::thread::scope(|s| {
+        // Takes and lets go of `b` as fast as it can.
+        s.spawn(|| {
+            start.wait();
+            for _ in 0..ROUNDS * 4 {
+                let g = b.lock();
+                let p = g.alloc(16).unwrap();
+                // SAFETY: a live 16-byte block of `b`.
+                unsafe { g.free(p, 16) };
+            }
+        });
+        // Frees blocks of `b` while holding `a`: some find `b` taken and are
+        // queued, often just as the other thread lets go of it.
+        s.spawn(|| {
+            start.wait();
+            for _ in 0..ROUNDS {
+                let blocks: std::vec::Vec<Buffer> = (0..4).map(|_| Buffer::with_capacity_in(40, b).unwrap()).collect();
+                let guard = a.lock();
+                drop(blocks);
+                drop(guard);
+            }
+        });
+    });
+    // Nobody has taken `b`'s lock since: whatever was queued must have been
+    // freed by the thread that let go of it (or by the queuer itself).
+    let s = stats_behind_the_hosts_back(&b_path);
+    assert_eq!((s.live_count, s.bad_frees, s.size_mismatches), (0, 0, 0), "blocks left in the queue of pending frees");
+    assert_clean(b);
+    assert_clean(a);
+}

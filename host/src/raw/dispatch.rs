@@ -27,13 +27,14 @@
 //!
 //! Imports `error` and its siblings in `raw`; nothing above `raw`.
 
+use super::barrier;
 use super::held::{Held, holds_any_lock, plain_block};
 use super::pending::{Deferred, HandlerLock, PendingBlock};
 use super::vtable::VTable;
 use crate::error::AllocError;
 use memplug_abi::MemplugStats;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// A handler's vtable with the lock and counts that make calling it sound.
 /// `repr(C)` keeps `direct` and the vtable's first fields on one cache line.
@@ -205,7 +206,7 @@ impl RawHandler {
             return now(&held);
         }
         lock.pending.push(later);
-        fence(Ordering::SeqCst);
+        barrier::heavy();
         // If the holder released the lock before it could see the work, do
         // it now (taking the lock drains the queue).
         drop(Held::try_new(self));

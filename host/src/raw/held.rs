@@ -13,6 +13,7 @@
 //! (`RawHandler::free_slow`).
 
 use super::aligned::{align_within, block_start, over_allocation};
+use super::barrier;
 use super::dispatch::RawHandler;
 use super::pending::{Deferred, PendingBlock};
 use super::vtable::VTable;
@@ -22,7 +23,6 @@ use parking_lot::ReentrantMutexGuard;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
-use std::sync::atomic::{Ordering, fence};
 
 thread_local! {
     /// How many handler locks this thread holds through `Held`s (a nested,
@@ -276,9 +276,10 @@ impl Drop for Held<'_> {
     /// Free what is pending, release the lock, then make sure no block
     /// queued meanwhile is left behind: a thread that queued a block while
     /// this one held the lock set the queue's flag before it tested the
-    /// lock; with a fence on both sides, either it found the lock free (and
-    /// drained the queue itself) or this check sees the flag. If the lock is
-    /// taken again by then, its new holder does the same on release.
+    /// lock; with a barrier on both sides (`barrier.rs`: the light one here,
+    /// on every release), either it found the lock free (and drained the
+    /// queue itself) or this check sees the flag. If the lock is taken again
+    /// by then, its new holder does the same on release.
     fn drop(&mut self) {
         if self.guard.is_none() {
             return;
@@ -289,7 +290,7 @@ impl Drop for Held<'_> {
         self.guard = None;
         count_lock(-1);
         loop {
-            fence(Ordering::SeqCst);
+            barrier::light();
             if lock.pending.is_empty() {
                 return;
             }

@@ -10,7 +10,8 @@
 //!   lock and instance count, the per-call paths (and the direct hot path),
 //!   and [`Held`](held::Held), the proof a lock is held that batched calls
 //!   go through; `pending` — a handler's lock with its queue of pending
-//!   frees (frees that could not wait for the lock); `aligned` — host
+//!   frees (frees that could not wait for the lock), and `barrier`, the
+//!   asymmetric barrier between queuing and releasing; `aligned` — host
 //!   over-allocation for large alignments;
 //! - `library` — opening libraries (never closed), calling entry functions,
 //!   copying a handler's bytes out of the plugin;
@@ -24,6 +25,7 @@
 //! caller must guarantee.
 
 pub(crate) mod aligned;
+pub(crate) mod barrier;
 pub(crate) mod builtin;
 pub(crate) mod bytes;
 pub(crate) mod dispatch;

@@ -15,7 +15,7 @@
 //! list; never while calling the plugin, and never while waiting for
 //! anything else, so it cannot take part in a deadlock.
 //!
-//! Imports nothing from the crate.
+//! Imports `barrier` (its sibling) only.
 
 use parking_lot::{Mutex, ReentrantMutex};
 use std::ptr::NonNull;
@@ -33,6 +33,7 @@ pub(crate) struct HandlerLock {
 impl HandlerLock {
     /// An unlocked lock with nothing pending.
     pub(super) fn new() -> HandlerLock {
+        super::barrier::prepare();
         HandlerLock { mutex: ReentrantMutex::new(()), pending: Pending::default() }
     }
 }
