@@ -170,7 +170,7 @@ pub(crate) fn tables(variants: &[Variant], entries: &[Entry], measured: &[Measur
             if e.status == "refused" {
                 println!("  {message}"); // names the candidate and the reason code
             } else {
-                let reason = e.reason.map(|r| format!("[{r}] ")).unwrap_or_default();
+                let reason = e.reason.as_ref().map(|r| format!("[{r}] ")).unwrap_or_default();
                 println!("  {}: {reason}{message}", e.name);
             }
         }

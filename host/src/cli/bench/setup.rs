@@ -1,14 +1,18 @@
 //! What `memplug bench` runs: load what `memplug check` loads (the
 //! candidates of the paths or the search path, an allocator taken by symbol
 //! name, instances asked for with `--options`), conformance-check every
-//! handler, and make the variants — the built-in `default_allocator` first,
+//! handler (each candidate is probed in a worker process first, so a plugin
+//! that crashes or hangs is refused, not run here), and make the variants — the built-in `default_allocator` first,
 //! as the baseline, then each handler that passed: once if it is
 //! thread-safe, twice (locked per call, and with a guard per batch) if not.
 
 use super::runner::Variant;
 use super::workloads::Locking;
+use crate::cli::args::IsolationArgs;
+use crate::cli::jobs;
 use crate::cli::{candidates, describe_search};
 use memplug::check::{Verdict, conformance};
+use memplug::probe::{Request, Task};
 use memplug::{Candidate, Handler, Instance, Outcome, Policy, Registry, SymbolSpec};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -23,7 +27,7 @@ pub(crate) struct Entry {
     /// `benchmarked`, `failed-conformance` or `refused`.
     pub(crate) status: &'static str,
     /// The refusal's reason code.
-    pub(crate) reason: Option<&'static str>,
+    pub(crate) reason: Option<String>,
     /// Why it is not benchmarked.
     pub(crate) message: Option<String>,
     pub(crate) thread_safe: Option<bool>,
@@ -58,24 +62,29 @@ pub(crate) enum Unable {
 
 /// Load, check and make the variants.
 pub(crate) fn prepare(load: Load<'_>, mut progress: impl FnMut(&str)) -> Result<Setup, Unable> {
-    let registry = Registry::with_policy(load.policy);
     let found =
         if load.spec.is_some() && load.paths.is_empty() { Vec::new() } else { candidates(load.paths, load.symbols) };
-    let mut outcomes = Vec::new();
-    if let Some(spec) = &load.spec {
-        let candidate = Candidate::new(&spec.library).with_symbol(spec.symbols.malloc.clone());
-        outcomes.push(Outcome { candidate, result: registry.load_symbols(spec) });
-    }
-    if found.is_empty() && outcomes.is_empty() {
+    if found.is_empty() && load.spec.is_none() {
         return Err(Unable::NothingFound(format!(
             "no plugin candidates found (searched: {}). Pass files or directories, or set {}.",
             describe_search(load.paths),
             memplug::discover::PATH_ENV
         )));
     }
+    // Benchmarking runs plugin code here: check every candidate in a worker
+    // process first, as `memplug check` does (with the verdict cache), and
+    // load here only those that passed, so that one that crashes, hangs or
+    // exits is named instead of taking `memplug bench` down.
+    let mut setup = Setup { variants: Vec::new(), entries: Vec::new(), _instances: Vec::new() };
+    let (found, spec) = screen(found, load.spec, load.options, &load.policy, &mut setup.entries);
+    let registry = Registry::with_policy(load.policy);
+    let mut outcomes = Vec::new();
+    if let Some(spec) = &spec {
+        let candidate = Candidate::new(&spec.library).with_symbol(spec.symbols.malloc.clone());
+        outcomes.push(Outcome { candidate, result: registry.load_symbols(spec) });
+    }
     outcomes.extend(registry.load_all(&found));
 
-    let mut setup = Setup { variants: Vec::new(), entries: Vec::new(), _instances: Vec::new() };
     let mut handlers: Vec<(Handler, String)> = Vec::new();
     for outcome in &outcomes {
         match &outcome.result {
@@ -83,7 +92,7 @@ pub(crate) fn prepare(load: Load<'_>, mut progress: impl FnMut(&str)) -> Result<
                 name: outcome.candidate.to_string(),
                 source: outcome.candidate.to_string(),
                 status: "refused",
-                reason: Some(e.code()),
+                reason: Some(e.code().to_string()),
                 message: Some(e.to_string()),
                 thread_safe: None,
             }),
@@ -99,7 +108,7 @@ pub(crate) fn prepare(load: Load<'_>, mut progress: impl FnMut(&str)) -> Result<
                             name: format!("{}[{opts}]", h.name()),
                             source: h.info().source.to_string(),
                             status: "refused",
-                            reason: Some(e.code()),
+                            reason: Some(e.code().to_string()),
                             message: Some(e.to_string()),
                             thread_safe: None,
                         }),
@@ -137,7 +146,7 @@ pub(crate) fn prepare(load: Load<'_>, mut progress: impl FnMut(&str)) -> Result<
             name: label.clone(),
             source: h.info().source.to_string(),
             status,
-            reason: (!failed.is_empty()).then_some("conformance-failed"),
+            reason: (!failed.is_empty()).then(|| "conformance-failed".to_string()),
             message,
             thread_safe: Some(h.is_thread_safe()),
         };
@@ -158,4 +167,47 @@ pub(crate) fn prepare(load: Load<'_>, mut progress: impl FnMut(&str)) -> Result<
 
 fn current_builtin_name() -> &'static str {
     memplug::current::builtin().name()
+}
+
+/// Check `found` (and `spec`) in worker processes; keep those that passed,
+/// and add an entry for each that did not (`failed-conformance` or
+/// `refused`, named as its report names it).
+fn screen(
+    found: Vec<Candidate>,
+    spec: Option<SymbolSpec>,
+    options: &[(String, String)],
+    policy: &Policy,
+    entries: &mut Vec<Entry>,
+) -> (Vec<Candidate>, Option<SymbolSpec>) {
+    let request = |candidate, spec| Request {
+        task: Task::Check,
+        candidate,
+        spec,
+        options: options.to_vec(),
+        policy: policy.clone(),
+    };
+    let mut requests: Vec<Request> = spec.iter().map(|s| request(None, Some(s.clone()))).collect();
+    requests.extend(found.iter().map(|c| request(Some(c.clone()), None)));
+    let isolation = IsolationArgs { in_process: false, timeout: 5.0, rescan: false };
+    let per_job = jobs::run(requests, &isolation);
+    let mut passed = per_job.iter().map(|reports| reports.first().is_some_and(|r| !r.fails()));
+    let spec = spec.filter(|_| passed.next().unwrap_or(false));
+    let mut kept = Vec::new();
+    for (c, ok) in found.into_iter().zip(passed) {
+        if ok {
+            kept.push(c);
+        }
+    }
+    for r in per_job.iter().filter_map(|reports| reports.first()).filter(|r| r.fails()) {
+        let conformance = r.reason.as_deref() == Some("conformance-failed");
+        entries.push(Entry {
+            name: r.name.clone().unwrap_or_else(|| r.source()),
+            source: r.source(),
+            status: if conformance { "failed-conformance" } else { "refused" },
+            reason: r.reason.clone(),
+            message: Some(r.message.clone()),
+            thread_safe: r.thread_safe,
+        });
+    }
+    (kept, spec)
 }
