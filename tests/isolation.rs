@@ -78,7 +78,10 @@ fn check_reports_every_misbehaving_plugin_and_every_good_one() {
         ("calloc_abort", CALLOC, ABORT, 0, "crashed", "check:zeroed", Some("SIGABRT")),
         ("realloc_segv", REALLOC, SEGV, 0, "crashed", "check:realloc-preserves", Some("SIGSEGV")),
         ("realloc_hang", REALLOC, HANG, 0, "timed-out", "check:realloc-preserves", None),
+        ("zero_size_segv", MALLOC, SEGV, 10, "crashed", "check:zero-size", Some("SIGSEGV")),
+        ("overlap_segv", MALLOC, SEGV, 100, "crashed", "check:no-overlap", Some("SIGSEGV")),
         ("overlap_hang", MALLOC, HANG, 100, "timed-out", "check:no-overlap", None),
+        ("aligned_abort", 7, ABORT, 0, "crashed", "check:aligned-alloc", Some("SIGABRT")),
         ("aligned_exit", 7, EXIT0, 0, "no-report", "check:aligned-alloc", None),
     ];
     for &(name, at, how, after, ..) in cases {

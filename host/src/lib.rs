@@ -29,6 +29,8 @@
 //!     several handlers locked at once without deadlock;
 //! 11. [`handler`] — [`Handler`]'s API: dispatch, aligned requests,
 //!     instances;
+//! 11. [`alloc_api`] — [`Handler`] and [`HandlerGuard`] as allocators of
+//!     Rust collections (`allocator_api2::alloc::Allocator`);
 //! 12. [`current`] — the process default and per-thread scoped handler;
 //! 13. `view`, `ownership` (private) and [`buffer`] — owning buffers that
 //!     free through the handler that made them, base-object ownership of
@@ -69,6 +71,9 @@
 //! ```
 
 #![deny(unsafe_code)]
+// With the `nightly` feature, allocator-api2's `Allocator` is the standard
+// library's (unstable) trait, which `alloc_api` then implements.
+#![cfg_attr(feature = "nightly", feature(allocator_api))]
 
 pub mod error;
 pub mod stage;
@@ -85,6 +90,7 @@ pub mod load;
 mod handle;
 pub mod lock;
 pub mod handler;
+pub mod alloc_api;
 pub mod current;
 mod ownership;
 mod view;

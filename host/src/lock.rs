@@ -72,18 +72,48 @@
 //! unsafe { guards.guard(a).free(p, 64) };
 //! ```
 //!
-//! # The rule that keeps it deadlock-free
-//! Take every handler you need **in one** [`lock_all`] call. A thread that
-//! already holds guards may lock again only handlers it already holds:
-//! asking for a new one, which could be locked out of the global order, is
-//! refused — [`Handler::lock`] and [`lock_all`] panic, [`Handler::lock_checked`]
-//! and [`lock_all_checked`] return [`LockError::OrderViolation`]. (Handlers
-//! that are thread-safe have no lock and are always allowed.)
+//! # The rules that keep it deadlock-free
+//! A thread waits for a handler's lock in three cases only, and none of them
+//! can close a cycle of threads waiting for each other:
+//! 1. **Guards are taken in one [`lock_all`] call**, in the global order. A
+//!    thread that already holds guards may lock again only handlers it
+//!    already holds (which never waits: the lock is reentrant): asking for a
+//!    new one, which could be locked out of the global order, is refused —
+//!    [`Handler::lock`] and [`lock_all`] panic, [`Handler::lock_checked`] and
+//!    [`lock_all_checked`] return [`LockError::OrderViolation`]. (Handlers
+//!    that are thread-safe have no lock and are always allowed.)
+//! 2. **A per-call operation by a thread that holds no lock** waits for the
+//!    one lock it needs, and holds nothing else while it waits.
+//! 3. **Frees never wait while holding a lock.** Dropping memory of handler B
+//!    — a [`Buffer`](crate::Buffer), a `Vec<T, Handler>`, a [`Handler::free`]
+//!    — while this thread holds a guard of another handler A frees the
+//!    block at once if B's lock is free (or this thread's), and otherwise
+//!    hands the block to B's **queue of pending frees**, and goes on. The
+//!    queue is emptied by whoever holds B's lock next: every time B's lock
+//!    is taken, and every time it is released (after releasing, the holder
+//!    looks again, so a block queued at that very moment is not left
+//!    behind). A queued block stays counted until it is really freed, so an
+//!    instance is destroyed only after its last pending block is freed.
 //!
-//! The per-call path is not checked: while holding a guard, freeing a buffer
-//! of *another* non-thread-safe handler takes that handler's lock for the
-//! call, which can deadlock against a thread doing the opposite. Lock both
-//! with [`lock_all`], or drop such buffers after releasing the guard.
+//! So two threads that each hold a guard and drop the other handler's
+//! memory — collections built on plugin memory make that an everyday
+//! pattern — both go on; the blocks are freed when the guards are dropped.
+//!
+//! ```
+//! use memplug::{Buffer, current};
+//!
+//! let (a, b) = (current::builtin(), current::default_handler());
+//! let buf = Buffer::with_capacity_in(64, b).unwrap();
+//! let guard = a.lock();
+//! drop(buf); // never waits for `b`'s lock while `a`'s is held
+//! drop(guard);
+//! ```
+//!
+//! The one case left to the caller: **allocating** per call from a
+//! non-thread-safe handler B while holding a guard of another one A waits
+//! for B's lock (an allocation cannot be put off), which can deadlock against
+//! a thread that holds B and allocates from A. Lock both with [`lock_all`]
+//! and allocate through the guards, or allocate from B before taking A.
 
 use crate::error::AllocError;
 pub use crate::error::LockError;
@@ -211,6 +241,41 @@ impl HandlerGuard {
     pub unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
         // SAFETY: the caller's contract, which is `Held::free`'s.
         unsafe { self.held.free(ptr, size) }
+    }
+
+    /// Allocate `size` bytes aligned to `alignment` (a power of two) under
+    /// the held lock, as [`Handler::alloc_aligned`] serves it.
+    pub fn alloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, AllocError> {
+        self.held.alloc_aligned(size, alignment)
+    }
+
+    /// Free a block made by [`alloc_aligned`](HandlerGuard::alloc_aligned)
+    /// (or [`Handler::alloc_aligned`]) under the held lock.
+    ///
+    /// # Safety
+    /// As for [`Handler::free_aligned`].
+    #[allow(unsafe_code)]
+    pub unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
+        // SAFETY: the caller's contract, which is `Held::free_aligned`'s.
+        unsafe { self.held.free_aligned(ptr, size, alignment) }
+    }
+
+    /// Resize an aligned block under the held lock, keeping its alignment
+    /// and `min(old_size, new_size)` bytes. On error the old block is
+    /// untouched.
+    ///
+    /// # Safety
+    /// As for [`Handler::realloc_aligned`].
+    #[allow(unsafe_code)]
+    pub unsafe fn realloc_aligned(
+        &self,
+        ptr: NonNull<u8>,
+        old_size: usize,
+        new_size: usize,
+        alignment: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: the caller's contract, which is `Held::realloc_aligned`'s.
+        unsafe { self.held.realloc_aligned(ptr, old_size, new_size, alignment) }
     }
 }
 

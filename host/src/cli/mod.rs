@@ -1,8 +1,10 @@
 //! The command line: parsing, and dispatch to one file per command
-//! (`check.rs`, `list.rs`, `inspect.rs`); `table.rs` renders reports as a
-//! table, `args.rs` holds the arguments shared by several commands.
+//! (`check.rs`, `list.rs`, `inspect.rs`, and `bench/`); `table.rs` renders
+//! reports as a table, `args.rs` holds the arguments shared by several
+//! commands.
 
 mod args;
+mod bench;
 mod check;
 mod inspect;
 mod install;
@@ -125,6 +127,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Measure every handler that passes the conformance pass on standard
+    /// workloads, side by side with the built-in default_allocator: one
+    /// table per workload with ns per operation and the ratio.
+    Bench(Box<bench::BenchArgs>),
 }
 
 /// Which plugin directory `install` and `uninstall` use.
@@ -189,20 +195,24 @@ fn run(cli: Cli) -> ExitCode {
                 Ok(p) => p,
                 Err(e) => return usage_error(&e.to_string()),
             };
-            let mut per_name: Vec<(String, String)> = Vec::new();
-            for o in &options {
-                match o.split_once(':') {
-                    Some((name, opts)) if !name.is_empty() => per_name.push((name.to_string(), opts.to_string())),
-                    _ => {
-                        return usage_error(&format!(
-                            "--options {o:?}: write NAME:key=value,... e.g. aligned:alignment=4096"
-                        ));
-                    }
-                }
+            match instance_options(&options) {
+                Ok(per_name) => check::run(&paths, &symbols, library.spec(), &per_name, policy, &isolation, json),
+                Err(e) => usage_error(&e),
             }
-            check::run(&paths, &symbols, library.spec(), &per_name, policy, &isolation, json)
         }
+        Command::Bench(args) => bench::run(*args),
     }
+}
+
+/// `--options NAME:key=value,...` values as `(name, options)` pairs.
+fn instance_options(options: &[String]) -> Result<Vec<(String, String)>, String> {
+    options
+        .iter()
+        .map(|o| match o.split_once(':') {
+            Some((name, opts)) if !name.is_empty() => Ok((name.to_string(), opts.to_string())),
+            _ => Err(format!("--options {o:?}: write NAME:key=value,... e.g. aligned:alignment=4096")),
+        })
+        .collect()
 }
 
 /// Report a usage error on stderr; exit status 2.

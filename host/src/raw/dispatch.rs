@@ -9,9 +9,15 @@
 //!   same rounding is applied to the sizes passed back to `free`/`realloc`),
 //!   nor an overflowing `nelem * elsize`, nor an alignment that is not a
 //!   power of two;
-//! - an instance (made by `create`) counts its owner and its live blocks;
-//!   when the count reaches zero its `destroy` runs, once, and it refuses
-//!   further allocations.
+//! - an instance (made by `create`) counts its owner and its live blocks
+//!   (`life.rs`); when both are gone its `destroy` runs, once, and it
+//!   refuses further allocations.
+//!
+//! - a thread that holds any handler's lock never waits for another
+//!   handler's lock to *free* a block: it frees it at once if the lock is
+//!   free (or its own), and otherwise hands it to the handler's queue of
+//!   pending frees (`pending.rs`), which the lock's holder drains. So frees
+//!   can never close a cycle of threads waiting for each other's locks.
 //!
 //! Handlers that are thread-safe and not instances are *direct*: their
 //! per-call path is one load, one branch and one indirect call. Everything
@@ -21,12 +27,13 @@
 //!
 //! Imports `error` and its siblings in `raw`; nothing above `raw`.
 
-use super::held::Held;
+use super::barrier;
+use super::held::{Held, holds_any_lock, plain_block};
 use super::life::Life;
+use super::pending::{Deferred, HandlerLock, PendingBlock};
 use super::vtable::VTable;
 use crate::error::AllocError;
 use memplug_abi::MemplugStats;
-use parking_lot::ReentrantMutex;
 use std::ptr::NonNull;
 
 /// A handler's vtable with the lock and counts that make calling it sound.
@@ -43,8 +50,8 @@ pub(crate) struct RawHandler {
     pub(super) name: &'static str,
     /// `Some` for handlers that are not thread-safe: every call holds it.
     /// Reentrant, so that a thread holding a [`Held`] may also use the
-    /// per-call path.
-    pub(super) lock: Option<ReentrantMutex<()>>,
+    /// per-call path; with the frees waiting for it.
+    pub(super) lock: Option<HandlerLock>,
     /// `Some` for instances made by `create`.
     life: Option<Life>,
 }
@@ -54,7 +61,7 @@ impl RawHandler {
     /// by-symbol spec's) declaration: without it every call is locked.
     /// `alignment` is the alignment the plugin promises for every block.
     pub(crate) fn new(vtable: VTable, thread_safe: bool, alignment: usize, name: &'static str) -> RawHandler {
-        let lock = (!thread_safe).then(|| ReentrantMutex::new(()));
+        let lock = (!thread_safe).then(HandlerLock::new);
         RawHandler { direct: thread_safe, vtable, alignment, name, lock, life: None }
     }
 
@@ -66,7 +73,7 @@ impl RawHandler {
         let held = self.lock();
         // SAFETY: `held` serialises the call (it holds the lock, if any).
         let (ctx, alignment) = unsafe { held.vtable().create(options, self.alignment) }?;
-        let lock = self.lock.as_ref().map(|_| ReentrantMutex::new(()));
+        let lock = self.lock.as_ref().map(|_| HandlerLock::new());
         let life = Some(Life::new());
         Ok(RawHandler { direct: false, vtable: self.vtable.with_ctx(ctx), alignment, name, lock, life })
     }
@@ -161,12 +168,38 @@ impl RawHandler {
         unsafe { self.free_slow(ptr, size) }
     }
 
+    /// A free that needs the lock or a count; see
+    /// [`now_or_later`](RawHandler::now_or_later).
+    ///
     /// # Safety
     /// As for [`Held::free`].
     #[inline(never)]
     unsafe fn free_slow(&self, ptr: NonNull<u8>, size: usize) {
-        // SAFETY: forwarded: the caller's contract.
-        unsafe { self.lock().free(ptr, size) }
+        let later = Deferred::Free(PendingBlock { ptr, size: size.max(1) });
+        // SAFETY: forwarded: the caller's contract (the block stays counted
+        // and untouched until it is freed, now or by the lock's next holder).
+        self.now_or_later(later, |held| unsafe { held.free(ptr, size) });
+    }
+
+    /// Do `now` under the lock — or, if it cannot be had without a wait that
+    /// could deadlock, leave `later` to the lock's holder. With no lock held
+    /// by this thread, it waits for the lock as any call does. Holding some
+    /// lock, it never waits: it runs `now` if the lock is free (or this
+    /// thread's), and otherwise queues `later` (see `pending.rs` and
+    /// `Held`'s drop).
+    fn now_or_later(&self, later: Deferred, now: impl FnOnce(&Held<'_>)) {
+        let Some(lock) = &self.lock else { return now(&self.lock()) };
+        if !holds_any_lock() {
+            return now(&self.lock());
+        }
+        if let Some(held) = Held::try_new(self) {
+            return now(&held);
+        }
+        lock.pending.push(later);
+        barrier::heavy();
+        // If the holder released the lock before it could see the work, do
+        // it now (taking the lock drains the queue).
+        drop(Held::try_new(self));
     }
 
     /// Allocate with an alignment; see [`Held::alloc_aligned`].
@@ -179,8 +212,11 @@ impl RawHandler {
     /// # Safety
     /// As for [`Held::free_aligned`].
     pub(crate) unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
-        // SAFETY: forwarded: the caller's contract.
-        unsafe { self.lock().free_aligned(ptr, size, alignment) }
+        // SAFETY: the caller's contract.
+        let block = unsafe { plain_block(self, ptr, size, alignment) };
+        // SAFETY: the plain block the plugin made, with its size; the
+        // ordinary free (and its rule for waiting) applies to it.
+        unsafe { self.free(block.ptr, block.size) }
     }
 
     /// Resize an aligned block; see [`Held::realloc_aligned`].
@@ -228,17 +264,16 @@ impl RawHandler {
         }
     }
 
+    /// `Life` decided the destruction (called once for it): destroy the
+    /// instance, now or (if this thread holds another lock and this one is
+    /// taken) by the lock's next holder. The lock is reentrant, so a thread
+    /// already holding it may be the one freeing the last block.
     #[cold]
     fn destroy(&self) {
         tracing::debug!(name = self.name, "destroying instance");
-        let held = self.lock();
-        // SAFETY: only an instance has a life, and its vtable's `ctx` came
-        // from `create`. `Life` decided the destruction (no owner, no live
-        // block, and never again: it refuses new blocks from then on), so no
-        // block is left and this runs once. `held` serialises the call (the lock is reentrant,
-        // so a thread already holding it may be the one freeing the last
-        // block).
-        unsafe { held.vtable().destroy() }
+        // SAFETY: the callers (`leave_block`, `InstanceOwner::drop`) call
+        // this exactly when `Life` decided the destruction, which it does once.
+        self.now_or_later(Deferred::Destroy, |held| unsafe { held.destroy() });
     }
 }
 

@@ -5,15 +5,60 @@
 //! of `dispatch.rs`). This file also serves alignments above the handler's own:
 //! through the plugin's `aligned_alloc`, or host over-allocation
 //! (`aligned.rs`).
+//!
+//! A `Held` that holds a lock frees the handler's pending frees
+//! (`pending.rs`) when it takes the lock and again when it releases it, and
+//! counts, per thread, how many locks the thread holds: a thread holding any
+//! lock never waits for another handler's lock to free a block
+//! (`RawHandler::free_slow`).
 
 use super::aligned::{align_within, block_start, over_allocation};
+use super::barrier;
 use super::dispatch::RawHandler;
+use super::pending::{Deferred, PendingBlock};
 use super::vtable::VTable;
 use crate::error::AllocError;
 use memplug_abi::MemplugStats;
-use parking_lot::{ReentrantMutex, ReentrantMutexGuard};
+use parking_lot::ReentrantMutexGuard;
+use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
+
+thread_local! {
+    /// How many handler locks this thread holds through `Held`s (a nested,
+    /// reentrant `Held` counts again).
+    static HOLDING: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Whether this thread holds the lock of any handler.
+#[inline]
+pub(super) fn holds_any_lock() -> bool {
+    HOLDING.with(|n| n.get() > 0)
+}
+
+fn count_lock(delta: isize) {
+    HOLDING.with(|n| n.set(n.get().wrapping_add_signed(delta)));
+}
+
+/// The plain block behind a block of `size` bytes made by `alloc_aligned`
+/// with `alignment` (the block itself, or the over-allocation it was carved
+/// from): what the plugin's `free` must be given.
+///
+/// # Safety
+/// `ptr` was returned by `alloc_aligned(size, alignment)` of `raw` (or
+/// `realloc_aligned` to `size`) and is live.
+pub(super) unsafe fn plain_block(raw: &RawHandler, ptr: NonNull<u8>, size: usize, alignment: usize) -> PendingBlock {
+    let size = size.max(1);
+    if alignment <= raw.alignment || raw.vtable.has_aligned_alloc() {
+        // From `malloc` or the plugin's `aligned_alloc`, both released by
+        // the ordinary `free`.
+        return PendingBlock { ptr, size };
+    }
+    // SAFETY: the block came from host over-allocation (`align_within`) and is live.
+    let start = unsafe { block_start(ptr) };
+    let total = over_allocation(size, alignment).expect("it fitted when the block was allocated");
+    PendingBlock { ptr: start, size: total }
+}
 
 /// Proof that calls into a handler are serialised: while a `Held` lives,
 /// this thread holds the handler's lock (if it has one). Neither `Send` nor
@@ -21,7 +66,7 @@ use std::ptr::NonNull;
 /// thread may call through it. Made only by [`RawHandler::lock`].
 pub(crate) struct Held<'a> {
     raw: &'a RawHandler,
-    _guard: Option<ReentrantMutexGuard<'a, ()>>,
+    guard: Option<ReentrantMutexGuard<'a, ()>>,
     _not_send_sync: PhantomData<*const ()>,
 }
 
@@ -29,7 +74,70 @@ impl<'a> Held<'a> {
     /// Take `raw`'s lock, if it has one, for the life of the `Held`.
     #[inline]
     pub(super) fn new(raw: &'a RawHandler) -> Held<'a> {
-        Held { raw, _guard: raw.lock.as_ref().map(ReentrantMutex::lock), _not_send_sync: PhantomData }
+        let guard = raw.lock.as_ref().map(|l| l.mutex.lock());
+        Held::holding(raw, guard)
+    }
+
+    /// Take `raw`'s lock if that needs no wait (it is free, or this thread
+    /// holds it already); `None` if another thread holds it.
+    #[inline]
+    pub(super) fn try_new(raw: &'a RawHandler) -> Option<Held<'a>> {
+        match &raw.lock {
+            None => Some(Held::holding(raw, None)),
+            Some(l) => l.mutex.try_lock().map(|g| Held::holding(raw, Some(g))),
+        }
+    }
+
+    /// A `Held` over a guard just taken: counted, pending frees freed.
+    #[inline]
+    fn holding(raw: &'a RawHandler, guard: Option<ReentrantMutexGuard<'a, ()>>) -> Held<'a> {
+        let held = Held { raw, guard, _not_send_sync: PhantomData };
+        if held.guard.is_some() {
+            count_lock(1);
+            held.drain();
+        }
+        held
+    }
+
+    /// Free every pending block (the lock is held).
+    #[inline]
+    fn drain(&self) {
+        let Some(lock) = &self.raw.lock else { return };
+        if lock.pending.is_empty() {
+            return;
+        }
+        self.drain_slow();
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn drain_slow(&self) {
+        let Some(lock) = &self.raw.lock else { return };
+        for work in lock.pending.take() {
+            match work {
+                // SAFETY: a pending block is a live block of this handler
+                // with the size its free was asked with, handed over by a
+                // free that could not wait for the lock (`RawHandler::free_slow`)
+                // and used by no one since; this `Held` holds the lock.
+                Deferred::Free(block) => unsafe { self.free(block.ptr, block.size) },
+                // SAFETY: `Destroy` is queued only by `RawHandler::destroy`,
+                // which runs once, when `Life` decided the destruction.
+                Deferred::Destroy => unsafe { self.destroy() },
+            }
+        }
+    }
+
+    /// Destroy the instance this holds.
+    ///
+    /// # Safety
+    /// This handler is an instance whose `Life` decided its destruction (its
+    /// owner is gone and no block of it is live, and no new block will be
+    /// counted), and this is the one call made for that decision.
+    pub(super) unsafe fn destroy(&self) {
+        // SAFETY: only an instance has a `Life`, and its vtable's `ctx` came
+        // from `create`; the caller guarantees no block is left and that
+        // this runs once; this `Held` serialises the call.
+        unsafe { self.raw.vtable.destroy() }
     }
 
     /// The functions of the handler this holds.
@@ -129,17 +237,10 @@ impl<'a> Held<'a> {
     /// (or `realloc_aligned` to `size` with `alignment`) and is not used
     /// again.
     pub(crate) unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
-        let size = size.max(1);
-        if alignment <= self.raw.alignment || self.raw.vtable.has_aligned_alloc() {
-            // SAFETY: the block came from `malloc` or the plugin's
-            // `aligned_alloc`, both released by the ordinary `free`.
-            return unsafe { self.free(ptr, size) };
-        }
-        // SAFETY: the block came from host over-allocation (`align_within`).
-        let start = unsafe { block_start(ptr) };
-        let total = over_allocation(size, alignment).expect("it fitted when the block was allocated");
-        // SAFETY: `start` is this handler's block of `total` bytes.
-        unsafe { self.free(start, total) }
+        // SAFETY: the caller's contract.
+        let block = unsafe { plain_block(self.raw, ptr, size, alignment) };
+        // SAFETY: the plain block the plugin made, of that size.
+        unsafe { self.free(block.ptr, block.size) }
     }
 
     /// Resize a block made by [`alloc_aligned`](Held::alloc_aligned),
@@ -173,5 +274,37 @@ impl<'a> Held<'a> {
     pub(crate) fn stats(&self) -> Option<MemplugStats> {
         // SAFETY: this `Held` serialises the call.
         unsafe { self.raw.vtable.stats() }
+    }
+}
+
+impl Drop for Held<'_> {
+    /// Free what is pending, release the lock, then make sure no block
+    /// queued meanwhile is left behind: a thread that queued a block while
+    /// this one held the lock set the queue's flag before it tested the
+    /// lock; with a barrier on both sides (`barrier.rs`: the light one here,
+    /// on every release), either it found the lock free (and drained the
+    /// queue itself) or this check sees the flag. If the lock is taken again
+    /// by then, its new holder does the same on release.
+    fn drop(&mut self) {
+        if self.guard.is_none() {
+            return;
+        }
+        let raw = self.raw;
+        let Some(lock) = &raw.lock else { return };
+        self.drain();
+        self.guard = None;
+        count_lock(-1);
+        loop {
+            barrier::light();
+            if lock.pending.is_empty() {
+                return;
+            }
+            let Some(guard) = lock.mutex.try_lock() else { return };
+            self.guard = Some(guard);
+            count_lock(1);
+            self.drain();
+            self.guard = None;
+            count_lock(-1);
+        }
     }
 }

@@ -10,7 +10,10 @@
 //!   lock and instance count, the per-call paths (and the direct hot path),
 //!   and [`Held`](held::Held), the proof a lock is held that batched calls
 //!   go through; `life` — an instance's owner, live blocks and destruction;
-//!   `aligned` — host over-allocation for large alignments;
+//!   `pending` — a handler's lock with its queue of pending frees (frees
+//!   that could not wait for the lock), and `barrier`, the asymmetric
+//!   barrier between queuing and releasing; `aligned` — host
+//!   over-allocation for large alignments;
 //! - `library` — opening libraries (never closed), calling entry functions,
 //!   copying a handler's bytes out of the plugin;
 //! - `symbols` — trampolines for allocators taken by symbol name;
@@ -25,6 +28,7 @@
 //! caller must guarantee.
 
 pub(crate) mod aligned;
+pub(crate) mod barrier;
 pub(crate) mod builtin;
 pub(crate) mod bytes;
 pub(crate) mod dispatch;
@@ -32,6 +36,7 @@ pub(crate) mod held;
 pub(crate) mod library;
 pub(crate) mod life;
 pub(crate) mod os;
+pub(crate) mod pending;
 pub(crate) mod process;
 pub(crate) mod static_ref;
 pub(crate) mod symbols;
