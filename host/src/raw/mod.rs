@@ -10,7 +10,9 @@
 //!   lock and instance count, the per-call paths (and the direct hot path),
 //!   and [`Held`](held::Held), the proof a lock is held that batched calls
 //!   go through; `life` — an instance's owner, live blocks and destruction;
-//!   `aligned` — host over-allocation for large alignments;
+//!   `aligned` — host over-allocation for large alignments; `share` — the
+//!   ABI 1.2 calls that share blocks with other processes, and the count
+//!   that keeps an attached instance alive;
 //! - `library` — opening libraries (never closed), calling entry functions,
 //!   copying a handler's bytes out of the plugin;
 //! - `symbols` — trampolines for allocators taken by symbol name;
@@ -33,6 +35,7 @@ pub(crate) mod library;
 pub(crate) mod life;
 pub(crate) mod os;
 pub(crate) mod process;
+pub(crate) mod share;
 pub(crate) mod static_ref;
 pub(crate) mod symbols;
 pub(crate) mod vtable;
