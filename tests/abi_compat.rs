@@ -1,15 +1,22 @@
-//! Compatibility across ABI versions: plugins built against the frozen 1.0
-//! and 1.1 headers, the frozen 1.0 Rust types, and a "future" 1.2 plugin all
-//! load into the current host; unknown required features and other majors
-//! are refused; defaults fill what older plugins lack; version requirements
-//! and deprecations apply.
+//! Compatibility across ABI versions: plugins built against the frozen 1.0,
+//! 1.1 and 1.2 headers, the frozen 1.0 Rust types, and a "future" 1.3 plugin
+//! all load into the current host; a 1.2 plugin read as a host of 1.1 reads
+//! it still loads, without sharing; unknown required features and other
+//! majors are refused; defaults fill what older plugins lack; version
+//! requirements and deprecations apply.
 
 mod support;
 
+use memplug::check::{Verdict, conformance};
 use memplug::registry::Policy;
-use memplug::validate::V1_1_FIELDS;
+use memplug::validate::{self, Prefix, V1_1_FIELDS, V1_2_FIELDS};
 use memplug::{AlignedStrategy, Buffer, Candidate, Registry};
 use std::path::{Path, PathBuf};
+
+/// Every field of ABI 1.1 and later: what a 1.0 plugin lacks.
+fn all_later_fields() -> Vec<&'static str> {
+    [&V1_1_FIELDS[..], &V1_2_FIELDS[..]].concat()
+}
 
 fn frozen(version: &str) -> PathBuf {
     support::root().join("abi/frozen").join(version)
@@ -22,15 +29,23 @@ fn fixture_with(include: &Path, dir: &Path, file: &str, defines: &[&str]) -> Pat
 
 #[test]
 fn frozen_headers_are_prefixes_of_the_current_one() {
-    // The frozen 1.1 header is the current one (plus the FROZEN banner).
+    // The frozen 1.2 header is the current one (plus the FROZEN banner).
     let current = std::fs::read_to_string(support::root().join("abi/include/memplug.h")).unwrap();
-    let v11 = std::fs::read_to_string(frozen("1.1").join("memplug.h")).unwrap();
-    assert!(v11.ends_with(&current), "abi/frozen/1.1/memplug.h must match the released 1.1 header");
+    let v12 = std::fs::read_to_string(frozen("1.2").join("memplug.h")).unwrap();
+    assert!(v12.ends_with(&current), "abi/frozen/1.2/memplug.h must match the released 1.2 header");
+    assert!(v12.starts_with("/* FROZEN: memplug.h exactly as released for ABI 1.2."));
+    for (version, minor) in [("1.0", "0u"), ("1.1", "1u")] {
+        let old = std::fs::read_to_string(frozen(version).join("memplug.h")).unwrap();
+        assert!(old.contains(&format!("#define MEMPLUG_ABI_MINOR {minor}")), "{version}");
+        assert!(!old.contains("memplug_location_t"), "{version} knows nothing of 1.2");
+    }
     // Layout agreement of the frozen C headers with the frozen Rust types is
     // checked by compiling plugins against them below; the Rust types carry
     // compile-time offset assertions (abi/src/frozen.rs).
     assert_eq!(memplug_abi::SIZE_V1_0, size_of::<memplug_abi::frozen::v1_0::MemplugHandler>());
     assert_eq!(memplug_abi::SIZE_V1_1, size_of::<memplug_abi::frozen::v1_1::MemplugHandler>());
+    assert_eq!(memplug_abi::SIZE_V1_2, size_of::<memplug_abi::frozen::v1_2::MemplugHandler>());
+    assert_eq!(memplug_abi::SIZE_V1_2, size_of::<memplug_abi::MemplugHandler>());
 }
 
 #[test]
@@ -44,7 +59,8 @@ fn a_c_plugin_built_against_the_frozen_1_0_header_loads_with_defaults() {
     assert_eq!(info.struct_size as usize, memplug_abi::SIZE_V1_0);
     assert_eq!(h.alignment(), memplug_abi::DEFAULT_ALIGNMENT);
     assert_eq!(info.memory_kind, memplug_abi::KIND_CPU);
-    assert_eq!(info.defaulted, V1_1_FIELDS.to_vec());
+    assert_eq!(info.defaulted, all_later_fields());
+    assert!(!h.is_shareable());
     assert_eq!(h.aligned_strategy(), AlignedStrategy::OverAllocate);
     assert!(h.stats().is_some(), "the 1.0 stats companion symbol is still used");
     // Aligned requests are served correctly anyway, by over-allocation.
@@ -65,7 +81,7 @@ fn a_rust_plugin_built_against_the_frozen_1_0_types_loads() {
     let h = r.load_path(support::plugin("system")).unwrap();
     assert_eq!(h.info().abi(), "1.0");
     assert_eq!(h.info().struct_size as usize, memplug_abi::SIZE_V1_0);
-    assert_eq!(h.info().defaulted, V1_1_FIELDS.to_vec());
+    assert_eq!(h.info().defaulted, all_later_fields());
     assert_eq!(memplug::check::tally(&memplug::check::conformance(h)).failed, 0);
 }
 
@@ -85,23 +101,105 @@ fn a_c_plugin_built_against_the_frozen_1_1_header_loads() {
     assert_eq!(h.info().memory_kind_name(), "kDLCUDAHost");
     assert_eq!(h.info().required_flags, memplug_abi::REQUIRE_SIZED_FREE);
     assert!(!h.info().defaulted.contains(&"alignment"));
+    assert!(h.info().defaulted.ends_with(&V1_2_FIELDS), "a 1.1 plugin has no 1.2 fields");
+    assert!(!h.is_shareable());
     let b = Buffer::with_capacity_in(8, h).unwrap();
     assert_eq!(b.memory_kind(), memplug_abi::KIND_CUDA_HOST);
+    assert_eq!(b.share().unwrap_err().code(), "not-shareable");
 }
 
 #[test]
-fn a_future_1_2_plugin_with_unknown_fields_and_advisory_flag_loads() {
+fn a_c_plugin_built_against_the_frozen_1_2_header_loads_and_shares() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fixture_with(&frozen("1.2"), dir.path(), "v12.so", &["FIX_NAME=\"v12\"", "FIX_SHARE"]);
+    let h = Registry::new().load_path(&lib).unwrap();
+    assert_eq!((h.info().abi(), h.info().struct_size as usize), ("1.2".to_string(), memplug_abi::SIZE_V1_2));
+    assert!(h.is_shareable());
+    assert!(!h.info().defaulted.iter().any(|f| V1_2_FIELDS.contains(f)));
+    let results = conformance(h);
+    for r in &results {
+        assert_eq!(r.verdict, Verdict::Passed, "{r:?}");
+    }
+    let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+    assert!(names.contains(&"share-round-trip") && names.contains(&"share-refusals"), "{names:?}");
+    let b = Buffer::from_slice_in(b"shared bytes", h).unwrap();
+    let block = b.share().unwrap();
+    assert_eq!((block.segment.as_str(), block.generation, block.length), ("/fixture-pool", 7, 12));
+    // SAFETY: one thread; `b` is not touched while `a` is used, and is
+    // dropped after it.
+    let mut a = unsafe { h.attach(&block) }.unwrap();
+    assert_eq!(&a[..], b"shared bytes");
+    a[..6].copy_from_slice(b"SHARED");
+    assert_eq!(a.ownership(), memplug::Ownership::Base, "attached memory is base-owned");
+    drop(a);
+    assert_eq!(&b[..], b"SHARED bytes");
+
+    // Built against 1.2 without locate/resolve: a 1.2 plugin that does not share.
+    let plain = fixture_with(&frozen("1.2"), dir.path(), "v12plain.so", &["FIX_NAME=\"v12plain\""]);
+    let p = Registry::new().load_path(&plain).unwrap();
+    assert_eq!(p.info().abi(), "1.2");
+    assert!(!p.is_shareable());
+    assert_eq!(p.info().defaulted.iter().filter(|f| V1_2_FIELDS.contains(f)).count(), 2);
+}
+
+#[test]
+fn a_1_2_plugin_read_by_a_1_1_host_loads_without_sharing() {
+    let dir = tempfile::tempdir().unwrap();
+    let lib = fixture_with(&frozen("1.2"), dir.path(), "v12.so", &["FIX_NAME=\"v12\"", "FIX_SHARE"]);
+    // Read the handler as a host built with ABI 1.1 did: the 16-byte prefix,
+    // then as many bytes as that host's layouts had.
+    // SAFETY: the fixture is a memplug plugin; its entry takes no arguments
+    // and returns a handler in static storage, which stays mapped (the
+    // library is leaked).
+    let handler: *const u8 = unsafe {
+        let lib = libloading::Library::new(&lib).unwrap();
+        let entry: libloading::Symbol<unsafe extern "C" fn() -> *const u8> = lib.get(b"memplug_handler").unwrap();
+        let p = entry();
+        std::mem::forget(lib);
+        p
+    };
+    // SAFETY: every handler starts with the 16-byte prefix.
+    let prefix = Prefix::parse(unsafe { std::slice::from_raw_parts(handler, memplug_abi::PREFIX_LEN) }).unwrap();
+    assert_eq!((prefix.abi_minor, prefix.struct_size as usize), (2, memplug_abi::SIZE_V1_2));
+    let len = validate::readable_len_as(&prefix, 1).unwrap();
+    assert_eq!(len, memplug_abi::SIZE_V1_1, "a 1.1 host reads its own layout and no further");
+    // SAFETY: the plugin declared `struct_size` >= `len` bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(handler, len) };
+    let old = validate::validate_as(bytes, 1).unwrap();
+    assert_eq!(old.name, "v12");
+    assert_eq!((old.functions.locate, old.functions.resolve), (0, 0), "no sharing for that host");
+    // The 1.1 host's own view: the frozen 1.1 struct over the same memory.
+    // SAFETY: `len` bytes are readable and the handler is 8-aligned.
+    let v11 = unsafe { &*handler.cast::<memplug_abi::frozen::v1_1::MemplugHandler>() };
+    assert_eq!(v11.alignment, 0);
+    assert!(v11.malloc.is_some() && v11.stats.is_none());
+    // Its prefix rules: a 1.2 plugin is held to the 1.1 size there, the 1.2
+    // size here.
+    let short = Prefix { struct_size: memplug_abi::SIZE_V1_1 as u32, ..prefix };
+    assert_eq!(validate::readable_len_as(&short, 1), Ok(memplug_abi::SIZE_V1_1));
+    assert_eq!(validate::readable_len(&short).unwrap_err().code(), "struct-too-small");
+    // And this host sees the sharing.
+    let now = validate::validate(
+        // SAFETY: as above, all of the declared 1.2 struct.
+        unsafe { std::slice::from_raw_parts(handler, memplug_abi::SIZE_V1_2) },
+    )
+    .unwrap();
+    assert!(now.functions.locate != 0 && now.functions.resolve != 0);
+}
+
+#[test]
+fn a_future_1_3_plugin_with_unknown_fields_and_advisory_flag_loads() {
     let dir = tempfile::tempdir().unwrap();
     let lib = fixture_with(
         &support::root().join("abi/include"),
         dir.path(),
         "future.so",
-        &["FIX_NAME=\"future\"", "FIX_FUTURE", "FIX_MINOR=2", "FIX_FLAGS=(MEMPLUG_FLAG_THREAD_SAFE|(1u<<9))"],
+        &["FIX_NAME=\"future\"", "FIX_FUTURE", "FIX_MINOR=3", "FIX_FLAGS=(MEMPLUG_FLAG_THREAD_SAFE|(1u<<9))"],
     );
     let h = Registry::new().load_path(&lib).unwrap();
     let info = h.info();
-    assert_eq!(info.abi(), "1.2");
-    assert!(info.struct_size as usize > memplug_abi::SIZE_V1_1);
+    assert_eq!(info.abi(), "1.3");
+    assert!(info.struct_size as usize > memplug_abi::SIZE_V1_2);
     assert!(info.flag_names().contains(&"bit-9"), "the unknown advisory flag is kept, and ignored");
     assert!(info.thread_safe());
     assert_eq!(memplug::check::tally(&memplug::check::conformance(h)).failed, 0);
@@ -113,10 +211,11 @@ fn unknown_required_flags_and_other_majors_are_refused() {
     let include = support::root().join("abi/include");
     let cases = [
         ("required.so", vec!["FIX_REQUIRED=(1u<<5)"], "unsupported-feature"),
-        ("future-required.so", vec!["FIX_FUTURE", "FIX_MINOR=2", "FIX_REQUIRED=(1u<<3)"], "unsupported-feature"),
+        ("future-required.so", vec!["FIX_FUTURE", "FIX_MINOR=3", "FIX_REQUIRED=(1u<<3)"], "unsupported-feature"),
         ("major0.so", vec!["FIX_MAJOR=0"], "abi-major-mismatch"),
         ("major2.so", vec!["FIX_MAJOR=2"], "abi-major-mismatch"),
-        ("short11.so", vec!["FIX_SIZE=248"], "struct-too-small"),
+        ("short11.so", vec!["FIX_MINOR=1", "FIX_SIZE=248"], "struct-too-small"),
+        ("short12.so", vec!["FIX_SIZE=296"], "struct-too-small"),
         ("badalign.so", vec!["FIX_ALIGNMENT=24"], "bad-alignment"),
         ("device.so", vec!["FIX_KIND=2"], "unsupported-memory-kind"),
     ];
@@ -214,7 +313,8 @@ fn instances_take_options_and_are_destroyed_after_their_last_buffer() {
 fn aligned_plugin_instances_via_rust_export() {
     let r = Registry::new();
     let h = r.load_path(support::plugin("aligned")).unwrap();
-    assert_eq!(h.info().abi(), "1.1");
+    assert_eq!(h.info().abi(), "1.2");
+    assert!(!h.is_shareable(), "a Rust plugin shares only when it says SHAREABLE");
     assert_eq!(h.alignment(), 64);
     assert_eq!(h.aligned_strategy(), AlignedStrategy::Plugin);
     let inst = h.instantiate("alignment=4096").unwrap();
@@ -223,4 +323,12 @@ fn aligned_plugin_instances_via_rust_export() {
     let e = h.instantiate("alignment=100").unwrap_err();
     assert_eq!(e.code(), "bad-options");
     assert!(e.to_string().contains("power of two"), "{e}");
+}
+
+#[test]
+fn the_rust_shm_plugin_is_a_shareable_1_2_plugin() {
+    let h = Registry::new().load_path(support::plugin("shm")).unwrap();
+    assert_eq!(h.info().abi(), "1.2");
+    assert!(h.is_shareable() && h.takes_options() && h.has_stats());
+    assert_eq!(h.info().layout, memplug::LayoutCheck::Checked, "compared with the frozen 1.2 type");
 }

@@ -1,6 +1,7 @@
 //! The C header and the Rust mirror agree: every size and field offset of
-//! `memplug_handler_t` and `memplug_stats_t`, and every constant, as the
-//! machine's C compiler sees them.
+//! `memplug_handler_t`, `memplug_instance_t`, `memplug_location_t` and
+//! `memplug_stats_t`, and every constant, as the machine's C compiler sees
+//! them.
 
 mod support;
 
@@ -23,7 +24,11 @@ int main(void) {
     F(memplug_handler_t, calloc) F(memplug_handler_t, realloc) F(memplug_handler_t, free)
     F(memplug_handler_t, alignment) F(memplug_handler_t, memory_kind) F(memplug_handler_t, required_flags)
     F(memplug_handler_t, aligned_alloc) F(memplug_handler_t, create) F(memplug_handler_t, destroy)
-    F(memplug_handler_t, stats)
+    F(memplug_handler_t, stats) F(memplug_handler_t, locate) F(memplug_handler_t, resolve)
+    printf("location.size %zu\n", sizeof(memplug_location_t));
+    F(memplug_location_t, struct_size) F(memplug_location_t, segment) F(memplug_location_t, segment_size)
+    F(memplug_location_t, generation) F(memplug_location_t, offset) F(memplug_location_t, length)
+    F(memplug_location_t, attach)
     printf("instance.size %zu\n", sizeof(memplug_instance_t));
     F(memplug_instance_t, struct_size) F(memplug_instance_t, ctx) F(memplug_instance_t, alignment)
     F(memplug_instance_t, error)
@@ -41,6 +46,10 @@ int main(void) {
     printf("KINDS %d %d %d %d\n", MEMPLUG_KIND_CPU, MEMPLUG_KIND_CUDA_HOST, MEMPLUG_KIND_ROCM_HOST, MEMPLUG_KIND_CUDA_MANAGED);
     printf("DEFAULT_ALIGNMENT %u\n", MEMPLUG_DEFAULT_ALIGNMENT);
     printf("ERROR_CAP %d\n", MEMPLUG_ERROR_CAP);
+    printf("SEGMENT_CAP %d\n", MEMPLUG_SEGMENT_CAP);
+    printf("ATTACH_CAP %d\n", MEMPLUG_ATTACH_CAP);
+    printf("SHARE %d %d %d %d %d %d\n", MEMPLUG_SHARE_OK, MEMPLUG_SHARE_FOREIGN, MEMPLUG_SHARE_STALE,
+           MEMPLUG_SHARE_SIZE, MEMPLUG_SHARE_RANGE, MEMPLUG_SHARE_UNAVAILABLE);
     printf("ENTRY %s\n", MEMPLUG_ENTRY_SYMBOL);
     printf("STATS_SUFFIX %s\n", MEMPLUG_STATS_SUFFIX);
     return 0;
@@ -103,8 +112,15 @@ fn header_and_rust_mirror_agree() {
         aligned_alloc,
         create,
         destroy,
-        stats
+        stats,
+        locate,
+        resolve
     );
+    put("location.size", size_of::<memplug_abi::MemplugLocation>().to_string());
+    macro_rules! l {
+        ($($f:ident),*) => { $( put(concat!("memplug_location_t.", stringify!($f)), offset_of!(memplug_abi::MemplugLocation, $f).to_string()); )* };
+    }
+    l!(struct_size, segment, segment_size, generation, offset, length, attach);
     put("instance.size", size_of::<memplug_abi::MemplugInstance>().to_string());
     macro_rules! i {
         ($($f:ident),*) => { $( put(concat!("memplug_instance_t.", stringify!($f)), offset_of!(memplug_abi::MemplugInstance, $f).to_string()); )* };
@@ -134,6 +150,10 @@ fn header_and_rust_mirror_agree() {
     );
     put("DEFAULT_ALIGNMENT", memplug_abi::DEFAULT_ALIGNMENT.to_string());
     put("ERROR_CAP", memplug_abi::ERROR_CAP.to_string());
+    put("SEGMENT_CAP", memplug_abi::SEGMENT_CAP.to_string());
+    put("ATTACH_CAP", memplug_abi::ATTACH_CAP.to_string());
+    use memplug_abi::{SHARE_FOREIGN, SHARE_OK, SHARE_RANGE, SHARE_SIZE, SHARE_STALE, SHARE_UNAVAILABLE};
+    put("SHARE", format!("{SHARE_OK} {SHARE_FOREIGN} {SHARE_STALE} {SHARE_SIZE} {SHARE_RANGE} {SHARE_UNAVAILABLE}"));
     put("ENTRY", memplug_abi::ENTRY_SYMBOL.to_string());
     put("STATS_SUFFIX", memplug_abi::STATS_SUFFIX.to_string());
     assert_eq!(c, rust);

@@ -41,11 +41,12 @@ fn check_json_shape_for_the_bundled_plugins() {
         }
         assert_eq!(o["status"], "ok");
         assert!(o["reason"].is_null());
-        let abi = if o["name"] == "system" { "1.0" } else { "1.1" };
+        let abi = if o["name"] == "system" { "1.0" } else { "1.2" };
         assert_eq!(o["abi"], abi, "system stays on ABI 1.0 on purpose");
         assert_eq!(o["deprecated"], false);
         assert_eq!(o["version"], env!("CARGO_PKG_VERSION"));
         assert_eq!(o["flags"], serde_json::json!(["thread-safe"]));
+        assert_eq!(o["shareable"], false, "no bundled plugin here has ABI 1.2 locate/resolve");
         assert!(o["checks"]["passed"].as_u64().unwrap() >= 6);
         assert_eq!(o["checks"]["failed"], 0);
     }
@@ -120,8 +121,8 @@ fn inspect_shows_the_header_field_by_field() {
     let text = String::from_utf8(out.stdout).unwrap();
     for want in [
         "magic:          0x474c504d (ok)",
-        "abi:            1.1 (host speaks 1.1)",
-        "struct_size:    296 bytes (the host reads 296)",
+        "abi:            1.2 (host speaks 1.2)",
+        "struct_size:    312 bytes (the host reads 312)",
         "flags:          0x1 [thread-safe]",
         "name:           \"tracking\"",
         "version:        \"0.1.0\"",
@@ -135,6 +136,8 @@ fn inspect_shows_the_header_field_by_field() {
         "aligned_alloc:  absent (default; larger alignments are served by host over-allocation)",
         "create:         absent (default; takes no options)",
         "stats:          0x",
+        "locate:         absent (default; not shareable)",
+        "resolve:        absent (default; not shareable)",
         "verdict:        ok",
     ] {
         assert!(text.contains(want), "{want:?} in:\n{text}");
@@ -147,12 +150,13 @@ fn inspect_a_1_0_plugin_shows_which_fields_are_defaults() {
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     for want in [
-        "abi:            1.0 (host speaks 1.1)",
+        "abi:            1.0 (host speaks 1.2)",
         "struct_size:    248 bytes (the host reads 248)",
         "alignment:      16 (default; default: the plugin is ABI 1.0)",
         "memory_kind:    1 (kDLCPU) (default; default: the plugin is ABI 1.0)",
         "aligned_alloc:  absent (default; larger alignments are served by host over-allocation)",
         "stats:          memplug_handler_stats (plugin; the ABI 1.0 companion symbol)",
+        "locate:         absent (default; default: the plugin is ABI 1.0; not shareable)",
     ] {
         assert!(text.contains(want), "{want:?} in:\n{text}");
     }

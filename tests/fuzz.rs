@@ -12,7 +12,7 @@ mod support;
 use memplug::precheck::elf::{self, Target};
 use memplug::precheck::trust::{self, EntryKind, Fact};
 use memplug::precheck::{Allowlist, Digest};
-use memplug::validate::{HeaderImage, validate};
+use memplug::validate::{HeaderImage, validate, validate_as};
 use memplug_abi::{FLAG_THREAD_SAFE, MemplugHandler};
 use proptest::prelude::*;
 use std::path::{Path, PathBuf};
@@ -82,6 +82,9 @@ proptest! {
     #[test]
     fn the_validator_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
         let _ = validate(&bytes);
+        // Nor does it as the host of an older minor judges.
+        let _ = validate_as(&bytes, 1);
+        let _ = validate_as(&bytes, 0);
     }
 
     #[test]
@@ -90,6 +93,7 @@ proptest! {
         let at = at % bytes.len();
         bytes[at] = value;
         let _ = validate(&bytes);
+        let _ = validate_as(&bytes, 1);
         bytes.truncate(at);
         prop_assert!(validate(&bytes).is_err(), "a truncated image is refused");
     }

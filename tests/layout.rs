@@ -55,7 +55,8 @@ const fn edit(file: &'static str, after: &'static str, from: &'static str, to: &
 const VARIANTS: &[Variant] = &[
     // Unaltered types from another release of the crate: accepted.
     Variant { name: "layout-version", version: "0.9.3", edits: &[], no_layout_feature: false },
-    // Same sizes, a field's type changed: `alignment` (1.1) and `ctx` (1.0).
+    // Same sizes, a field's type changed: `alignment` (1.1, in the 1.2
+    // handler) and `ctx` (1.0).
     Variant {
         name: "layout-retyped",
         version: "0.1.0",
@@ -68,7 +69,7 @@ const VARIANTS: &[Variant] = &[
         ],
         no_layout_feature: false,
     },
-    // Two function pointers of the same type swapped (1.1 only): `calloc`
+    // Two function pointers of the same type swapped (1.2 handler only): `calloc`
     // now sits where `aligned_alloc` was. struct_size and every check of
     // the header bytes would pass, and the host would call `aligned_alloc`
     // as `calloc`. The frozen-prefix assertions of the copy, which would
@@ -218,7 +219,7 @@ fn a_field_retyped_at_the_same_size_is_refused_with_the_field_named() {
     assert_eq!(code, "layout-mismatch");
     assert!(
         message.starts_with(
-            "`memplug_handler_layout` does not describe this host's frozen ABI 1.1 handler type: abi_stable's \
+            "`memplug_handler_layout` does not describe this host's frozen ABI 1.2 handler type: abi_stable's \
              layout check (expected: the host's type; found: the plugin's): `alignment`: mismatched type: expected \
              u64, found i64. Rebuild the plugin against the released memplug-abi crate, unmodified"
         ),
@@ -304,11 +305,11 @@ fn c_plugins_are_unaffected_and_a_foreign_companion_is_refused_or_ignored() {
     let magic = memplug_abi::MAGIC;
     let future_format = c_with_companion(dir.path(), "format.so", Some((magic, 99)), &[]);
     let null = c_with_companion(dir.path(), "null.so", None, &[]);
-    let newer = c_with_companion(dir.path(), "newer.so", Some((magic, 1)), &["FIX_FUTURE", "FIX_MINOR=2"]);
+    let newer = c_with_companion(dir.path(), "newer.so", Some((magic, 1)), &["FIX_FUTURE", "FIX_MINOR=3"]);
     for (lib, reason) in [
         (future_format, "`memplug_handler_layout` uses layout format 99; this host reads format 1 (abi_stable 0.11)"),
         (null, "`memplug_handler_layout` returned no layout"),
-        (newer, "ABI 1.2 is newer than this host's 1.1: it has no frozen layout to compare with"),
+        (newer, "ABI 1.3 is newer than this host's 1.2: it has no frozen layout to compare with"),
     ] {
         assert_eq!(load(Candidate::new(&lib)), Ok(LayoutCheck::NotChecked { reason: reason.into() }), "{lib:?}");
     }

@@ -1,7 +1,7 @@
 /*
  * memplug.h — the stable C ABI between the memplug host and allocator plugins.
  *
- * ABI 1.1.  A plugin is a shared library that exports one function (by default
+ * ABI 1.2.  A plugin is a shared library that exports one function (by default
  * named `memplug_handler`, see MEMPLUG_ENTRY_SYMBOL) returning a pointer to a
  * `memplug_handler_t` that stays valid for the life of the process:
  *
@@ -28,7 +28,7 @@ extern "C" {
 /* "MPLG" read as a little-endian u32. */
 #define MEMPLUG_MAGIC 0x474C504Du
 #define MEMPLUG_ABI_MAJOR 1u
-#define MEMPLUG_ABI_MINOR 1u
+#define MEMPLUG_ABI_MINOR 2u
 
 /* The default name of the exported entry function. */
 #define MEMPLUG_ENTRY_SYMBOL "memplug_handler"
@@ -65,6 +65,21 @@ extern "C" {
 
 /* Capacity of `memplug_instance_t.error`. */
 #define MEMPLUG_ERROR_CAP 256
+
+/* ABI 1.2: capacities of `memplug_location_t.segment` and `.attach`. */
+#define MEMPLUG_SEGMENT_CAP 128
+#define MEMPLUG_ATTACH_CAP 256
+
+/* ABI 1.2: what `locate` and `resolve` return. Any other non-zero value is a
+ * failure the host reports with its number. */
+#define MEMPLUG_SHARE_OK 0
+#define MEMPLUG_SHARE_FOREIGN 1     /* locate: not memory this handler can share;
+                                       resolve: a location in another segment */
+#define MEMPLUG_SHARE_STALE 2       /* resolve: the segment was created again since
+                                       (its generation differs) */
+#define MEMPLUG_SHARE_SIZE 3        /* resolve: the segment has another size */
+#define MEMPLUG_SHARE_RANGE 4       /* resolve: offset + length run past the segment */
+#define MEMPLUG_SHARE_UNAVAILABLE 5 /* this instance cannot share (now) */
 
 /*
  * The allocator functions. `ctx` is the handler's `ctx` field, passed back
@@ -104,8 +119,39 @@ typedef int (*memplug_create_fn)(void *ctx, const char *options, memplug_instanc
  * block of that instance has been freed and its owner has let it go. */
 typedef void (*memplug_destroy_fn)(void *instance_ctx);
 
-/* ABI 1.1: 296 bytes on LP64 targets. The first 248 bytes are ABI 1.0,
- * unchanged; 1.1 only appended. Field order is frozen. */
+/* ABI 1.2: where a block lives, so that another process can reach it.
+ * 424 bytes on LP64 targets. The host sets `struct_size` and zeroes the rest
+ * before `locate`; a plugin writes only what fits in `struct_size`. */
+typedef struct memplug_location {
+    uint64_t struct_size;   /* set by the host: sizeof(memplug_location_t) */
+    char segment[MEMPLUG_SEGMENT_CAP]; /* the segment's identifier, NUL-terminated
+                                          (for POSIX shared memory, its shm_open name) */
+    uint64_t segment_size;  /* bytes of the segment */
+    uint64_t generation;    /* which incarnation of the segment: differs each time a
+                               segment of that name is created; never 0 */
+    uint64_t offset;        /* of the range's first byte, from the segment's start */
+    uint64_t length;        /* bytes of the range */
+    char attach[MEMPLUG_ATTACH_CAP]; /* options for `create` that make, in another
+                                        process, an instance attached to this segment
+                                        (e.g. "name=results,create=0"); may be empty */
+} memplug_location_t;
+
+/* ABI 1.2: where the `size` bytes at `ptr` live. `ptr` may be any address —
+ * the host cannot know it is the plugin's — so `locate` must NOT dereference
+ * it: it answers MEMPLUG_SHARE_FOREIGN for memory it cannot share, or fills
+ * `out` and returns 0. The range may be a part of a block (a view). */
+typedef int (*memplug_locate_fn)(void *ctx, const void *ptr, size_t size, memplug_location_t *out);
+/* ABI 1.2: the address, in this process, of the range `location` describes
+ * (filled by `locate`, possibly in another process). Called on an instance
+ * attached to the segment (made with `location->attach`); checks that the
+ * location is of this segment, incarnation and size and within it, and
+ * returns MEMPLUG_SHARE_* saying which failed; else sets `*out_ptr`, 0. The
+ * address stays valid until that instance is destroyed. */
+typedef int (*memplug_resolve_fn)(void *ctx, const memplug_location_t *location, void **out_ptr);
+
+/* ABI 1.2: 312 bytes on LP64 targets. The first 248 bytes are ABI 1.0 and the
+ * first 296 ABI 1.1, unchanged; each minor only appended. Field order is
+ * frozen. */
 typedef struct memplug_handler {
     uint32_t magic;          /* MEMPLUG_MAGIC */
     uint16_t abi_major;      /* MEMPLUG_ABI_MAJOR the plugin was built against */
@@ -127,6 +173,9 @@ typedef struct memplug_handler {
     memplug_create_fn create;   /* optional */
     memplug_destroy_fn destroy; /* optional (with create) */
     memplug_stats_fn stats;     /* optional */
+    /* ---- ABI 1.2 (struct_size >= 312) ---- */
+    memplug_locate_fn locate;   /* optional: blocks another process can reach */
+    memplug_resolve_fn resolve; /* optional (with locate) */
 } memplug_handler_t;
 
 /* The signature of the entry function. */

@@ -8,13 +8,17 @@
 //! state makes the entry return NULL (the host refuses the plugin). Nothing
 //! unwinds into the host.
 //!
-//! This file and the macro's expansion are the only unsafe code of the ABI
-//! crate.
+//! The trampolines themselves are in `tramp.rs`. This file, `tramp.rs` and
+//! the macros' expansion are the only unsafe code of the ABI crate.
 
-use crate::{DEFAULT_ALIGNMENT, ERROR_CAP, KIND_CPU, MemplugHandler, MemplugInstance, MemplugStats, frozen};
-use core::ffi::{CStr, c_char, c_void};
+use crate::tramp::*;
+use crate::{DEFAULT_ALIGNMENT, KIND_CPU, MemplugHandler, MemplugLocation, MemplugStats, ShareFailure, frozen};
+use core::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
+
+#[doc(hidden)]
+pub use crate::tramp::stats;
 
 /// An allocator that [`export_handler!`](crate::export_handler) turns into a
 /// plugin.
@@ -45,6 +49,10 @@ pub trait Allocator: Send + Sync + Sized + 'static {
     /// Whether [`with_options`](Allocator::with_options) makes instances
     /// (exported as the 1.1 `create`/`destroy` fields).
     const HAS_INSTANCES: bool = false;
+    /// Whether [`locate`](Allocator::locate) and
+    /// [`resolve`](Allocator::resolve) are implemented: blocks another
+    /// process can reach (exported as the 1.2 `locate`/`resolve` fields).
+    const SHAREABLE: bool = false;
 
     /// Build the allocator's state. Called once, on first use of the entry.
     fn create() -> Self;
@@ -119,6 +127,25 @@ pub trait Allocator: Send + Sync + Sized + 'static {
     fn stats(&self) -> Option<MemplugStats> {
         None
     }
+
+    /// Where the `size` bytes at `ptr` live, written into `out` (which
+    /// arrives zeroed, `struct_size` set): see [`crate::share`]. `ptr` is
+    /// an address the host cannot vouch for: compare it with the memory this
+    /// instance owns, never read through it. Only exported when
+    /// [`SHAREABLE`](Allocator::SHAREABLE) is `true`.
+    fn locate(&self, ptr: *const u8, size: usize, out: &mut MemplugLocation) -> Result<(), ShareFailure> {
+        let _ = (ptr, size, out);
+        Err(ShareFailure::Unavailable)
+    }
+
+    /// The address in this process of the range `location` describes
+    /// (filled by [`locate`](Allocator::locate), perhaps in another
+    /// process), or which check failed. Only exported when
+    /// [`SHAREABLE`](Allocator::SHAREABLE) is `true`.
+    fn resolve(&self, location: &MemplugLocation) -> Result<*mut u8, ShareFailure> {
+        let _ = location;
+        Err(ShareFailure::Unavailable)
+    }
 }
 
 /// Copy `s` into a fixed, NUL-terminated byte array, cutting it to `N - 1`
@@ -170,6 +197,10 @@ pub fn entry<A: Allocator>(
                 h.create = Some(create_tramp::<A>);
                 h.destroy = Some(destroy_tramp::<A>);
             }
+            if A::SHAREABLE {
+                h.locate = Some(locate_tramp::<A>);
+                h.resolve = Some(resolve_tramp::<A>);
+            }
             if catch_unwind(AssertUnwindSafe(|| a.stats().is_some())).unwrap_or(false) {
                 h.stats = Some(stats_tramp::<A>);
             }
@@ -219,149 +250,7 @@ pub fn entry_v1_0<A: Allocator>(
     built.unwrap_or(core::ptr::null())
 }
 
-/// The body of a generated statistics companion. Not public API.
-///
-/// # Safety
-/// `ctx` is null or the `ctx` of a handler built by [`entry::<A>`]; `out` is
-/// null or points at a writable [`MemplugStats`] whose `struct_size` is set.
-#[doc(hidden)]
-pub unsafe fn stats<A: Allocator>(ctx: *mut c_void, out: *mut MemplugStats) -> i32 {
-    if ctx.is_null() || out.is_null() {
-        return -1;
-    }
-    // SAFETY: per the contract, a non-null `ctx` is that of a handler built by
-    // `entry::<A>`, pointing at the `'static` `A` in its `OnceLock`.
-    let a = unsafe { state::<A>(ctx) };
-    match catch_unwind(AssertUnwindSafe(|| a.stats())) {
-        Ok(Some(s)) => {
-            // SAFETY: `out` is non-null and the host gives a properly aligned
-            // `MemplugStats` whose `struct_size` says how much of it exists.
-            let size = unsafe { (*out).struct_size } as usize;
-            let n = size.min(core::mem::size_of::<MemplugStats>());
-            let filled = MemplugStats { struct_size: n as u64, ..s };
-            // SAFETY: copy only the `n` bytes the caller's struct has.
-            unsafe { core::ptr::copy_nonoverlapping(&filled as *const MemplugStats as *const u8, out as *mut u8, n) };
-            0
-        }
-        _ => 1,
-    }
-}
-
-/// Recover the state from a `ctx` handed back by the host.
-///
-/// # Safety
-/// `ctx` is the `ctx` of a handler built by [`entry::<A>`].
-unsafe fn state<'a, A: Allocator>(ctx: *mut c_void) -> &'a A {
-    // SAFETY: per this function's contract `ctx` points at a live `A`.
-    unsafe { &*(ctx as *const A) }
-}
-
-unsafe extern "C" fn malloc_tramp<A: Allocator>(ctx: *mut c_void, size: usize) -> *mut c_void {
-    // SAFETY: the host only calls with the ctx of this handler.
-    let a = unsafe { state::<A>(ctx) };
-    catch_unwind(AssertUnwindSafe(|| a.malloc(size))).unwrap_or(core::ptr::null_mut()) as *mut c_void
-}
-
-unsafe extern "C" fn calloc_tramp<A: Allocator>(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
-    // SAFETY: the host only calls with the ctx of this handler.
-    let a = unsafe { state::<A>(ctx) };
-    catch_unwind(AssertUnwindSafe(|| a.calloc(nelem, elsize))).unwrap_or(core::ptr::null_mut()) as *mut c_void
-}
-
-unsafe extern "C" fn realloc_tramp<A: Allocator>(
-    ctx: *mut c_void,
-    ptr: *mut c_void,
-    old: usize,
-    new: usize,
-) -> *mut c_void {
-    // SAFETY: the host only calls with the ctx of this handler.
-    let a = unsafe { state::<A>(ctx) };
-    // SAFETY: the host passes a block this handler made with size `old`.
-    catch_unwind(AssertUnwindSafe(|| unsafe { a.realloc(ptr as *mut u8, old, new) })).unwrap_or(core::ptr::null_mut())
-        as *mut c_void
-}
-
-unsafe extern "C" fn aligned_alloc_tramp<A: Allocator>(ctx: *mut c_void, alignment: usize, size: usize) -> *mut c_void {
-    // SAFETY: the host only calls with the ctx of this handler.
-    let a = unsafe { state::<A>(ctx) };
-    catch_unwind(AssertUnwindSafe(|| a.aligned_alloc(alignment, size))).unwrap_or(core::ptr::null_mut()) as *mut c_void
-}
-
-unsafe extern "C" fn stats_tramp<A: Allocator>(ctx: *mut c_void, out: *mut MemplugStats) -> i32 {
-    // SAFETY: the host passes this handler's ctx and a valid `out`.
-    unsafe { stats::<A>(ctx, out) }
-}
-
-/// Write `msg` into a fixed, NUL-terminated error buffer, cut to fit.
-fn write_error(buf: &mut [u8; ERROR_CAP], msg: &str) {
-    let n = msg.len().min(ERROR_CAP - 1);
-    buf[..n].copy_from_slice(&msg.as_bytes()[..n]);
-    buf[n] = 0;
-}
-
-unsafe extern "C" fn create_tramp<A: Allocator>(
-    ctx: *mut c_void,
-    options: *const c_char,
-    out: *mut MemplugInstance,
-) -> i32 {
-    if out.is_null() {
-        return -1;
-    }
-    // SAFETY: the host passes a valid, writable instance struct.
-    let out = unsafe { &mut *out };
-    if (out.struct_size as usize) < core::mem::size_of::<MemplugInstance>() {
-        return -1;
-    }
-    // SAFETY: the host only calls with the ctx of this handler.
-    let a = unsafe { state::<A>(ctx) };
-    let text = if options.is_null() {
-        ""
-    } else {
-        // SAFETY: the host passes a NUL-terminated string that outlives the call.
-        match unsafe { CStr::from_ptr(options) }.to_str() {
-            Ok(t) => t,
-            Err(_) => {
-                write_error(&mut out.error, "options are not UTF-8");
-                return 1;
-            }
-        }
-    };
-    match catch_unwind(AssertUnwindSafe(|| a.with_options(text))) {
-        Ok(Ok(instance)) => {
-            let align = instance.alignment().max(out.alignment as usize);
-            out.ctx = Box::into_raw(Box::new(instance)) as *mut c_void;
-            out.alignment = align as u64;
-            0
-        }
-        Ok(Err(msg)) => {
-            write_error(&mut out.error, &msg);
-            1
-        }
-        Err(_) => {
-            write_error(&mut out.error, "the plugin panicked while creating an instance");
-            1
-        }
-    }
-}
-
-unsafe extern "C" fn destroy_tramp<A: Allocator>(instance_ctx: *mut c_void) {
-    if instance_ctx.is_null() {
-        return;
-    }
-    // SAFETY: the host passes a ctx made by `create_tramp` (a leaked `Box<A>`),
-    // exactly once, after its last block was freed.
-    let boxed = unsafe { Box::from_raw(instance_ctx as *mut A) };
-    let _ = catch_unwind(AssertUnwindSafe(move || drop(boxed)));
-}
-
-unsafe extern "C" fn free_tramp<A: Allocator>(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
-    // SAFETY: the host only calls with the ctx of this handler.
-    let a = unsafe { state::<A>(ctx) };
-    // SAFETY: the host passes a block this handler made with size `size`.
-    let _ = catch_unwind(AssertUnwindSafe(|| unsafe { a.free(ptr as *mut u8, size) }));
-}
-
-/// Export a type implementing [`Allocator`] as a memplug plugin (ABI 1.1).
+/// Export a type implementing [`Allocator`] as a memplug plugin (ABI 1.2).
 ///
 /// `export_handler!(MyAlloc)` defines the entry function `memplug_handler`;
 /// `export_handler!(MyAlloc, my_entry)` uses another name, so one library can
@@ -393,9 +282,9 @@ macro_rules! export_handler {
 }
 
 /// Export a type implementing [`Allocator`] against the frozen ABI 1.0
-/// layout ([`frozen::v1_0`](crate::frozen::v1_0)): the 1.1 parts of the
-/// trait (alignment, memory kind, aligned allocation, instances) are not
-/// exported, and statistics go through the 1.0 companion symbol.
+/// layout ([`frozen::v1_0`](crate::frozen::v1_0)): the 1.1 and 1.2 parts of
+/// the trait (alignment, memory kind, aligned allocation, instances,
+/// sharing) are not exported, and statistics go through the 1.0 companion symbol.
 ///
 /// `export_handler_v1_0!(MyAlloc)` defines `memplug_handler` and
 /// `memplug_handler_stats`; `export_handler_v1_0!(MyAlloc, entry, entry_stats)`

@@ -15,7 +15,9 @@
 //! and `malloc`/`calloc`/`realloc`/`free` functions taking that `ctx` (ABI
 //! 1.0). ABI 1.1 appends the alignment, the memory kind, required flags, and
 //! optional `aligned_alloc`, `create`/`destroy` (instances with options) and
-//! `stats`. Newer minors only append fields; the host reads the plugin's
+//! `stats`; ABI 1.2 appends optional `locate`/`resolve`, through which a
+//! block can be reached from another process ([`share`]). Newer minors only
+//! append fields; the host reads the plugin's
 //! declared size and supplies defaults for what an older plugin lacks. The
 //! layouts as released are kept in [`frozen`]; the contract is in `ABI.md`.
 //!
@@ -79,9 +81,16 @@
 pub mod export;
 pub mod frozen;
 pub mod layout;
+pub mod share;
+#[allow(unsafe_code)]
+mod tramp;
 
 pub use export::{Allocator, fixed_str};
 pub use layout::{LAYOUT_SUFFIX, MemplugLayout};
+pub use share::{
+    ATTACH_CAP, LocateFn, MemplugLocation, ResolveFn, SEGMENT_CAP, SHARE_FOREIGN, SHARE_OK, SHARE_RANGE, SHARE_SIZE,
+    SHARE_STALE, SHARE_UNAVAILABLE, ShareFailure,
+};
 
 use core::ffi::{c_char, c_void};
 
@@ -92,7 +101,7 @@ pub const MAGIC: u32 = 0x474C_504D;
 /// refused.
 pub const ABI_MAJOR: u16 = 1;
 /// The newest ABI minor version this crate describes.
-pub const ABI_MINOR: u16 = 1;
+pub const ABI_MINOR: u16 = 2;
 /// The default name of the entry function a plugin exports.
 pub const ENTRY_SYMBOL: &str = "memplug_handler";
 /// Suffix of the optional statistics companion of an entry function
@@ -177,8 +186,8 @@ pub struct MemplugInstance {
     pub error: [u8; ERROR_CAP],
 }
 
-/// A handler as laid out in memory (ABI 1.1, 296 bytes on 64-bit targets;
-/// its first 248 bytes are ABI 1.0).
+/// A handler as laid out in memory (ABI 1.2, 312 bytes on 64-bit targets;
+/// its first 248 bytes are ABI 1.0, its first 296 ABI 1.1).
 ///
 /// Mirrors `memplug_handler_t` of [`HEADER`]. The order of these fields is
 /// frozen; a newer minor only appends. [`frozen`] keeps every released
@@ -227,20 +236,31 @@ pub struct MemplugHandler {
     pub destroy: Option<unsafe extern "C" fn(*mut c_void)>,
     /// Optional, see [`StatsFn`].
     pub stats: Option<unsafe extern "C" fn(*mut c_void, *mut MemplugStats) -> i32>,
+    // ---- ABI 1.2 ----
+    /// Optional, see [`LocateFn`].
+    pub locate: Option<unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut MemplugLocation) -> i32>,
+    /// Optional (with `locate`), see [`ResolveFn`].
+    pub resolve: Option<unsafe extern "C" fn(*mut c_void, *const MemplugLocation, *mut *mut c_void) -> i32>,
 }
 
 /// The size of an ABI 1.0 handler: the smallest `struct_size` the host accepts.
 pub const SIZE_V1_0: usize = core::mem::size_of::<frozen::v1_0::MemplugHandler>();
 /// The size of an ABI 1.1 handler.
 pub const SIZE_V1_1: usize = core::mem::size_of::<frozen::v1_1::MemplugHandler>();
+/// The size of an ABI 1.2 handler.
+pub const SIZE_V1_2: usize = core::mem::size_of::<frozen::v1_2::MemplugHandler>();
 
 /// The least `struct_size` a plugin declaring ABI `1.minor` must have: the
 /// size of the newest layout this crate knows that the minor includes.
 pub const fn required_size(minor: u16) -> usize {
-    if minor == 0 { SIZE_V1_0 } else { SIZE_V1_1 }
+    match minor {
+        0 => SIZE_V1_0,
+        1 => SIZE_V1_1,
+        _ => SIZE_V1_2,
+    }
 }
 
-const _: () = assert!(core::mem::size_of::<MemplugHandler>() == SIZE_V1_1);
+const _: () = assert!(core::mem::size_of::<MemplugHandler>() == SIZE_V1_2);
 
 /// The function pointer fields are the `*Fn` types above, spelled out for
 /// `abi_stable`'s derive: this does not compile if the two drift apart.
@@ -253,10 +273,25 @@ type Functions = (
     Option<CreateFn>,
     Option<DestroyFn>,
     Option<StatsFn>,
+    Option<LocateFn>,
+    Option<ResolveFn>,
 );
 const _: fn(&MemplugHandler) -> Functions =
-    |h| (h.malloc, h.calloc, h.realloc, h.free, h.aligned_alloc, h.create, h.destroy, h.stats);
-const _: fn(&frozen::v1_1::MemplugHandler) -> Functions =
+    |h| (h.malloc, h.calloc, h.realloc, h.free, h.aligned_alloc, h.create, h.destroy, h.stats, h.locate, h.resolve);
+const _: fn(&frozen::v1_2::MemplugHandler) -> Functions =
+    |h| (h.malloc, h.calloc, h.realloc, h.free, h.aligned_alloc, h.create, h.destroy, h.stats, h.locate, h.resolve);
+/// The ABI 1.1 function pointer fields.
+type Functions11 = (
+    Option<MallocFn>,
+    Option<CallocFn>,
+    Option<ReallocFn>,
+    Option<FreeFn>,
+    Option<AlignedAllocFn>,
+    Option<CreateFn>,
+    Option<DestroyFn>,
+    Option<StatsFn>,
+);
+const _: fn(&frozen::v1_1::MemplugHandler) -> Functions11 =
     |h| (h.malloc, h.calloc, h.realloc, h.free, h.aligned_alloc, h.create, h.destroy, h.stats);
 /// The ABI 1.0 function pointer fields.
 type Functions10 = (Option<MallocFn>, Option<CallocFn>, Option<ReallocFn>, Option<FreeFn>);
@@ -277,7 +312,7 @@ impl MemplugHandler {
             magic: MAGIC,
             abi_major: ABI_MAJOR,
             abi_minor: ABI_MINOR,
-            struct_size: SIZE_V1_1 as u32,
+            struct_size: SIZE_V1_2 as u32,
             flags,
             name: fixed_str(name),
             version: fixed_str(version),
@@ -293,6 +328,8 @@ impl MemplugHandler {
             create: None,
             destroy: None,
             stats: None,
+            locate: None,
+            resolve: None,
         }
     }
 
@@ -348,8 +385,9 @@ mod tests {
     #[test]
     fn sizes_on_lp64() {
         #[cfg(target_pointer_width = "64")]
-        assert_eq!((SIZE_V1_0, SIZE_V1_1), (248, 296));
+        assert_eq!((SIZE_V1_0, SIZE_V1_1, SIZE_V1_2), (248, 296, 312));
         assert_eq!(core::mem::offset_of!(MemplugHandler, alignment), SIZE_V1_0);
+        assert_eq!(core::mem::offset_of!(MemplugHandler, locate), SIZE_V1_1);
     }
 
     #[test]

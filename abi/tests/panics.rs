@@ -1,6 +1,7 @@
 //! The export macro's trampolines catch panics: an allocation that panics
 //! returns NULL, a panicking `free` returns normally, and a panic while
-//! creating the state makes the entry return NULL. Nothing unwinds into the
+//! creating the state makes the entry return NULL, a panicking `locate` or
+//! `resolve` reports a failure. Nothing unwinds into the
 //! caller (which would abort the process at the `extern "C"` boundary).
 
 use memplug_abi::{Allocator, MemplugHandler, MemplugStats, export_handler};
@@ -83,7 +84,8 @@ fn exported_header_is_well_formed() {
     let h = handler(panicky_entry).unwrap();
     assert_eq!(h.magic, memplug_abi::MAGIC);
     assert_eq!((h.abi_major, h.abi_minor), (memplug_abi::ABI_MAJOR, memplug_abi::ABI_MINOR));
-    assert_eq!(h.struct_size as usize, memplug_abi::SIZE_V1_1);
+    assert_eq!(h.struct_size as usize, memplug_abi::SIZE_V1_2);
+    assert!(h.locate.is_none() && h.resolve.is_none(), "not shareable unless SHAREABLE says so");
     assert_eq!(h.name_str(), Some("panicky"));
     assert_eq!(h.version_str(), Some("0.0.1"));
     assert_eq!(h.flags, 0);
@@ -151,4 +153,77 @@ fn instances_report_bad_options_and_panics_as_errors() {
     // SAFETY: as above.
     assert_ne!(unsafe { create(h.ctx, c"panic=1".as_ptr(), &mut out) }, 0);
     assert!(msg(&out).contains("panicked"));
+}
+
+/// Shares an imaginary 4 KiB segment at address 0x10000; panics for a
+/// range of 13 bytes.
+struct Sharing;
+
+impl Allocator for Sharing {
+    const NAME: &'static str = "sharing";
+    const VERSION: &'static str = "1.0.0";
+    const SHAREABLE: bool = true;
+
+    fn create() -> Self {
+        Sharing
+    }
+    fn malloc(&self, _size: usize) -> *mut u8 {
+        std::ptr::null_mut()
+    }
+    unsafe fn free(&self, _ptr: *mut u8, _size: usize) {}
+    fn locate(
+        &self,
+        ptr: *const u8,
+        size: usize,
+        out: &mut memplug_abi::MemplugLocation,
+    ) -> Result<(), memplug_abi::ShareFailure> {
+        assert_ne!(size, 13, "panics on purpose");
+        let offset = (ptr as usize).checked_sub(0x10000).filter(|o| o + size <= 4096);
+        let offset = offset.ok_or(memplug_abi::ShareFailure::Foreign)?;
+        out.set_segment("/imaginary");
+        out.segment_size = 4096;
+        out.generation = 7;
+        out.offset = offset as u64;
+        out.length = size as u64;
+        Ok(())
+    }
+    fn resolve(&self, location: &memplug_abi::MemplugLocation) -> Result<*mut u8, memplug_abi::ShareFailure> {
+        assert_ne!(location.length, 13, "panics on purpose");
+        match location.generation {
+            7 => Ok((0x10000 + location.offset as usize) as *mut u8),
+            _ => Err(memplug_abi::ShareFailure::Stale),
+        }
+    }
+}
+
+export_handler!(Sharing, sharing_entry);
+
+#[test]
+fn locate_and_resolve_report_statuses_and_catch_panics() {
+    let h = handler(sharing_entry).unwrap();
+    let (locate, resolve) = (h.locate.unwrap(), h.resolve.unwrap());
+    let mut loc = memplug_abi::MemplugLocation::new();
+    // SAFETY: the handler's ctx; `loc` is a valid record; the address is only compared.
+    assert_eq!(unsafe { locate(h.ctx, 0x10100 as *const _, 64, &mut loc) }, memplug_abi::SHARE_OK);
+    assert_eq!((loc.segment_str(), loc.offset, loc.length), (Some("/imaginary"), 0x100, 64));
+    let mut other = memplug_abi::MemplugLocation::new();
+    // SAFETY: as above.
+    assert_eq!(unsafe { locate(h.ctx, 0x20000 as *const _, 64, &mut other) }, memplug_abi::SHARE_FOREIGN);
+    // SAFETY: as above; the plugin panics, which must come back as a failure.
+    assert_eq!(unsafe { locate(h.ctx, 0x10000 as *const _, 13, &mut other) }, memplug_abi::SHARE_FOREIGN);
+    let mut small = memplug_abi::MemplugLocation { struct_size: 8, ..memplug_abi::MemplugLocation::new() };
+    // SAFETY: as above; a record too small for this plugin is refused, not written.
+    assert_eq!(unsafe { locate(h.ctx, 0x10100 as *const _, 64, &mut small) }, memplug_abi::SHARE_FOREIGN);
+    assert_eq!(small.segment_str(), Some(""));
+
+    let mut p = std::ptr::null_mut();
+    // SAFETY: a valid record and pointer slot.
+    assert_eq!(unsafe { resolve(h.ctx, &loc, &mut p) }, memplug_abi::SHARE_OK);
+    assert_eq!(p as usize, 0x10100);
+    let stale = memplug_abi::MemplugLocation { generation: 8, ..loc };
+    // SAFETY: as above.
+    assert_eq!(unsafe { resolve(h.ctx, &stale, &mut p) }, memplug_abi::SHARE_STALE);
+    let panics = memplug_abi::MemplugLocation { length: 13, ..loc };
+    // SAFETY: as above.
+    assert_eq!(unsafe { resolve(h.ctx, &panics, &mut p) }, memplug_abi::SHARE_FOREIGN);
 }

@@ -39,7 +39,7 @@ pub use crate::dirs::CACHE_ENV;
 /// The format version of the cache file.
 const FORMAT: u32 = 1;
 /// The version of this host: entries of another are ignored.
-const HOST: &str = concat!(env!("CARGO_PKG_VERSION"), "+abi", "1.1");
+const HOST: &str = concat!(env!("CARGO_PKG_VERSION"), "+abi", "1.2");
 
 /// The identity of a file's contents, as cheap to read as a `stat`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

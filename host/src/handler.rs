@@ -1,6 +1,8 @@
 //! [`Handler`]'s API: a validated, registered allocator. Every method of the
-//! type is here; the type itself (identity, formatting) is in `handle.rs`,
-//! the calls into the plugin in `raw/`, the guards it hands out in `lock.rs`.
+//! type is here but sharing blocks with other processes
+//! ([`Handler::share`], [`Handler::attach`]: `share.rs`, which sits above
+//! buffers); the type itself (identity, formatting) is in `handle.rs`, the
+//! calls into the plugin in `raw/`, the guards it hands out in `lock.rs`.
 //!
 //! A `Handler` is a `Copy` reference to handler state that lives for the rest
 //! of the process: libraries are never closed, and a handler's state is never
@@ -131,6 +133,13 @@ impl Handler {
     /// Whether the handler reports statistics.
     pub fn has_stats(&self) -> bool {
         self.raw().vtable().has_stats()
+    }
+
+    /// Whether blocks of this handler can be reached from other processes:
+    /// the plugin has ABI 1.2 `locate` and `resolve` (see
+    /// [`share`](crate::share)).
+    pub fn is_shareable(&self) -> bool {
+        self.raw().is_shareable()
     }
 
     /// Statistics, if the plugin reports them (the ABI 1.1 `stats` field, or

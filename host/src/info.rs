@@ -76,7 +76,7 @@ pub enum LayoutCheck {
     Checked,
     /// The plugin exports a companion, but the host could not compare it.
     NotChecked {
-        /// Why, e.g. "ABI 1.2 is newer than this host's 1.1".
+        /// Why, e.g. "ABI 1.3 is newer than this host's 1.2".
         reason: String,
     },
 }

@@ -104,6 +104,7 @@ fn frozen_layout(minor: u16) -> Option<&'static TypeLayout> {
     match minor {
         0 => Some(<frozen::v1_0::MemplugHandler as StableAbi>::LAYOUT),
         1 => Some(<frozen::v1_1::MemplugHandler as StableAbi>::LAYOUT),
+        2 => Some(<frozen::v1_2::MemplugHandler as StableAbi>::LAYOUT),
         _ => None,
     }
 }
@@ -193,10 +194,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_current_handler_is_the_frozen_1_1_layout() {
+    fn the_current_handler_is_the_frozen_1_2_layout() {
         let current = <memplug_abi::MemplugHandler as StableAbi>::LAYOUT;
-        assert_eq!(compare(frozen_layout(1).unwrap(), current), Ok(()));
-        assert_eq!(memplug_abi::ABI_MINOR, 1, "compare the current handler with the newest frozen layout");
+        assert_eq!(compare(frozen_layout(2).unwrap(), current), Ok(()));
+        assert_eq!(memplug_abi::ABI_MINOR, 2, "compare the current handler with the newest frozen layout");
     }
 
     /// A small handler-like type and copies of it altered as a plugin's copy
@@ -283,6 +284,16 @@ mod tests {
             "the handler type: incompatible type size: expected 296, found 248; \
              the handler type: too many fields: expected 19, found 12"
         );
-        assert!(frozen_layout(2).is_none(), "minors newer than the host's are not compared");
+        assert!(frozen_layout(3).is_none(), "minors newer than the host's are not compared");
+    }
+
+    #[test]
+    fn a_1_1_layout_is_not_a_1_2_layout() {
+        let e = compare(frozen_layout(2).unwrap(), frozen_layout(1).unwrap()).unwrap_err();
+        assert_eq!(
+            e,
+            "the handler type: incompatible type size: expected 312, found 296; \
+             the handler type: too many fields: expected 21, found 19"
+        );
     }
 }

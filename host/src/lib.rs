@@ -34,7 +34,8 @@
 //! 12. [`current`] — the process default and per-thread scoped handler;
 //! 13. `view`, `ownership` (private) and [`buffer`] — owning buffers that
 //!     free through the handler that made them, base-object ownership of
-//!     foreign memory, and views;
+//!     foreign memory, and views; [`share`] — blocks handed to other
+//!     processes ([`SharedBlock`]) and attached there;
 //! 14. [`policy`] — what a registry accepts (versions, deprecations, trust)
 //!     and whether it probes; [`check`] — the conformance pass; [`report`]
 //!     — what `check`, `list` and `inspect` say about a candidate;
@@ -95,6 +96,7 @@ pub mod current;
 mod ownership;
 mod view;
 pub mod buffer;
+pub mod share;
 pub mod policy;
 pub mod check;
 pub mod report;
@@ -106,7 +108,7 @@ pub mod worker;
 pub use buffer::Buffer;
 pub use current::HandlerScope;
 pub use discover::Candidate;
-pub use error::{AllocError, BufferError, InstanceError, LoadError, LockError, PolicyError, Refusal};
+pub use error::{AllocError, BufferError, InstanceError, LoadError, LockError, PolicyError, Refusal, ShareError};
 pub use handler::{AlignedStrategy, Handler, Instance};
 pub use info::{HandlerInfo, LayoutCheck, Source};
 pub use lock::{HandlerGuard, MultiGuard};
@@ -114,6 +116,7 @@ pub use ownership::Ownership;
 pub use policy::Policy;
 pub use registry::{Outcome, Registry};
 pub use report::Report;
+pub use share::SharedBlock;
 pub use symbols::SymbolSpec;
 pub use view::View;
 

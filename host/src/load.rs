@@ -121,7 +121,7 @@ pub struct Inspection {
     pub prefix: Option<Prefix>,
     /// All 1.0 fields, if the prefix allowed reading them.
     pub fields: Option<RawFields>,
-    /// The ABI 1.1 fields as the host would use them (values and where they
+    /// The fields of ABI 1.1 and later as the host would use them (values and where they
     /// come from), when `fields` was read.
     pub readings: Vec<FieldReading>,
     /// The entry's ABI 1.0 statistics companion symbol, if the library has
@@ -160,6 +160,6 @@ pub fn inspect(candidate: &Candidate, trust: &Trust) -> Inspection {
         }
     })();
     let layout = layout.and_then(Result::ok);
-    let readings = fields.as_ref().map(|f| validate::v1_1_readings(f, stats_companion.as_deref())).unwrap_or_default();
+    let readings = fields.as_ref().map(|f| validate::readings(f, stats_companion.as_deref())).unwrap_or_default();
     Inspection { candidate: candidate.clone(), prefix, fields, readings, stats_companion, layout, verdict }
 }

@@ -11,19 +11,25 @@
 //! plugin name, deprecated ABI minors, and the trust checks every candidate
 //! file passes before it is opened.
 //!
+//! A registry also attaches blocks other processes shared
+//! ([`Registry::attach`]): it finds the handler of the block's name and
+//! makes (and reuses) the instance attached to the block's segment.
+//!
 //! Imports `load`, `discover`, `symbols`, `handler`, `current`, `policy`,
-//! `raw` (the list of opened libraries) and `error`.
+//! `share`, `buffer`, `raw` (the list of opened libraries) and `error`.
 
+use crate::buffer::Buffer;
 use crate::cache::{self, FileId, Lookup, VerdictCache};
 use crate::current;
 use crate::discover::{self, Candidate};
-use crate::error::{IsolationRefusal, LoadError, Refusal};
+use crate::error::{IsolationRefusal, LoadError, Refusal, ShareError};
 use crate::handler::Handler;
 use crate::load::{self, Prepared};
 use crate::policy::Probe;
 pub use crate::policy::{Policy, PolicyError};
 use crate::precheck;
 use crate::probe::{Request, Task, Worker};
+use crate::share::{Attachments, SharedBlock};
 use crate::symbols::SymbolSpec;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -34,6 +40,8 @@ use std::sync::{OnceLock, RwLock};
 pub struct Registry {
     handlers: RwLock<BTreeMap<String, Handler>>,
     policy: RwLock<Policy>,
+    /// The instances made to attach shared blocks.
+    attachments: Attachments,
 }
 
 /// What happened to one candidate in [`Registry::load_all`].
@@ -62,7 +70,7 @@ impl Registry {
         let mut map = BTreeMap::new();
         let b = current::builtin();
         map.insert(b.name().to_string(), b);
-        Registry { handlers: RwLock::new(map), policy: RwLock::new(policy) }
+        Registry { handlers: RwLock::new(map), policy: RwLock::new(policy), attachments: Attachments::default() }
     }
 
     /// The policy in force.
@@ -250,6 +258,28 @@ impl Registry {
     /// Every registered handler, by name.
     pub fn handlers(&self) -> Vec<Handler> {
         self.handlers.read().unwrap_or_else(|e| e.into_inner()).values().copied().collect()
+    }
+
+    /// The memory a [`SharedBlock`] names — made by another process (or this
+    /// one) and handed over as a handle — in this process: a base-owned
+    /// [`Buffer`] over the same bytes, which keeps the attachment alive and
+    /// never frees the block (its owner does; see [`crate::share`]).
+    ///
+    /// Finds the handler registered under the block's
+    /// [`handler`](SharedBlock::handler) name (`unknown-handler` if none),
+    /// then attaches through an instance made with the block's
+    /// [`attach`](SharedBlock::attach) options, reused for every block of
+    /// the same segment while any of them is attached.
+    ///
+    /// # Safety
+    /// As for [`Handler::attach`]: the processes reaching these bytes take
+    /// turns, and the owner keeps the block until this buffer is dropped.
+    #[allow(unsafe_code)]
+    pub unsafe fn attach(&self, block: &SharedBlock) -> Result<Buffer, ShareError> {
+        let h =
+            self.get(&block.handler).ok_or_else(|| ShareError::UnknownHandler { handler: block.handler.clone() })?;
+        // SAFETY: the caller's contract.
+        unsafe { self.attachments.attach(h, block) }
     }
 
     /// The registered names, sorted.

@@ -121,7 +121,11 @@ pub struct Loaded {
     pub aligned_alloc: String,
     /// Whether the plugin makes instances (has `create`).
     pub takes_options: bool,
-    /// The ABI 1.1 fields the host supplied defaults for.
+    /// Whether its blocks can be reached from other processes (ABI 1.2
+    /// `locate` and `resolve`; see [`crate::share`]).
+    #[serde(default)]
+    pub shareable: bool,
+    /// The fields of ABI 1.1 and later the host supplied defaults for.
     pub defaulted: Vec<String>,
     /// Whether a Rust plugin's type layout was compared with the frozen
     /// one: `checked`, `not-exported` (a C plugin) or `not-checked`.
@@ -187,6 +191,7 @@ impl Report {
                 }
                 .into(),
                 takes_options: h.takes_options(),
+                shareable: h.is_shareable(),
                 defaulted: info.defaulted.iter().map(|d| d.to_string()).collect(),
                 layout: info.layout.code().to_string(),
             }),
@@ -315,7 +320,7 @@ pub struct InspectionReport {
     pub host_reads: Option<usize>,
     /// All 1.0 fields, if the prefix allowed reading them.
     pub fields: Option<RawFields>,
-    /// The ABI 1.1 fields as the host would use them.
+    /// The fields of ABI 1.1 and later as the host would use them.
     pub readings: Vec<Reading>,
     /// The layout check of a Rust plugin's `<entry>_layout` companion, if
     /// it ran.
@@ -335,7 +340,7 @@ pub struct InspectionReport {
     pub signal: Option<String>,
 }
 
-/// One ABI 1.1 field as read (see [`FieldReading`](crate::validate::FieldReading)).
+/// One field of ABI 1.1 or later as read (see [`FieldReading`](crate::validate::FieldReading)).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reading {
     /// The field's name.

@@ -1,5 +1,7 @@
 /*
- * counting.c — a complete memplug plugin in C (ABI 1.1).
+ * counting.c — a complete memplug plugin in C (built against the current
+ * header, ABI 1.2; it fills the 1.1 fields and leaves the optional 1.2
+ * sharing functions out).
  *
  * libc underneath, with live/peak/total counters reported through the
  * optional `stats` function. Build it with any C compiler:

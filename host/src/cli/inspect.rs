@@ -1,5 +1,5 @@
 //! `memplug inspect`: a plugin's handler header field by field, as read —
-//! which ABI 1.1 fields came from the plugin and which are host defaults
+//! which fields of ABI 1.1 and later came from the plugin and which are host defaults
 //! (as `validate` records them) — and the verdict. Nothing is installed;
 //! the plugin's code (its constructors, its entry) runs in a worker process
 //! unless `--in-process` says otherwise.
@@ -37,7 +37,7 @@ struct InspectJson<'a> {
     signal: Option<&'a str>,
 }
 
-/// The fields as read: the ABI 1.0 ones as values, the 1.1 ones with where
+/// The fields as read: the ABI 1.0 ones as values, the later ones with where
 /// they came from.
 #[derive(Serialize)]
 struct FieldsJson {
@@ -60,7 +60,7 @@ struct LayoutJson {
     reason: Option<String>,
 }
 
-/// One ABI 1.1 field: its value, `plugin` or `default`, and a note.
+/// One field of ABI 1.1 or later: its value, `plugin` or `default`, and a note.
 #[derive(Serialize)]
 struct ReadingJson {
     value: String,

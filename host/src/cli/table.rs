@@ -56,6 +56,9 @@ fn cells(r: &Report, with_checks: bool) -> Vec<String> {
         None => vec![r.status.as_str().into(), name, dash(), dash(), dash(), dash()],
         Some(loaded) => {
             let mut flags: Vec<String> = r.flags.iter().map(|f| f.to_string()).collect();
+            if loaded.shareable {
+                flags.push("shareable".into());
+            }
             if r.thread_safe == Some(false) {
                 flags.push("not-thread-safe(locked)".into());
             }

@@ -9,6 +9,8 @@
 //!   `create` were refused;
 //! - [`AllocError`], [`BufferError`] (`memory.rs`) — allocating through a
 //!   handler, or using a buffer, failed;
+//! - [`ShareError`] (`share.rs`) — sharing a block with another process, or
+//!   attaching one, failed;
 //! - [`PolicyError`], [`LockError`] (`usage.rs`) — the API was used the
 //!   wrong way.
 //!
@@ -19,12 +21,14 @@ mod isolation;
 mod loader;
 mod memory;
 mod refusal;
+mod share;
 mod usage;
 
 pub use instance::InstanceError;
 pub use isolation::IsolationRefusal;
 pub use memory::{AllocError, BufferError};
 pub use refusal::{LoadError, Refusal};
+pub use share::ShareError;
 pub use usage::{LockError, PolicyError};
 
 use std::fmt;

@@ -14,6 +14,8 @@
 //!   that could not wait for the lock), and `barrier`, the asymmetric
 //!   barrier between queuing and releasing; `aligned` — host
 //!   over-allocation for large alignments;
+//!   `share` — the ABI 1.2 calls that share blocks with other processes,
+//!   and the count that keeps an attached instance alive;
 //! - `library` — opening libraries (never closed), calling entry functions,
 //!   copying a handler's bytes out of the plugin;
 //! - `symbols` — trampolines for allocators taken by symbol name;
@@ -38,6 +40,7 @@ pub(crate) mod life;
 pub(crate) mod os;
 pub(crate) mod pending;
 pub(crate) mod process;
+pub(crate) mod share;
 pub(crate) mod static_ref;
 pub(crate) mod symbols;
 pub(crate) mod vtable;

@@ -9,8 +9,10 @@
 use crate::validate::FunctionAddrs;
 use core::ffi::c_void;
 use memplug_abi::{
-    AlignedAllocFn, CallocFn, CreateFn, DestroyFn, FreeFn, MallocFn, MemplugInstance, MemplugStats, ReallocFn, StatsFn,
+    AlignedAllocFn, CallocFn, CreateFn, DestroyFn, FreeFn, LocateFn, MallocFn, MemplugInstance, MemplugLocation,
+    MemplugStats, ReallocFn, ResolveFn, StatsFn,
 };
+use std::ptr::NonNull;
 
 /// A handler's functions and `ctx`; the four required functions non-null.
 #[derive(Clone, Copy)]
@@ -25,6 +27,8 @@ pub(crate) struct VTable {
     create: Option<CreateFn>,
     destroy: Option<DestroyFn>,
     stats: Option<StatsFn>,
+    locate: Option<LocateFn>,
+    resolve: Option<ResolveFn>,
 }
 
 // SAFETY: the vtable is immutable plain data (function pointers and an opaque
@@ -52,7 +56,19 @@ impl VTable {
         free: FreeFn,
         aligned_alloc: Option<AlignedAllocFn>,
     ) -> VTable {
-        VTable { ctx, malloc, calloc, realloc, free, aligned_alloc, create: None, destroy: None, stats: None }
+        VTable {
+            ctx,
+            malloc,
+            calloc,
+            realloc,
+            free,
+            aligned_alloc,
+            create: None,
+            destroy: None,
+            stats: None,
+            locate: None,
+            resolve: None,
+        }
     }
 
     /// A vtable from a validated header's addresses; `stats` is the 1.0
@@ -81,6 +97,8 @@ impl VTable {
                 create: std::mem::transmute::<usize, Option<CreateFn>>(f.create),
                 destroy: std::mem::transmute::<usize, Option<DestroyFn>>(f.destroy),
                 stats: std::mem::transmute::<usize, Option<StatsFn>>(f.stats).or(stats),
+                locate: std::mem::transmute::<usize, Option<LocateFn>>(f.locate),
+                resolve: std::mem::transmute::<usize, Option<ResolveFn>>(f.resolve),
             }
         }
     }
@@ -103,6 +121,12 @@ impl VTable {
     /// Whether the handler reports statistics.
     pub(crate) fn has_stats(&self) -> bool {
         self.stats.is_some()
+    }
+
+    /// Whether the plugin can share blocks with other processes: it has
+    /// both `locate` and `resolve` (ABI 1.2).
+    pub(crate) fn is_shareable(&self) -> bool {
+        self.locate.is_some() && self.resolve.is_some()
     }
 }
 
@@ -213,6 +237,42 @@ impl VTable {
             return Err(format!("create reported alignment {align}, which is not a power of two"));
         }
         Ok((out.ctx, align))
+    }
+
+    /// `locate(ctx, ptr, size, &out)`: where the range lives, or the
+    /// plugin's non-zero status (`SHARE_FOREIGN` when it has no `locate`).
+    ///
+    /// # Safety
+    /// The call is serialised. (`ptr` may be any address: the ABI forbids
+    /// `locate` to dereference it.)
+    pub(crate) unsafe fn locate(&self, ptr: *const u8, size: usize) -> Result<MemplugLocation, i32> {
+        let Some(locate) = self.locate else { return Err(memplug_abi::SHARE_FOREIGN) };
+        let mut out = MemplugLocation::new();
+        // SAFETY: `locate` is this plugin's ABI function and `ctx` its own;
+        // `out` is a writable, zeroed record with `struct_size` set; the ABI
+        // says `ptr` is only compared, never read; the caller serialises.
+        match unsafe { locate(self.ctx, ptr.cast(), size, &mut out) } {
+            0 => Ok(out),
+            status => Err(status),
+        }
+    }
+
+    /// `resolve(ctx, location, &out)`: the range's address in this process,
+    /// or the plugin's non-zero status (`SHARE_FOREIGN` when it has no
+    /// `resolve`, or returned NULL with status 0).
+    ///
+    /// # Safety
+    /// The call is serialised.
+    pub(crate) unsafe fn resolve(&self, location: &MemplugLocation) -> Result<NonNull<u8>, i32> {
+        let Some(resolve) = self.resolve else { return Err(memplug_abi::SHARE_FOREIGN) };
+        let mut out: *mut c_void = std::ptr::null_mut();
+        // SAFETY: `resolve` is this plugin's ABI function and `ctx` its own;
+        // `location` is a whole, readable record and `out` a writable slot;
+        // the caller serialises the call.
+        match unsafe { resolve(self.ctx, location, &mut out) } {
+            0 => NonNull::new(out.cast()).ok_or(memplug_abi::SHARE_FOREIGN),
+            status => Err(status),
+        }
     }
 
     /// `destroy(ctx)` on this instance vtable's `ctx`, if the plugin has it.

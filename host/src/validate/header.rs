@@ -6,7 +6,7 @@
 //! so that `inspect` can show what a refused plugin declared. The rules live
 //! in `rules.rs`. Pure Rust over bytes: no FFI, and no input makes it panic.
 
-use memplug_abi::{MemplugHandler, NAME_CAP, PREFIX_LEN, SIZE_V1_0, SIZE_V1_1, VERSION_CAP, required_size};
+use memplug_abi::{MemplugHandler, NAME_CAP, PREFIX_LEN, SIZE_V1_0, SIZE_V1_1, SIZE_V1_2, VERSION_CAP, required_size};
 use serde::{Deserialize, Serialize};
 use std::mem::offset_of;
 
@@ -44,13 +44,19 @@ impl Prefix {
     /// The minor whose fields the host reads: the plugin's, capped at the
     /// newest this host knows.
     pub fn effective_minor(&self) -> u16 {
-        self.abi_minor.min(memplug_abi::ABI_MINOR)
+        self.effective_minor_as(memplug_abi::ABI_MINOR)
+    }
+
+    /// The minor whose fields a host of ABI `1.host_minor` reads: the
+    /// plugin's, capped at the host's.
+    pub fn effective_minor_as(&self, host_minor: u16) -> u16 {
+        self.abi_minor.min(host_minor)
     }
 }
 
 /// The addresses of a handler's functions, as read. The four ABI 1.0 ones
 /// are non-zero after [`validate`](super::validate) succeeded; the optional
-/// 1.1 ones are 0 when absent.
+/// 1.1 and 1.2 ones are 0 when absent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct FunctionAddrs {
     /// `malloc`.
@@ -69,6 +75,12 @@ pub struct FunctionAddrs {
     pub destroy: usize,
     /// `stats` (1.1, optional).
     pub stats: usize,
+    /// `locate` (1.2, optional).
+    #[serde(default)]
+    pub locate: usize,
+    /// `resolve` (1.2, optional).
+    #[serde(default)]
+    pub resolve: usize,
 }
 
 impl FunctionAddrs {
@@ -77,13 +89,15 @@ impl FunctionAddrs {
         [("malloc", self.malloc), ("calloc", self.calloc), ("realloc", self.realloc), ("free", self.free)]
     }
 
-    /// The optional (ABI 1.1) functions by name, in ABI order.
-    pub fn optional_fields(&self) -> [(&'static str, usize); 4] {
+    /// The optional (ABI 1.1 and 1.2) functions by name, in ABI order.
+    pub fn optional_fields(&self) -> [(&'static str, usize); 6] {
         [
             ("aligned_alloc", self.aligned_alloc),
             ("create", self.create),
             ("destroy", self.destroy),
             ("stats", self.stats),
+            ("locate", self.locate),
+            ("resolve", self.resolve),
         ]
     }
 }
@@ -102,6 +116,8 @@ pub struct RawV11 {
 /// The ABI 1.1 fields in the order of the struct, for `inspect`.
 pub const V1_1_FIELDS: [&str; 7] =
     ["alignment", "memory_kind", "required_flags", "aligned_alloc", "create", "destroy", "stats"];
+/// The ABI 1.2 fields in the order of the struct, for `inspect`.
+pub const V1_2_FIELDS: [&str; 2] = ["locate", "resolve"];
 
 /// The raw fields of a header image, decoded but not judged. `inspect` shows
 /// these even for a candidate that is refused.
@@ -123,12 +139,17 @@ pub struct RawFields {
     pub functions: FunctionAddrs,
     /// The 1.1 fields, when the image has them.
     pub v1_1: Option<RawV11>,
+    /// Whether the image has the 1.2 fields (`locate`, `resolve`, in
+    /// `functions`).
+    #[serde(default)]
+    pub v1_2: bool,
 }
 
 impl RawFields {
     /// Decode the fields of an image of at least [`SIZE_V1_0`] bytes (1.1
     /// fields too when it has [`SIZE_V1_1`] bytes and the plugin's minor is
-    /// at least 1); `None` if shorter.
+    /// at least 1, and 1.2 fields when it has [`SIZE_V1_2`] bytes and the
+    /// minor is at least 2); `None` if shorter.
     pub fn parse(bytes: &[u8]) -> Option<RawFields> {
         if bytes.len() < SIZE_V1_0 {
             return None;
@@ -154,6 +175,11 @@ impl RawFields {
                 required_flags: u32_at(bytes, offset_of!(MemplugHandler, required_flags)),
             }
         });
+        let v1_2 = prefix.abi_minor >= 2 && bytes.len() >= SIZE_V1_2;
+        if v1_2 {
+            functions.locate = usize_at(bytes, offset_of!(MemplugHandler, locate));
+            functions.resolve = usize_at(bytes, offset_of!(MemplugHandler, resolve));
+        }
         Some(RawFields {
             prefix,
             name: name.to_vec(),
@@ -163,6 +189,7 @@ impl RawFields {
             ctx: usize_at(bytes, offset_of!(MemplugHandler, ctx)),
             functions,
             v1_1,
+            v1_2,
         })
     }
 }
@@ -175,7 +202,7 @@ impl HeaderImage {
     /// The bytes of `h` (all of the current layout), native layout,
     /// pointers as their addresses.
     pub fn of(h: &MemplugHandler) -> HeaderImage {
-        let mut out = vec![0u8; SIZE_V1_1];
+        let mut out = vec![0u8; SIZE_V1_2];
         put(&mut out, offset_of!(MemplugHandler, magic), &h.magic.to_ne_bytes());
         put(&mut out, offset_of!(MemplugHandler, abi_major), &h.abi_major.to_ne_bytes());
         put(&mut out, offset_of!(MemplugHandler, abi_minor), &h.abi_minor.to_ne_bytes());
@@ -193,6 +220,8 @@ impl HeaderImage {
             (offset_of!(MemplugHandler, create), h.create.map_or(0, |f| f as usize)),
             (offset_of!(MemplugHandler, destroy), h.destroy.map_or(0, |f| f as usize)),
             (offset_of!(MemplugHandler, stats), h.stats.map_or(0, |f| f as usize)),
+            (offset_of!(MemplugHandler, locate), h.locate.map_or(0, |f| f as usize)),
+            (offset_of!(MemplugHandler, resolve), h.resolve.map_or(0, |f| f as usize)),
         ];
         for (off, a) in fns {
             put(&mut out, off, &a.to_ne_bytes());

@@ -6,7 +6,10 @@
 //! - `header.rs` decodes bytes into fields ([`Prefix`], [`RawFields`])
 //!   without judging them, so that a refused plugin can still be shown;
 //! - `rules.rs` judges them ([`validate`], [`readable_len`]) and supplies
-//!   the defaults for what an older plugin lacks ([`v1_1_readings`]).
+//!   the defaults for what an older plugin lacks ([`readings`]). The same
+//!   rules as a host of an older minor applied them ([`validate_as`],
+//!   [`readable_len_as`]) are kept, so that tests can show how a plugin of a
+//!   newer minor reads to such a host.
 //!
 //! Everything that decides whether a plugin is accepted happens in
 //! [`validate`], so it can be fuzzed with arbitrary input.
@@ -30,9 +33,9 @@
 mod header;
 mod rules;
 
-pub use header::{FunctionAddrs, HeaderImage, Prefix, RawFields, RawV11, V1_1_FIELDS};
+pub use header::{FunctionAddrs, HeaderImage, Prefix, RawFields, RawV11, V1_1_FIELDS, V1_2_FIELDS};
 pub use rules::{
     FieldReading, MAX_ALIGNMENT, ValidatedHeader, is_accepted_memory_kind, memory_kind_name, readable_len,
-    v1_1_readings, validate,
+    readable_len_as, readings, v1_1_readings, v1_2_readings, validate, validate_as,
 };
 pub(crate) use rules::{check_name, check_version, is_name_byte};

@@ -4,11 +4,11 @@
 //! Works on the decoded fields of `header.rs`; pure Rust, no FFI, and no
 //! input makes it panic, so it can be fuzzed with arbitrary bytes.
 
-use super::header::{FunctionAddrs, Prefix, RawFields, V1_1_FIELDS};
+use super::header::{FunctionAddrs, Prefix, RawFields, V1_1_FIELDS, V1_2_FIELDS};
 use crate::error::{Escaped, Refusal};
 use memplug_abi::{
-    ABI_MAJOR, DEFAULT_ALIGNMENT, KIND_CPU, KIND_CUDA_HOST, KIND_CUDA_MANAGED, KIND_ROCM_HOST, KNOWN_REQUIRED_FLAGS,
-    MAGIC, NAME_CAP, REQUIRE_SIZED_FREE, SIZE_V1_0, VERSION_CAP, required_size,
+    ABI_MAJOR, ABI_MINOR, DEFAULT_ALIGNMENT, KIND_CPU, KIND_CUDA_HOST, KIND_CUDA_MANAGED, KIND_ROCM_HOST,
+    KNOWN_REQUIRED_FLAGS, MAGIC, NAME_CAP, REQUIRE_SIZED_FREE, SIZE_V1_0, VERSION_CAP, required_size,
 };
 
 /// The largest alignment a handler may declare (1 GiB).
@@ -39,10 +39,11 @@ pub struct ValidatedHeader {
     pub defaulted: Vec<&'static str>,
 }
 
-/// One ABI 1.1 field as the host will use it: the value in force, whether
-/// the plugin supplied it or the host did, and what that means. The one
-/// account of defaults: [`validate`] lists as `defaulted` exactly the
-/// readings that are not `from_plugin`, and `memplug inspect` shows them.
+/// One field of ABI 1.1 or later as the host will use it: the value in
+/// force, whether the plugin supplied it or the host did, and what that
+/// means. The one account of defaults: [`validate`] lists as `defaulted`
+/// exactly the readings that are not `from_plugin`, and `memplug inspect`
+/// shows them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldReading {
     /// The field's name, e.g. `alignment`.
@@ -61,13 +62,21 @@ pub struct FieldReading {
 /// [`effective_minor`](Prefix::effective_minor). A plugin of a newer minor
 /// has more fields; the host does not read them.
 pub fn readable_len(prefix: &Prefix) -> Result<usize, Refusal> {
+    readable_len_as(prefix, ABI_MINOR)
+}
+
+/// [`readable_len`] as a host of ABI `1.host_minor` computes it: the
+/// layouts it knows end at its own minor, so a plugin of a newer minor is
+/// held to (and read up to) the host's newest layout. `host_minor` 1 is the
+/// reader of every host released with ABI 1.1.
+pub fn readable_len_as(prefix: &Prefix, host_minor: u16) -> Result<usize, Refusal> {
     if prefix.magic != MAGIC {
         return Err(Refusal::BadMagic { found: prefix.magic, expected: MAGIC });
     }
     if prefix.abi_major != ABI_MAJOR {
         return Err(Refusal::AbiMajorMismatch { found: prefix.abi_major, expected: ABI_MAJOR });
     }
-    let required = required_size(prefix.abi_minor);
+    let required = required_size(prefix.effective_minor_as(host_minor));
     if (prefix.struct_size as usize) < required {
         return Err(Refusal::StructTooSmall {
             declared: prefix.struct_size,
@@ -76,7 +85,7 @@ pub fn readable_len(prefix: &Prefix) -> Result<usize, Refusal> {
             minor: prefix.abi_minor,
         });
     }
-    Ok(required_size(prefix.effective_minor()))
+    Ok(required)
 }
 
 /// Validate a handler image: the bytes the host copied out of the plugin
@@ -87,15 +96,24 @@ pub fn readable_len(prefix: &Prefix) -> Result<usize, Refusal> {
 ///
 /// Never panics, whatever `bytes` holds.
 pub fn validate(bytes: &[u8]) -> Result<ValidatedHeader, Refusal> {
+    validate_as(bytes, ABI_MINOR)
+}
+
+/// [`validate`] as a host of ABI `1.host_minor` judges the bytes it read
+/// ([`readable_len_as`] of them): fields of later minors are neither read
+/// nor required, so such a host sees, for instance, no `locate`/`resolve`
+/// (not shareable). `validate_as(bytes, 1)` is the judgement of a host
+/// released with ABI 1.1.
+pub fn validate_as(bytes: &[u8], host_minor: u16) -> Result<ValidatedHeader, Refusal> {
     let Some(prefix) = Prefix::parse(bytes) else {
         return Err(Refusal::TruncatedImage { len: bytes.len(), required: SIZE_V1_0 });
     };
-    let want = readable_len(&prefix)?;
+    let want = readable_len_as(&prefix, host_minor)?;
     let truncated = || Refusal::TruncatedImage { len: bytes.len(), required: want };
     if bytes.len() < want {
         return Err(truncated());
     }
-    let raw = RawFields::parse(bytes).ok_or_else(truncated)?;
+    let raw = RawFields::parse(&bytes[..want]).ok_or_else(truncated)?;
     for (field, addr) in raw.functions.fields() {
         if addr == 0 {
             return Err(Refusal::NullFunction { field });
@@ -123,7 +141,7 @@ pub fn validate(bytes: &[u8]) -> Result<ValidatedHeader, Refusal> {
             (alignment, kind, v.required_flags)
         }
     };
-    let defaulted = v1_1_readings(&raw, None).into_iter().filter(|r| !r.from_plugin).map(|r| r.name).collect();
+    let defaulted = readings(&raw, None).into_iter().filter(|r| !r.from_plugin).map(|r| r.name).collect();
     Ok(ValidatedHeader {
         prefix,
         name,
@@ -137,10 +155,49 @@ pub fn validate(bytes: &[u8]) -> Result<ValidatedHeader, Refusal> {
     })
 }
 
+/// The fields of ABI 1.1 and later of `raw` as the host will use them, in
+/// struct order ([`V1_1_FIELDS`], then [`V1_2_FIELDS`]), valid or not.
+/// `stats_companion` names the ABI 1.0 statistics companion symbol when the
+/// library has one (it then supplies `stats` for a plugin whose own field is
+/// absent).
+pub fn readings(raw: &RawFields, stats_companion: Option<&str>) -> Vec<FieldReading> {
+    let mut out = v1_1_readings(raw, stats_companion);
+    out.extend(v1_2_readings(raw));
+    out
+}
+
+/// The ABI 1.2 fields of `raw` ([`V1_2_FIELDS`]): `locate` and `resolve`,
+/// which make a handler shareable when both are there.
+pub fn v1_2_readings(raw: &RawFields) -> Vec<FieldReading> {
+    let reading = |name, value: String, from_plugin, note: &str| FieldReading {
+        name,
+        value,
+        from_plugin,
+        note: note.to_string(),
+    };
+    if !raw.v1_2 {
+        let why = match raw.prefix.abi_minor {
+            minor @ 0..=1 => format!("default: the plugin is ABI 1.{minor}; not shareable"),
+            _ => "default: not read (a host of an older minor); not shareable".to_string(),
+        };
+        return V1_2_FIELDS.iter().map(|&name| reading(name, "absent".into(), false, &why)).collect();
+    }
+    let f = &raw.functions;
+    let note = match (f.locate != 0, f.resolve != 0) {
+        (true, true) => "shareable: blocks can be reached from other processes",
+        (false, false) => "not shareable",
+        _ => "not shareable: `locate` and `resolve` come as a pair",
+    };
+    let addr = |a: usize| if a == 0 { "absent".to_string() } else { format!("{a:#x}") };
+    vec![
+        reading("locate", addr(f.locate), f.locate != 0, note),
+        reading("resolve", addr(f.resolve), f.resolve != 0, note),
+    ]
+}
+
 /// The ABI 1.1 fields of `raw` as the host will use them, in struct order
-/// ([`V1_1_FIELDS`]), valid or not. `stats_companion` names the ABI 1.0
-/// statistics companion symbol when the library has one (it then supplies
-/// `stats` for a plugin whose own field is absent).
+/// ([`V1_1_FIELDS`]), valid or not; see [`readings`], which adds the later
+/// fields.
 pub fn v1_1_readings(raw: &RawFields, stats_companion: Option<&str>) -> Vec<FieldReading> {
     let reading = |name, value: String, from_plugin, note: &str| FieldReading {
         name,
@@ -276,7 +333,7 @@ pub(crate) fn check_version(version: &[u8], terminated: bool) -> Result<semver::
 mod tests {
     use super::*;
     use crate::validate::HeaderImage;
-    use memplug_abi::{FLAG_THREAD_SAFE, MemplugHandler, SIZE_V1_1};
+    use memplug_abi::{FLAG_THREAD_SAFE, MemplugHandler, SIZE_V1_1, SIZE_V1_2};
 
     extern "C" fn m(_: *mut core::ffi::c_void, _: usize) -> *mut core::ffi::c_void {
         core::ptr::null_mut()
@@ -293,6 +350,21 @@ mod tests {
         core::ptr::null_mut()
     }
     extern "C" fn f(_: *mut core::ffi::c_void, _: *mut core::ffi::c_void, _: usize) {}
+    extern "C" fn loc(
+        _: *mut core::ffi::c_void,
+        _: *const core::ffi::c_void,
+        _: usize,
+        _: *mut memplug_abi::MemplugLocation,
+    ) -> i32 {
+        1
+    }
+    extern "C" fn res(
+        _: *mut core::ffi::c_void,
+        _: *const memplug_abi::MemplugLocation,
+        _: *mut *mut core::ffi::c_void,
+    ) -> i32 {
+        1
+    }
 
     fn good() -> MemplugHandler {
         let mut h = MemplugHandler::new("good.one-2_x", "1.2.3-rc.1+b5", FLAG_THREAD_SAFE);
@@ -355,13 +427,37 @@ mod tests {
     #[test]
     fn larger_declared_size_is_read_up_to_what_the_host_knows() {
         let p = Prefix { magic: MAGIC, abi_major: 1, abi_minor: 9, struct_size: 4096, flags: 0 };
-        assert_eq!(readable_len(&p), Ok(SIZE_V1_1));
+        assert_eq!(readable_len(&p), Ok(SIZE_V1_2));
+        assert_eq!(readable_len_as(&p, 1), Ok(SIZE_V1_1), "a 1.1 host reads its own layout");
         // A 1.0 plugin with a bigger struct: only the 1.0 fields are its ABI.
         let p = Prefix { magic: MAGIC, abi_major: 1, abi_minor: 0, struct_size: 4096, flags: 0 };
         assert_eq!(readable_len(&p), Ok(SIZE_V1_0));
         // A 1.1 plugin must have the 1.1 size.
         let p = Prefix { magic: MAGIC, abi_major: 1, abi_minor: 1, struct_size: SIZE_V1_0 as u32, flags: 0 };
         assert_eq!(readable_len(&p).unwrap_err().code(), "struct-too-small");
+        // A 1.2 plugin must have the 1.2 size here, but only the 1.1 size for
+        // a 1.1 host, which never heard of the 1.2 fields.
+        let p = Prefix { magic: MAGIC, abi_major: 1, abi_minor: 2, struct_size: SIZE_V1_1 as u32, flags: 0 };
+        assert_eq!(readable_len(&p).unwrap_err().code(), "struct-too-small");
+        assert_eq!(readable_len_as(&p, 1), Ok(SIZE_V1_1));
+    }
+
+    #[test]
+    fn a_1_2_image_is_shareable_here_and_not_for_a_1_1_host() {
+        let mut h = good();
+        h.locate = Some(loc as memplug_abi::LocateFn);
+        h.resolve = Some(res as memplug_abi::ResolveFn);
+        let image = HeaderImage::of(&h);
+        let v = validate(image.bytes()).unwrap();
+        assert!(v.functions.locate != 0 && v.functions.resolve != 0);
+        assert!(!v.defaulted.contains(&"locate"));
+        let old = validate_as(&image.bytes()[..SIZE_V1_1], 1).unwrap();
+        assert_eq!((old.functions.locate, old.functions.resolve), (0, 0), "a 1.1 host reads no further");
+        assert_eq!(old.name, v.name);
+        assert_eq!(validate_as(image.bytes(), 1).unwrap().functions.locate, 0, "extra bytes are not read");
+        // A 1.1 image gets the 1.2 defaults.
+        let v11 = validate(HeaderImage::of(&h).as_minor(1).bytes()).unwrap();
+        assert!(v11.defaulted.ends_with(&V1_2_FIELDS), "{:?}", v11.defaulted);
     }
 
     #[test]
@@ -369,7 +465,7 @@ mod tests {
         let v = validate(HeaderImage::of(&good()).as_minor(0).bytes()).unwrap();
         assert_eq!(v.alignment, DEFAULT_ALIGNMENT);
         assert_eq!(v.memory_kind, KIND_CPU);
-        assert_eq!(v.defaulted, V1_1_FIELDS.to_vec());
+        assert_eq!(v.defaulted, [&V1_1_FIELDS[..], &V1_2_FIELDS[..]].concat());
     }
 
     #[test]
@@ -412,9 +508,23 @@ mod tests {
         // A small deterministic sweep over truncations and random corruptions.
         let base = HeaderImage::of(&good()).bytes().to_vec();
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        for len in
-            [0, 1, 15, 16, 17, 100, SIZE_V1_0 - 1, SIZE_V1_0, SIZE_V1_0 + 8, SIZE_V1_1 - 1, SIZE_V1_1, SIZE_V1_1 + 8]
-        {
+        for len in [
+            0,
+            1,
+            15,
+            16,
+            17,
+            100,
+            SIZE_V1_0 - 1,
+            SIZE_V1_0,
+            SIZE_V1_0 + 8,
+            SIZE_V1_1 - 1,
+            SIZE_V1_1,
+            SIZE_V1_1 + 8,
+            SIZE_V1_2 - 1,
+            SIZE_V1_2,
+            SIZE_V1_2 + 8,
+        ] {
             for _ in 0..200 {
                 let mut b = base.clone();
                 b.resize(len, 0);
@@ -427,6 +537,8 @@ mod tests {
                     }
                 }
                 let _ = validate(&b);
+                let _ = validate_as(&b, 1);
+                let _ = validate_as(&b, 0);
             }
         }
     }

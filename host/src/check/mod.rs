@@ -17,6 +17,19 @@
 //! - `free-size`: with a plugin that reports statistics, every byte is
 //!   returned and no free was of a wrong size or unknown pointer (skipped
 //!   when the plugin has no statistics).
+//!
+//! A shareable handler (ABI 1.2 `locate`/`resolve`) also gets the checks of
+//! `share.rs`, before `free-size`:
+//! - `share-round-trip`: blocks (and parts of them) shared and attached
+//!   again through the instance their handle names hold the same bytes, and
+//!   writes through either side are seen on the other;
+//! - `share-refusals`: memory the handler did not make is not located;
+//!   handles to another segment, an older incarnation or another size are
+//!   refused.
+//!
+//! Imports `buffer`, `share`, `handler`, `error` and `stage`.
+
+mod share;
 
 use crate::buffer::Buffer;
 use crate::error::{AllocError, BufferError};
@@ -97,6 +110,17 @@ pub fn conformance(handler: Handler) -> Vec<CheckResult> {
             }
         })
         .collect();
+    if handler.is_shareable() {
+        let sharing: [(&'static str, Check); 2] =
+            [("share-round-trip", share::check_round_trip), ("share-refusals", share::check_refusals)];
+        for (name, f) in sharing {
+            stage::enter(&format!("{}{name}", stage::CHECK_PREFIX), &handler.name());
+            out.push(match f(handler) {
+                Ok(()) => result(name, Verdict::Passed, String::new()),
+                Err(detail) => result(name, Verdict::Failed, detail),
+            });
+        }
+    }
     stage::enter(&format!("{}free-size", stage::CHECK_PREFIX), &handler.name());
     out.push(match (before, handler.stats()) {
         (Some(b), Some(a)) => {
@@ -131,7 +155,7 @@ fn result(name: &str, verdict: Verdict, detail: String) -> CheckResult {
 /// A failed allocation as a check reports it: a handler returning NULL for
 /// a small request during the pass is the plugin's failure, not the
 /// machine's.
-fn alloc_failure(e: AllocError) -> String {
+pub(crate) fn alloc_failure(e: AllocError) -> String {
     match e {
         AllocError::OutOfMemory { size, .. } => format!(
             "the plugin returned NULL for a {size}-byte request: a plugin that works returns NULL only when memory is \
@@ -188,17 +212,17 @@ impl Block {
     }
 }
 
-fn pattern(seed: usize, i: usize) -> u8 {
+pub(crate) fn pattern(seed: usize, i: usize) -> u8 {
     (seed.wrapping_mul(31).wrapping_add(i.wrapping_mul(7)) % 251) as u8
 }
 
-fn fill(b: &mut [u8], seed: usize) {
+pub(crate) fn fill(b: &mut [u8], seed: usize) {
     for (i, x) in b.iter_mut().enumerate() {
         *x = pattern(seed, i);
     }
 }
 
-fn verify(b: &[u8], seed: usize, what: &str) -> Result<(), String> {
+pub(crate) fn verify(b: &[u8], seed: usize, what: &str) -> Result<(), String> {
     match b.iter().enumerate().find(|&(i, &x)| x != pattern(seed, i)) {
         None => Ok(()),
         Some((i, &x)) => Err(format!("{what}: byte {i} is {x:#04x}, expected {:#04x}", pattern(seed, i))),
