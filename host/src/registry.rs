@@ -24,6 +24,7 @@ use crate::current;
 use crate::discover::{self, Candidate};
 use crate::error::{IsolationRefusal, LoadError, Refusal, ShareError};
 use crate::handler::Handler;
+use crate::info::Source;
 use crate::load::{self, Prepared};
 use crate::policy::Probe;
 pub use crate::policy::{Policy, PolicyError};
@@ -91,8 +92,13 @@ impl Registry {
     }
 
     /// Load, validate and register one candidate: a plugin library, or an
-    /// allocator manifest (`*.memplug.toml`, see [`crate::symbols`]).
+    /// allocator manifest (`*.memplug.toml`, see [`crate::symbols`]). A
+    /// candidate this registry already loaded (the same file, the same entry
+    /// symbol) gives the handler it made then: loading is idempotent.
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
+        if let Some(h) = self.loaded(candidate) {
+            return Ok(h);
+        }
         let err = |refusal| LoadError { source_desc: candidate.to_string(), refusal };
         self.screen(Some(candidate), None).map_err(err)?;
         let trust = self.policy.read().unwrap_or_else(|e| e.into_inner()).trust.clone();
@@ -242,6 +248,22 @@ impl Registry {
     /// Load every candidate on the search path ([`discover::discover`]).
     pub fn load_search_path(&self) -> Vec<Outcome> {
         self.load_all(&discover::discover())
+    }
+
+    /// The handler this registry made from `candidate` (the same file — by
+    /// its canonical path — and the same entry symbol), if it is registered.
+    pub fn loaded(&self, candidate: &Candidate) -> Option<Handler> {
+        let want = candidate.path.canonicalize().ok()?;
+        let same = |h: &Handler| match &h.info().source {
+            Source::Plugin { path, symbol } => {
+                symbol == &candidate.symbol && path.canonicalize().ok() == Some(want.clone())
+            }
+            Source::Symbols { manifest: Some(m), .. } => {
+                candidate.is_manifest() && m.canonicalize().ok() == Some(want.clone())
+            }
+            _ => false,
+        };
+        self.handlers.read().unwrap_or_else(|e| e.into_inner()).values().copied().find(same)
     }
 
     /// The handler registered under `name`.
