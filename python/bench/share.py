@@ -92,11 +92,30 @@ def main() -> int:
     nbytes = n * 8
 
     plain = np.ones(n)
-    block = shared_memory.SharedMemory(create=True, size=nbytes)
-    by_hand = np.ndarray((n,), dtype=np.float64, buffer=block.buf)
-    key = f"shm:name=bench-share-{os.getpid()},size={args.mib + 1}m,create=1,unlink=1"
-    with mnp.use(key):
-        ours = np.ones(n)
+    # Both shared arrays are made again every round (untimed), so that no
+    # variant keeps, for a whole run, memory that happens to be slower (on a
+    # virtual machine, guest pages backed by the host's huge pages or not
+    # make runs differ by up to 20 % either way).
+    fresh: dict = {}
+
+    def make_fresh(r: int) -> None:
+        drop_fresh()
+        block = shared_memory.SharedMemory(create=True, size=nbytes)
+        fresh["block"] = block
+        variants["shared_memory"] = (run_shared_memory, np.ndarray((n,), dtype=np.float64, buffer=block.buf))
+        key = f"shm:name=bench-share-{os.getpid()}-{r + 1},size={args.mib + 1}m,create=1,unlink=1"
+        fresh["key"] = key
+        with mnp.use(key):
+            variants["memplug"] = (run_memplug, np.ones(n))
+
+    def drop_fresh() -> None:
+        variants.pop("shared_memory", None)
+        variants.pop("memplug", None)
+        if "block" in fresh:
+            fresh["block"].close()
+            fresh.pop("block").unlink()
+        if "key" in fresh:
+            mnp.close(fresh.pop("key"))
 
     def run_pickle(pool) -> list:
         results = pool.map(work_pickle, [plain[:mid], plain[mid:]])
@@ -105,22 +124,21 @@ def main() -> int:
         return [r[0] for r in results]
 
     def run_shared_memory(pool) -> list:
-        return pool.starmap(work_shared_memory, [(block.name, 0, mid), (block.name, mid, n)])
+        name = fresh["block"].name
+        return pool.starmap(work_shared_memory, [(name, 0, mid), (name, mid, n)])
 
     def run_memplug(pool) -> list:
+        ours = variants["memplug"][1]
         return pool.map(work_memplug, [mnp.share(ours[:mid]), mnp.share(ours[mid:])])
 
-    variants = {
-        "shared_memory": (run_shared_memory, by_hand),
-        "memplug": (run_memplug, ours),
-        "pickle": (run_pickle, plain),
-    }
-    names = list(variants)
+    variants: dict = {"pickle": (run_pickle, plain)}
+    names = ["shared_memory", "memplug", "pickle"]
     times: dict = {v: [] for v in names}
     try:
         with mp.get_context("spawn").Pool(2) as pool:
             pool.map(warm, range(4), chunksize=1)
             for r in range(-1, args.rounds):  # round -1 warms up
+                make_fresh(r)
                 order = names[r % len(names):] + names[: r % len(names)]
                 for v in order:
                     run, arr = variants[v]
@@ -136,11 +154,7 @@ def main() -> int:
                     if r >= 0:
                         times[v].append(best)
     finally:
-        del by_hand
-        block.close()
-        block.unlink()
-        del ours
-        mnp.close(key)
+        drop_fresh()
 
     result = {"mib": args.mib, "rounds": args.rounds, "python": sys.version.split()[0], "numpy": np.__version__,
               "variants": {}}
