@@ -10,7 +10,8 @@
 //!   segment at once, patterns verified; blocks one made are freed by
 //!   another; the segment's statistics add up;
 //! - a process killed (SIGKILL) while holding the segment's lock does not
-//!   wedge the others: the next one repairs, says so, and counts it.
+//!   wedge the others: the next one repairs, says so, and counts it;
+//! - an instance that is gone is never called again (statistics, sharing).
 //!
 //! Every test's segment has a unique name and is removed at the end.
 
@@ -178,6 +179,24 @@ fn a_process_killed_holding_the_lock_does_not_wedge_the_others() {
         owner.handler().free(keep, 100);
     }
     assert_eq!(owner.handler().stats().unwrap().live_count, 0);
+}
+
+#[test]
+fn a_destroyed_instance_reports_no_statistics_and_shares_nothing() {
+    let seg = TestSegment::new("gone");
+    let (_registry, h) = shm();
+    let inst = h.instantiate(&seg.options("size=1m,create=1,unlink=1")).unwrap();
+    let ih = inst.handler();
+    let b = memplug::Buffer::zeroed_in(64, ih).unwrap();
+    let addr = b.as_ptr();
+    drop(inst);
+    assert_eq!(ih.stats().unwrap().live_count, 1, "its last block keeps the instance");
+    drop(b);
+    assert!(!seg.file().exists(), "the instance went with its last block (unlink=1)");
+    // Its plugin state is destroyed: nothing may reach it any more.
+    assert_eq!(ih.stats(), None);
+    assert_eq!(ih.share(addr, 64).unwrap_err().code(), "instance-gone");
+    assert_eq!(ih.alloc(8).unwrap_err().code(), "instance-gone");
 }
 
 /// The child side: nothing unless `MEMPLUG_SHM_TEST_CHILD` is set.

@@ -186,7 +186,7 @@ impl Handler {
         if !raw.is_shareable() {
             return Err(ShareError::NotShareable { handler: self.name().into() });
         }
-        let loc = raw.locate(ptr, len).map_err(|status| ShareError::LocateRefused {
+        let located = raw.locate(ptr, len).map_err(|status| ShareError::LocateRefused {
             handler: self.name().into(),
             addr: ptr as usize,
             len,
@@ -198,6 +198,7 @@ impl Handler {
                 other => format!("the plugin's `locate` failed with status {other}"),
             },
         })?;
+        let loc = located.ok_or_else(|| ShareError::InstanceGone { handler: self.name().into() })?;
         SharedBlock::from_location(*self, &loc, len)
     }
 

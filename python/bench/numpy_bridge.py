@@ -5,6 +5,9 @@ Variants (each NumPy's handler for its block of work):
   default   NumPy's own handler (with its small-block cache)
   system    memplug's bundled `system` plugin (libc) through the bridge
   mimalloc  mimalloc taken by symbol name (examples/manifests/mimalloc.memplug.toml)
+  shm       (with --shm) the shareable `shm` plugin, a 256 MiB segment of this
+            process: every call takes the segment's lock, and the bridge pads
+            each array to a 64-byte boundary
 
 Cases:
   small   np.empty(8) created and deleted (64 bytes of data)
@@ -19,7 +22,7 @@ variant / default *in the same round*, and the figure of record is the median
 over rounds (the machine's speed drifts; rounds next to each other see the
 same speed).
 
-    python python/bench/numpy_bridge.py [--rounds 60] [--json FILE]
+    python python/bench/numpy_bridge.py [--rounds 60] [--json FILE] [--shm]
 """
 
 from __future__ import annotations
@@ -78,12 +81,15 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=60)
     ap.add_argument("--json", type=Path)
     ap.add_argument("--no-mimalloc", action="store_true")
+    ap.add_argument("--shm", action="store_true", help="also the shm plugin (a segment of this process)")
     args = ap.parse_args()
 
     variants = {"default": None, "system": mnp.handler("system")}
     if not args.no_mimalloc:
         memplug.load(MANIFEST)
         variants["mimalloc"] = mnp.handler("mimalloc")
+    if args.shm:
+        variants["shm"] = mnp.handler("shm:size=256m")
     names = list(variants)
 
     times = {c: {v: [] for v in names} for c in CASES}

@@ -33,12 +33,13 @@ from pathlib import Path
 from typing import Any, Dict, List, Union
 
 from . import _memplug as _native
-from ._errors import Error, LoadError, NumpyError, UnknownHandlerError
+from ._errors import Error, LoadError, NumpyError, ShareError, UnknownHandlerError
 
 __all__ = [
     "Error",
     "LoadError",
     "NumpyError",
+    "ShareError",
     "UnknownHandlerError",
     "PLUGIN_DIR",
     "PATH_ENV",
@@ -160,7 +161,12 @@ def stats(name: str) -> Dict[str, Any]:
     ``numpy_size_mismatch_sites`` (frees where NumPy passed a size other
     than the block's, with the Python file, line and function), and
     ``foreign_pointers`` with its sites (pointers NumPy handed back that the
-    bridge never made: never passed to the plugin).
+    bridge never made: never passed to the plugin), ``header_bytes`` and
+    ``data_alignment`` (64 for shareable handlers, whose arrays the bridge
+    pads), and the small-block cache: ``cache`` (``"on"``, ``"off"`` or
+    ``"never"``, then ``cache_refusal`` says why), ``cached_blocks`` and
+    ``cached_bytes`` (blocks held for reuse, which the plugin counts as
+    allocated; see :func:`memplug.numpy.set_cache`).
 
     Raises :class:`UnknownHandlerError` if no handler has that name.
     """

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-__all__ = ["Error", "LoadError", "UnknownHandlerError", "NumpyError"]
+__all__ = ["Error", "LoadError", "UnknownHandlerError", "NumpyError", "ShareError"]
 
 
 class Error(Exception):
@@ -57,4 +57,24 @@ class NumpyError(Error):
     """NumPy cannot take a handler: ``"numpy-unavailable"`` (not installed or
     not importable), ``"numpy-too-old"`` (data-memory handlers need NumPy
     1.22 or later), ``"not-a-handler"`` (an object that is not a handler
-    capsule)."""
+    capsule), ``"not-an-instance"`` (:func:`memplug.numpy.close` of a
+    registered handler, which lives for the process), ``"numpy-layout"``
+    (a NumPy whose array objects memplug cannot read)."""
+
+
+class ShareError(Error):
+    """An array cannot be shared with another process, or a handle cannot be
+    attached (:func:`memplug.numpy.share`, :func:`memplug.numpy.attach`).
+
+    ``code`` is memplug's reason code: ``"not-shareable"`` (the array's data
+    was not made by a shareable memplug handler -- NumPy's default handler,
+    or a handler without ABI 1.2 ``locate``/``resolve``: allocate it under
+    ``memplug.numpy.use("shm:...")``), ``"foreign-memory"`` (the array views
+    memory no handler made, e.g. ``np.frombuffer(bytes)``),
+    ``"object-dtype"`` (object arrays hold pointers, meaningless in another
+    process), ``"locate-refused"``, ``"bad-handle"``, ``"unknown-handler"``
+    (the plugin is not loaded in this process), ``"attach-failed"`` (e.g.
+    the segment no longer exists), ``"other-segment"``, ``"stale-handle"``
+    (the segment was made again since), ``"segment-size-mismatch"``,
+    ``"out-of-range"``, ``"instance-gone"``.
+    """

@@ -13,7 +13,7 @@ use memplug::{Handler, Instance};
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
 
 /// Distinct places kept per kind of event; later new places are counted
 /// under one `<other places>` entry.
@@ -140,40 +140,152 @@ impl EventLog {
     }
 }
 
-/// One memplug handler bridged to NumPy.
+/// Data of a shareable handler's arrays is aligned to this (a cache line;
+/// see [`crate::raw_padded`]).
+pub const PAD_ALIGN: usize = 64;
+/// Bytes a padded bridge asks of its plugin beyond NumPy's size.
+pub const PADDED_OVERHEAD: usize = 88;
+
+/// The small-block cache's state ([`Bridge::caching`]).
+const CACHE_NEVER: u8 = 0;
+const CACHE_ON: u8 = 1;
+const CACHE_OFF: u8 = 2;
+
+/// The variable that, set to `0` before a bridge is made, keeps it from
+/// ever caching.
+pub const CACHE_ENV: &str = "MEMPLUG_NUMPY_CACHE";
+
+/// One memplug handler bridged to NumPy. The fields NumPy's every call
+/// reads come first, in one cache line; then the counters' lines.
+#[repr(C, align(128))]
 pub struct Bridge {
     /// The handler blocks come from.
     pub handler: Handler,
-    /// Bytes in front of each block (see [`crate::raw_numpy`]).
+    /// Bytes in front of each block (see [`crate::raw_block`]); for a
+    /// padded bridge, the bytes added to each block ([`PADDED_OVERHEAD`]).
     pub header: usize,
+    /// Whether small requests get the room of their size class, so that
+    /// their blocks may be cached ([`crate::raw_block`]): fixed when the
+    /// bridge is made, for a thread-safe handler that reports no
+    /// statistics (see [`cache_refusal`]).
+    pub rounds: bool,
+    /// Whether the data is aligned to [`PAD_ALIGN`] by padding: bridges of
+    /// shareable handlers aligned less ([`crate::raw_padded`]).
+    pub padded: bool,
+    /// [`CACHE_NEVER`], [`CACHE_ON`] or [`CACHE_OFF`].
+    cache: AtomicU8,
+    /// Why the bridge never caches, if it does not.
+    pub cache_refusal: Option<String>,
+    /// Allocation counters, and each thread's cached blocks.
+    pub counts: Counts,
     /// The name NumPy shows: `memplug:<name>` (with options, if any).
     pub numpy_name: String,
     /// The name it was asked by, e.g. `arena` or `arena:region_size=1m`.
     pub key: String,
-    /// Allocation counters.
-    pub counts: Counts,
     /// `free` calls whose size differs from the block's.
     pub size_mismatches: EventLog,
     /// Pointers handed to `free`/`realloc` that this bridge did not make
     /// (or freed already): never passed to the plugin.
     pub foreign_pointers: EventLog,
-    /// Keeps an instance made from options alive for the process.
-    _instance: Option<Instance>,
+    /// The instance made from options, kept until [`Bridge::close`].
+    instance: Mutex<Option<Instance>>,
+}
+
+/// Why a bridge of `handler` must not cache small blocks, if so. A cached
+/// block stays allocated in the plugin's eyes: only a plugin that cannot
+/// observe that (it reports no statistics) and does not need its calls
+/// serialised may be cached for — as NumPy's own handler caches for libc.
+pub fn cache_refusal(handler: Handler, padded: bool) -> Option<String> {
+    if std::env::var(CACHE_ENV).is_ok_and(|v| v.trim() == "0") {
+        return Some(format!("{CACHE_ENV}=0 was set when the bridge was made"));
+    }
+    if !handler.is_thread_safe() {
+        return Some("the handler is not thread-safe".into());
+    }
+    if handler.stats().is_some() {
+        return Some("the plugin reports statistics, which cached blocks would change".into());
+    }
+    if padded {
+        return Some("the handler is shareable (its arrays are padded to 64 bytes)".into());
+    }
+    None
 }
 
 impl Bridge {
     /// A bridge for `handler`, leaked: it lives for the process.
     pub fn leak(key: &str, handler: Handler, instance: Option<Instance>) -> &'static Bridge {
+        let padded = handler.is_shareable() && handler.alignment() < PAD_ALIGN;
+        let cache_refusal = cache_refusal(handler, padded);
         Box::leak(Box::new(Bridge {
             handler,
-            header: header_size(handler.alignment()),
+            header: if padded { PADDED_OVERHEAD } else { header_size(handler.alignment()) },
+            rounds: cache_refusal.is_none(),
+            padded,
+            cache: AtomicU8::new(if cache_refusal.is_none() { CACHE_ON } else { CACHE_NEVER }),
+            cache_refusal,
+            counts: Counts::new(),
             numpy_name: format!("memplug:{key}"),
             key: key.to_string(),
-            counts: Counts::new(),
             size_mismatches: EventLog::default(),
             foreign_pointers: EventLog::default(),
-            _instance: instance,
+            instance: Mutex::new(instance),
         }))
+    }
+
+    /// Whether freed small blocks go to the cache now.
+    #[inline]
+    pub fn caching(&self) -> bool {
+        self.cache.load(Relaxed) == CACHE_ON
+    }
+
+    /// The bytes asked of the plugin for a request of `size`: the header
+    /// and the room (see [`Bridge::rounds`]); `None` on overflow.
+    #[inline]
+    pub fn plugin_size(&self, size: usize) -> Option<usize> {
+        let room = if self.rounds { crate::raw_cache::rounded(size) } else { size };
+        room.checked_add(self.header)
+    }
+
+    /// Turn the small-block cache on or off; whether it was on. Turning it
+    /// off frees the blocks cached by this thread and by threads that
+    /// ended at once, and those of other live threads at their next free
+    /// of a small block through this bridge. `Err` with the reason for a
+    /// bridge that never caches.
+    pub fn set_caching(&'static self, on: bool) -> Result<bool, String> {
+        if let Some(why) = &self.cache_refusal {
+            return Err(why.clone());
+        }
+        let was = self.cache.swap(if on { CACHE_ON } else { CACHE_OFF }, Relaxed) == CACHE_ON;
+        if !on {
+            crate::raw_block::drain_caches(self);
+        }
+        Ok(was)
+    }
+
+    /// The cache's state: `on`, `off` or `never`.
+    pub fn cache_state(&self) -> &'static str {
+        match self.cache.load(Relaxed) {
+            CACHE_ON => "on",
+            CACHE_OFF => "off",
+            _ => "never",
+        }
+    }
+
+    /// Let the bridge's instance go: the host destroys it (for `shm`,
+    /// unmaps the segment and, with `unlink=1`, removes its name) once its
+    /// last block is freed — at once if none is live. Blocks still live
+    /// free as before; a new allocation succeeds while any block lives and
+    /// fails afterwards. The small-block cache is turned off first (its
+    /// blocks hold the instance). `false` if the bridge has no instance (a
+    /// registered handler lives for the process) or was closed already.
+    pub fn close(&'static self) -> bool {
+        let _ = self.set_caching(false);
+        self.instance.lock().unwrap_or_else(|e| e.into_inner()).take().is_some()
+    }
+
+    /// Whether the bridge serves an instance made from options.
+    pub fn is_instance(&self) -> bool {
+        self.key.contains(':')
     }
 
     /// NumPy passed `passed` to `free` for a block of `allocated` bytes.

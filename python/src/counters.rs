@@ -17,6 +17,11 @@
 //! A reader sums every line. Threads beyond [`MAX_THREADS`] alive at once
 //! count in shared atomics instead.
 //!
+//! Each line also holds its thread's small-block cache ([`SmallCache`],
+//! the next 64 bytes: the adjacent cache line), which the bridge uses for
+//! handlers it may cache for ([`crate::raw_block`]); a line given up keeps
+//! its cached blocks for the next thread that claims it.
+//!
 //! **Peak bytes** need all threads at once. A thread checks the peak when its
 //! own live bytes have grown by [`PEAK_CHECK_BYTES`] since its last check
 //! (at every large block, every so many small ones): it sums the live bytes
@@ -26,6 +31,7 @@
 //! `PEAK_CHECK_BYTES` per thread when it grows in small blocks; live counts
 //! are always exact.
 
+use crate::raw_cache::{CLASSES, SmallCache};
 use crate::raw_thread::thread_id;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
@@ -56,10 +62,11 @@ impl Owned {
     }
 }
 
-/// One thread's counts for one handler, and who owns them: one cache line.
+/// One thread's counts for one handler, who owns them, and its cached
+/// blocks: two cache lines.
 #[derive(Default)]
-#[repr(C, align(64))]
-struct Line {
+#[repr(C, align(128))]
+pub struct Line {
     /// The owning thread's id; 0 when free.
     owner: AtomicUsize,
     allocs: Owned,
@@ -70,9 +77,11 @@ struct Line {
     bytes_freed: Owned,
     /// The owner's live bytes when it last checked the peak.
     checkpoint: AtomicI64,
+    /// The owner's small-block cache.
+    pub cache: SmallCache,
 }
 
-const _: () = assert!(size_of::<Line>() == 64);
+const _: () = assert!(size_of::<Line>() == 128);
 
 impl Line {
     fn live(&self) -> i64 {
@@ -153,9 +162,11 @@ impl Totals {
 }
 
 /// The counters of one bridged handler. Counting needs a `&'static Counts`
-/// (bridges are leaked): a thread's claim on a line outlives the call.
+/// (bridges are leaked): a thread's claim on a line outlives the call. The
+/// lines are inline (no pointer to follow on the hot path).
+#[repr(C)]
 pub struct Counts {
-    lines: Box<[Line; MAX_THREADS]>,
+    lines: [Line; MAX_THREADS],
     /// Which lines were ever claimed (one bit each): readers and the peak
     /// check sum only those.
     used: [AtomicU64; MAX_THREADS / 64],
@@ -171,19 +182,20 @@ impl Default for Counts {
 }
 
 impl Counts {
-    /// Counters for a new bridged handler (16 KiB of lines).
+    /// Counters for a new bridged handler (32 KiB of lines).
     pub fn new() -> Counts {
         Counts {
-            lines: Box::new(std::array::from_fn(|_| Line::default())),
+            lines: std::array::from_fn(|_| Line::default()),
             used: std::array::from_fn(|_| AtomicU64::new(0)),
             peak: AtomicI64::new(0),
             fallback: std::array::from_fn(|_| AtomicU64::new(0)),
         }
     }
 
-    /// This thread's line: at its home, or found or claimed elsewhere.
+    /// This thread's line: at its home, or found or claimed elsewhere;
+    /// `None` when every line is taken.
     #[inline]
-    fn mine(&'static self) -> Option<&'static Line> {
+    pub fn mine(&'static self) -> Option<&'static Line> {
         let me = thread_id();
         let line = &self.lines[home(me)];
         if line.owner.load(Relaxed) == me {
@@ -253,10 +265,11 @@ impl Counts {
         }
     }
 
-    /// A block of `size` bytes was allocated.
+    /// A block of `size` bytes was allocated, by the thread of `line`
+    /// ([`Counts::mine`]).
     #[inline]
-    pub fn alloc(&'static self, size: usize) {
-        match self.mine() {
+    pub fn alloc(&self, line: Option<&Line>, size: usize) {
+        match line {
             Some(l) => {
                 l.allocs.add(1);
                 l.bytes_allocated.add(size as u64);
@@ -266,10 +279,10 @@ impl Counts {
         }
     }
 
-    /// A block of `size` bytes was freed.
+    /// A block of `size` bytes was freed, by the thread of `line`.
     #[inline]
-    pub fn free(&'static self, size: usize) {
-        match self.mine() {
+    pub fn free(&self, line: Option<&Line>, size: usize) {
+        match line {
             Some(l) => {
                 l.frees.add(1);
                 l.bytes_freed.add(size as u64);
@@ -296,6 +309,35 @@ impl Counts {
         match self.mine() {
             Some(l) => l.null_frees.add(1),
             None => self.fallback(&[(NULL_FREES, 1)]),
+        }
+    }
+
+    /// Blocks and bytes (of room) held in the small-block caches of every
+    /// line.
+    pub fn cached(&self) -> (u64, u64) {
+        let mut blocks = 0;
+        let mut bytes = 0;
+        for line in self.used_lines() {
+            for (depth, size) in line.cache.depths().into_iter().zip(CLASSES) {
+                blocks += depth;
+                bytes += depth * size as u64;
+            }
+        }
+        (blocks, bytes)
+    }
+
+    /// Run `f` on each line no thread owns and that has cached blocks,
+    /// claimed by this thread meanwhile (so no thread takes it in between).
+    pub fn with_unowned_caches(&'static self, mut f: impl FnMut(&'static Line)) {
+        let me = thread_id();
+        for line in self.used_lines() {
+            if !line.cache.is_empty()
+                && line.owner.load(Relaxed) == 0
+                && line.owner.compare_exchange(0, me, Ordering::Acquire, Relaxed).is_ok()
+            {
+                f(line);
+                line.owner.store(0, Ordering::Release);
+            }
         }
     }
 
@@ -332,11 +374,11 @@ mod tests {
     #[test]
     fn counts_add_up_across_threads_that_ended() {
         let c = leaked();
-        c.alloc(100);
+        c.alloc(c.mine(), 100);
         std::thread::scope(|s| {
             s.spawn(|| {
-                c.alloc(PEAK_CHECK_BYTES as usize * 2);
-                c.free(100);
+                c.alloc(c.mine(), PEAK_CHECK_BYTES as usize * 2);
+                c.free(c.mine(), 100);
                 c.null_free();
             });
         });
@@ -356,9 +398,9 @@ mod tests {
     fn the_peak_follows_large_blocks_exactly() {
         let c = leaked();
         let mb = 1 << 20;
-        c.alloc(3 * mb);
-        c.free(3 * mb);
-        c.alloc(mb);
+        c.alloc(c.mine(), 3 * mb);
+        c.free(c.mine(), 3 * mb);
+        c.alloc(c.mine(), mb);
         let t = c.totals();
         assert_eq!((t.peak_bytes, t.live_bytes()), (3 * mb as u64, mb as u64));
     }
@@ -372,8 +414,8 @@ mod tests {
             let threads: Vec<_> = (0..64)
                 .map(|_| {
                     std::thread::spawn(move || {
-                        c.alloc(8);
-                        c.free(8);
+                        c.alloc(c.mine(), 8);
+                        c.free(c.mine(), 8);
                     })
                 })
                 .collect();

@@ -1,6 +1,6 @@
 //! Python exceptions carrying memplug's reason codes. The classes are
 //! defined in Python (`memplug/_errors.py`: `Error`, `LoadError`,
-//! `UnknownHandlerError`, `NumpyError`), so they pickle and subclass like
+//! `UnknownHandlerError`, `NumpyError`, `ShareError`), so they pickle and subclass like
 //! any Python exception; this module builds instances of them.
 
 use pyo3::exceptions::PyRuntimeError;
@@ -40,4 +40,14 @@ pub fn unknown_handler(name: &str, known: &[String]) -> PyErr {
 /// NumPy cannot take a handler (too old, missing, not a handler capsule).
 pub fn numpy_error(code: &str, message: String) -> PyErr {
     make("NumpyError", message, code, None)
+}
+
+/// Sharing an array with another process, or attaching one, failed.
+pub fn share_error(code: &str, message: String) -> PyErr {
+    make("ShareError", message, code, None)
+}
+
+/// The host refused to share or attach a block.
+pub fn from_share(e: &memplug::ShareError) -> PyErr {
+    share_error(e.code(), e.to_string())
 }

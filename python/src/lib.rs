@@ -5,15 +5,21 @@
 //! - loading into memplug's process-wide registry and describing it
 //!   ([`registry`]);
 //! - bridges: a memplug handler seen from NumPy, with its block header,
-//!   counters and record of NumPy's mistakes ([`bridge`], [`counters`]);
-//! - NumPy's handler capsules and current handler ([`numpy`]), over the one
-//!   unsafe module, [`raw_numpy`] (NumPy's C API table and the functions
-//!   NumPy calls), and [`raw_thread`] (the thread's id, whether it holds
-//!   the GIL);
+//!   counters, small-block cache and record of NumPy's mistakes
+//!   ([`bridge`], [`counters`]), over the unsafe [`raw_block`] (the
+//!   functions NumPy calls, the header), [`raw_padded`] (the same for
+//!   shareable handlers, whose data is aligned to 64 bytes) and
+//!   [`raw_cache`] (the per-thread lists of cached blocks);
+//! - NumPy's handler capsules and current handler ([`numpy`]), over the
+//!   unsafe [`raw_numpy`] (NumPy's C API table, the capsules) and
+//!   [`raw_thread`] (the thread's id, whether it holds the GIL);
+//! - arrays shared with other processes and attached from them
+//!   ([`share`], over the unsafe [`raw_share`]);
 //! - exceptions with reason codes ([`errors`]).
 //!
-//! Layers, lowest first: `raw_thread` → `counters` → `bridge` ↔ `raw_numpy` (the bridge's
-//! state and the calls on it) → `registry` → `numpy` → this module.
+//! Layers, lowest first: `errors`, `raw_thread`, `raw_cache` → `counters` → `bridge` ↔
+//! `raw_block`, `raw_padded` (the bridge's state and the calls on it) → `raw_numpy` →
+//! `raw_share` → `registry` → `numpy`, `share` → this module.
 
 #![deny(unsafe_code)]
 
@@ -22,10 +28,19 @@ mod counters;
 mod errors;
 mod numpy;
 #[allow(unsafe_code)]
+mod raw_block;
+#[allow(unsafe_code)]
+mod raw_cache;
+#[allow(unsafe_code)]
 mod raw_numpy;
+#[allow(unsafe_code)]
+mod raw_padded;
+#[allow(unsafe_code)]
+mod raw_share;
 #[allow(unsafe_code)]
 mod raw_thread;
 mod registry;
+mod share;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -90,6 +105,19 @@ fn describe_capsule(obj: &Bound<'_, PyAny>) -> Option<(String, Option<String>)> 
     numpy::describe(obj)
 }
 
+/// Close the bridge of an instance (`name:options`): its instance goes
+/// once its blocks are freed; `False` if no such bridge is open.
+#[pyfunction]
+fn numpy_close(name: &str) -> PyResult<bool> {
+    numpy::close(name)
+}
+
+/// Turn the small-block cache of a bridge on or off; whether it was on.
+#[pyfunction]
+fn numpy_set_cache(name: &str, enabled: bool) -> PyResult<bool> {
+    registry::set_caching(name, enabled)
+}
+
 /// NumPy's C feature version (`PyArray_GetNDArrayCFeatureVersion`).
 #[pyfunction]
 fn numpy_feature_version(py: Python<'_>) -> PyResult<u32> {
@@ -121,7 +149,15 @@ fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(numpy_get, m)?)?;
     m.add_function(wrap_pyfunction!(describe_capsule, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_feature_version, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_close, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_set_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(share::share_array, m)?)?;
+    m.add_function(wrap_pyfunction!(share::attach_block, m)?)?;
+    m.add_class::<share::Attachment>()?;
     m.add("HEADER_MIN_BYTES", 16)?;
     m.add("PEAK_CHECK_BYTES", counters::PEAK_CHECK_BYTES)?;
+    m.add("CACHE_MAX_BYTES", raw_cache::MAX_CACHED)?;
+    m.add("CACHE_DEPTH", raw_cache::DEPTH)?;
+    m.add("CACHE_ENV", bridge::CACHE_ENV)?;
     Ok(())
 }

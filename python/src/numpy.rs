@@ -60,3 +60,12 @@ pub fn describe(obj: &Bound<'_, PyAny>) -> Option<(String, Option<String>)> {
     let name = raw_numpy::capsule_name(obj)?;
     Some((name, raw_numpy::capsule_bridge(obj).map(|b| b.key.clone())))
 }
+
+/// Close the bridge of `key` (`name:options`): see [`registry::close`].
+/// Its capsule is forgotten too, so that asking for `key` again makes a
+/// new instance; arrays keep the old capsule and free through it.
+pub fn close(key: &str) -> PyResult<bool> {
+    let closed = registry::close(key)?;
+    CAPSULES.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+    Ok(closed)
+}

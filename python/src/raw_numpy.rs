@@ -1,36 +1,21 @@
-//! The unsafe core of the bridge, and nothing else: NumPy's C API table,
-//! the `PyDataMem_Handler` struct NumPy calls through, the four functions
-//! NumPy calls (they read and write the block header), and the capsules.
+//! The unsafe core of the bridge's side facing NumPy: NumPy's C API table,
+//! the `PyDataMem_Handler` struct NumPy calls through, and the capsules
+//! holding one. The functions NumPy calls through it are in
+//! [`crate::raw_block`] (and [`crate::raw_padded`]).
 //!
 //! Everything here is reached through safe functions whose preconditions
 //! are checked inside; the callers ([`crate::bridge`], [`crate::numpy`])
-//! hold no raw pointers. This module imports only [`crate::bridge`]'s
-//! `Bridge` (the `ctx` NumPy hands back) and PyO3.
-//!
-//! # The block header
-//! NumPy's `realloc(ctx, ptr, new_size)` does not pass the old size and its
-//! `free(ctx, ptr, size)` may pass a wrong one, while a memplug plugin is
-//! owed the exact size on both. So every block carries a header of
-//! [`Bridge::header`] bytes in front of the pointer NumPy gets: a multiple
-//! of the handler's alignment and at least 16, so the pointer keeps the
-//! handler's alignment. Its last two words hold the size NumPy asked for
-//! and a check word (`cookie`) derived from the pointer, the size and the
-//! bridge: a pointer this bridge did not make (or already freed: the check
-//! word is cleared on free) is recognised and never handed to the plugin.
-//!
-//! ```text
-//!   base (from the plugin)          ptr (to NumPy)
-//!   |<------------ header ------------>|<------- size bytes ------->
-//!   [ padding ... | size | cookie     ][ array data ...            ]
-//! ```
+//! hold no raw pointers. This module imports [`crate::bridge`]'s `Bridge`
+//! (the `ctx` NumPy hands back), the functions it installs, and PyO3.
 
 use crate::bridge::Bridge;
+use crate::raw_block::{bridge_calloc, bridge_free, bridge_malloc, bridge_realloc};
+use crate::raw_padded::{padded_calloc, padded_free, padded_malloc, padded_realloc};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::GILOnceCell;
 use std::ffi::{CStr, c_char, c_uint, c_void};
-use std::ptr::NonNull;
 
 /// NumPy's name for handler capsules (`MEM_HANDLER_CAPSULE_NAME`).
 const CAPSULE_NAME: &CStr = c"mem_handler";
@@ -44,8 +29,6 @@ pub const MIN_FEATURE_VERSION: u32 = 0x0f;
 const SLOT_FEATURE_VERSION: usize = 211;
 const SLOT_SET_HANDLER: usize = 304;
 const SLOT_GET_HANDLER: usize = 305;
-/// Mixed into every check word.
-const COOKIE_SALT: usize = 0x6d65_6d70_6c75_6721;
 
 /// NumPy's `PyDataMemAllocator`.
 #[repr(C)]
@@ -168,12 +151,22 @@ pub fn new_capsule(py: Python<'_>, bridge: &'static Bridge, name: &str) -> PyRes
     let handler = Box::leak(Box::new(PyDataMemHandler {
         name: cname,
         version: HANDLER_VERSION,
-        allocator: PyDataMemAllocator {
-            ctx: std::ptr::from_ref(bridge) as *mut c_void,
-            malloc: bridge_malloc,
-            calloc: bridge_calloc,
-            realloc: bridge_realloc,
-            free: bridge_free,
+        allocator: if bridge.padded {
+            PyDataMemAllocator {
+                ctx: std::ptr::from_ref(bridge) as *mut c_void,
+                malloc: padded_malloc,
+                calloc: padded_calloc,
+                realloc: padded_realloc,
+                free: padded_free,
+            }
+        } else {
+            PyDataMemAllocator {
+                ctx: std::ptr::from_ref(bridge) as *mut c_void,
+                malloc: bridge_malloc,
+                calloc: bridge_calloc,
+                realloc: bridge_realloc,
+                free: bridge_free,
+            }
         },
     }));
     // SAFETY: the GIL is held; the pointer is non-NULL and lives forever,
@@ -208,149 +201,12 @@ pub fn capsule_name(obj: &Bound<'_, PyAny>) -> Option<String> {
 /// handler and other libraries' capsules).
 pub fn capsule_bridge(obj: &Bound<'_, PyAny>) -> Option<&'static Bridge> {
     let h = handler_of(obj)?;
-    if !std::ptr::fn_addr_eq(
-        h.allocator.malloc,
-        bridge_malloc as unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void,
-    ) {
+    type Malloc = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
+    let ours = [bridge_malloc as Malloc, padded_malloc as Malloc];
+    if !ours.iter().any(|&f| std::ptr::fn_addr_eq(h.allocator.malloc, f)) {
         return None;
     }
-    // SAFETY: only `new_capsule` installs `bridge_malloc`, always with a
-    // leaked `&'static Bridge` as `ctx`.
+    // SAFETY: only `new_capsule` installs `bridge_malloc` or
+    // `padded_malloc`, always with a leaked `&'static Bridge` as `ctx`.
     unsafe { (h.allocator.ctx as *const Bridge).as_ref() }
-}
-
-/// The check word stored beside a block's size.
-#[inline]
-fn cookie(bridge: &Bridge, ptr: *mut u8, size: usize) -> usize {
-    (ptr as usize) ^ size.rotate_left(29) ^ (std::ptr::from_ref(bridge) as usize) ^ COOKIE_SALT
-}
-
-/// Write the header of a block the plugin just returned; the pointer for
-/// NumPy.
-///
-/// # Safety
-/// `base` is a live block of `bridge.header + size` bytes from the bridge's
-/// handler.
-#[inline]
-unsafe fn finish(bridge: &Bridge, base: NonNull<u8>, size: usize) -> *mut c_void {
-    // SAFETY: `header >= 16` bytes lie in the block before `ptr`; both words
-    // are aligned (header is a multiple of 16 and base is 16-aligned, or at
-    // least 8-aligned for handlers declaring alignment 8).
-    unsafe {
-        let ptr = base.as_ptr().add(bridge.header);
-        let words = ptr.cast::<usize>();
-        words.sub(2).write(size);
-        words.sub(1).write(cookie(bridge, ptr, size));
-        ptr.cast()
-    }
-}
-
-/// Read the header in front of a pointer NumPy handed back: the size, or
-/// `None` if the check word does not match (not ours, or freed already).
-///
-/// # Safety
-/// The two words before `ptr` are readable: NumPy passes back pointers from
-/// this handler's `malloc`/`calloc`/`realloc` (an array's data is freed by
-/// the handler that made it).
-#[inline]
-unsafe fn read_header(bridge: &Bridge, ptr: *mut u8) -> Option<usize> {
-    // SAFETY: the caller's contract.
-    let (size, check) = unsafe {
-        let words = ptr.cast::<usize>();
-        (words.sub(2).read(), words.sub(1).read())
-    };
-    (check == cookie(bridge, ptr, size)).then_some(size)
-}
-
-// The functions NumPy calls. A panic must not unwind into NumPy; nothing on
-// these paths panics (allocation results are matched, sizes are checked),
-// and the cold paths that touch Python catch their own.
-
-unsafe extern "C" fn bridge_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
-    // SAFETY: `ctx` is the leaked bridge `new_capsule` stored.
-    let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
-    let Some(total) = size.checked_add(bridge.header) else { return std::ptr::null_mut() };
-    match bridge.handler.alloc(total) {
-        Ok(base) => {
-            bridge.counts.alloc(size);
-            // SAFETY: `base` is a fresh block of `total` bytes.
-            unsafe { finish(bridge, base, size) }
-        }
-        Err(_) => std::ptr::null_mut(),
-    }
-}
-
-unsafe extern "C" fn bridge_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
-    // SAFETY: as in `bridge_malloc`.
-    let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
-    let Some(size) = nelem.checked_mul(elsize) else { return std::ptr::null_mut() };
-    let Some(total) = size.checked_add(bridge.header) else { return std::ptr::null_mut() };
-    match bridge.handler.alloc_zeroed(total, 1) {
-        Ok(base) => {
-            bridge.counts.alloc(size);
-            // SAFETY: `base` is a fresh block of `total` bytes.
-            unsafe { finish(bridge, base, size) }
-        }
-        Err(_) => std::ptr::null_mut(),
-    }
-}
-
-unsafe extern "C" fn bridge_realloc(ctx: *mut c_void, ptr: *mut c_void, new_size: usize) -> *mut c_void {
-    if ptr.is_null() {
-        // SAFETY: forwarded: `realloc(NULL, n)` is `malloc(n)`.
-        return unsafe { bridge_malloc(ctx, new_size) };
-    }
-    // SAFETY: as in `bridge_malloc`.
-    let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
-    let ptr = ptr.cast::<u8>();
-    // SAFETY: NumPy reallocs only blocks this handler made.
-    let Some(old_size) = (unsafe { read_header(bridge, ptr) }) else {
-        bridge.foreign_pointer("realloc");
-        return std::ptr::null_mut();
-    };
-    let Some(total) = new_size.checked_add(bridge.header) else { return std::ptr::null_mut() };
-    // SAFETY: the header matched, so `ptr - header` is a live block of this
-    // handler of `header + old_size` bytes.
-    let result = unsafe {
-        let base = NonNull::new_unchecked(ptr.sub(bridge.header));
-        bridge.handler.realloc(base, bridge.header + old_size, total)
-    };
-    match result {
-        Ok(base) => {
-            bridge.counts.realloc(old_size, new_size);
-            // SAFETY: `base` is the resized block of `total` bytes (the old
-            // one is gone, its header moved with the contents).
-            unsafe { finish(bridge, base, new_size) }
-        }
-        // The old block is untouched, as C's realloc promises.
-        Err(_) => std::ptr::null_mut(),
-    }
-}
-
-unsafe extern "C" fn bridge_free(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
-    // SAFETY: as in `bridge_malloc`.
-    let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
-    if ptr.is_null() {
-        // NumPy frees NULL (argsort's index buffer, ...); plugins never see it.
-        bridge.counts.null_free();
-        return;
-    }
-    let ptr = ptr.cast::<u8>();
-    // SAFETY: NumPy frees only blocks this handler made.
-    let Some(real) = (unsafe { read_header(bridge, ptr) }) else {
-        bridge.foreign_pointer("free");
-        return;
-    };
-    if size != real {
-        bridge.numpy_size_mismatch(real, size);
-    }
-    // Counted first: its loads overlap with the call below.
-    bridge.counts.free(real);
-    // SAFETY: the header matched: `ptr - header` is a live block of
-    // `header + real` bytes. Clearing the check word first makes a second
-    // free of the same pointer recognisable.
-    unsafe {
-        ptr.cast::<usize>().sub(1).write(0);
-        bridge.handler.free(NonNull::new_unchecked(ptr.sub(bridge.header)), bridge.header + real);
-    }
 }

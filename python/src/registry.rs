@@ -22,6 +22,9 @@ struct State {
     loaded: HashMap<Candidate, Handler>,
     /// Bridges by the name they were asked by.
     bridges: HashMap<String, &'static Bridge>,
+    /// Bridges closed ([`close`]), by name: their statistics stay readable
+    /// until a new bridge of the same name is made.
+    closed: HashMap<String, &'static Bridge>,
 }
 
 fn state() -> MutexGuard<'static, State> {
@@ -156,13 +159,37 @@ pub fn bridge(key: &str) -> PyResult<&'static Bridge> {
             Bridge::leak(key, instance.handler(), Some(instance))
         }
     };
+    state.closed.remove(key);
     state.bridges.insert(key.to_string(), bridge);
     Ok(bridge)
 }
 
-/// The bridge already made for `key`, if any.
+/// The bridge already made for `key` (or the last one closed), if any.
 pub fn existing_bridge(key: &str) -> Option<&'static Bridge> {
-    state().bridges.get(key).copied()
+    let state = state();
+    state.bridges.get(key).or_else(|| state.closed.get(key)).copied()
+}
+
+/// Close the bridge of `key`, an instance (`name:options`): let its
+/// instance go once its blocks are freed ([`Bridge::close`]), and forget
+/// the name, so that asking for it again makes a new instance. `false` if
+/// no bridge of that name is open.
+pub fn close(key: &str) -> PyResult<bool> {
+    let mut state = state();
+    let Some(&bridge) = state.bridges.get(key) else { return Ok(false) };
+    if !bridge.is_instance() {
+        return Err(errors::numpy_error(
+            "not-an-instance",
+            format!(
+                "`{key}` is a registered handler, which lives for the process: only instances made from options \
+                 (`name:options`, e.g. `shm:name=work,size=1g`) can be closed"
+            ),
+        ));
+    }
+    state.bridges.remove(key);
+    state.closed.insert(key.to_string(), bridge);
+    drop(state);
+    Ok(bridge.close())
 }
 
 fn events<'py>(py: Python<'py>, log: &EventLog) -> PyResult<Bound<'py, PyList>> {
@@ -216,6 +243,13 @@ pub fn stats<'py>(py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyDict>> {
             let br = PyDict::new(py);
             br.set_item("numpy_name", &b.numpy_name)?;
             br.set_item("header_bytes", b.header)?;
+            let alignment = if b.padded { crate::bridge::PAD_ALIGN } else { b.handler.alignment() };
+            br.set_item("data_alignment", alignment)?;
+            let (cached_blocks, cached_bytes) = b.counts.cached();
+            br.set_item("cache", b.cache_state())?;
+            br.set_item("cache_refusal", b.cache_refusal.as_deref())?;
+            br.set_item("cached_blocks", cached_blocks)?;
+            br.set_item("cached_bytes", cached_bytes)?;
             br.set_item("allocations", t.allocs)?;
             br.set_item("frees", t.frees)?;
             br.set_item("reallocs", t.reallocs)?;
@@ -234,4 +268,13 @@ pub fn stats<'py>(py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyDict>> {
         None => d.set_item("bridge", py.None())?,
     }
     Ok(d)
+}
+
+/// Turn the small-block cache of `key`'s bridge on or off (made first if
+/// need be); whether it was on.
+pub fn set_caching(key: &str, on: bool) -> PyResult<bool> {
+    let b = bridge(key)?;
+    b.set_caching(on).map_err(|why| {
+        errors::numpy_error("not-cacheable", format!("the bridge of `{key}` never caches small blocks: {why}"))
+    })
 }

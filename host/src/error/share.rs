@@ -95,8 +95,8 @@ pub enum ShareError {
     },
     /// Keeping the attachment alive failed: the instance is gone.
     #[error(
-        "instance `{handler}` is gone (its owner was dropped and its last block freed), so it cannot attach blocks: \
-         keep the `Instance` alive, or use `Registry::attach`"
+        "instance `{handler}` is gone (its owner was dropped and its last block freed), so it can neither share nor \
+         attach blocks: keep the `Instance` alive, or attach with `Registry::attach`"
     )]
     InstanceGone {
         /// The handler's name.

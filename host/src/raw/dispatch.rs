@@ -234,9 +234,14 @@ impl RawHandler {
         unsafe { self.lock().realloc_aligned(ptr, old, new, alignment) }
     }
 
-    /// The plugin's statistics, if it reports them.
+    /// The plugin's statistics, if it reports them; `None` for an instance
+    /// that is gone (its `ctx` is destroyed), counted as a user meanwhile so
+    /// that it cannot go during the call.
     pub(crate) fn stats(&self) -> Option<MemplugStats> {
-        self.lock().stats()
+        self.enter_block().ok()?;
+        let stats = self.lock().stats();
+        self.leave_block();
+        stats
     }
 
     #[cold]

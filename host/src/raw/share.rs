@@ -21,11 +21,18 @@ impl RawHandler {
 
     /// Where the `size` bytes at `ptr` live, by the plugin's `locate`; its
     /// status on failure. `ptr` may be any address (the plugin only
-    /// compares it).
-    pub(crate) fn locate(&self, ptr: *const u8, size: usize) -> Result<MemplugLocation, i32> {
+    /// compares it). `Ok(None)` for an instance that is gone; it is counted
+    /// as a user during the call, so that it cannot go meanwhile.
+    pub(crate) fn locate(&self, ptr: *const u8, size: usize) -> Result<Option<MemplugLocation>, i32> {
+        if self.enter_block().is_err() {
+            return Ok(None);
+        }
         let held = self.lock();
         // SAFETY: `held` serialises the call; `locate` never dereferences `ptr`.
-        unsafe { held.vtable().locate(ptr, size) }
+        let found = unsafe { held.vtable().locate(ptr, size) };
+        drop(held);
+        self.leave_block();
+        found.map(Some)
     }
 
     /// The address in this process of the range `location` describes, by

@@ -33,9 +33,67 @@ How it behaves:
 - **Handlers that are not thread-safe are locked.** NumPy calls the handler
   without the GIL in places; memplug serialises every call into a plugin
   that does not declare itself thread-safe.
+- **Small blocks are cached, where no plugin can tell.** Like NumPy's own
+  handler, the bridge keeps blocks of up to 256 bytes that NumPy freed and
+  hands them out again -- per thread (no GIL needed), 8 per size class
+  (16, 32, 48, 64, 96, 128, 256 bytes; a small request is given its class's
+  room) -- but only for a handler that is thread-safe and reports no
+  statistics (``system``, allocators by symbol name, ``aligned``): a plugin
+  that counts, checks or shares its blocks (``tracking``, ``guard``,
+  ``arena``, ``shm``) sees every free. :func:`set_cache` turns it off
+  (``MEMPLUG_NUMPY_CACHE=0`` or ``python -m memplug.numpy --no-cache``
+  before a bridge is made: never, not even the rounding), and
+  :func:`memplug.stats` shows ``cache``, ``cached_blocks`` and
+  ``cached_bytes``; the bridge's counters count every NumPy call either way.
+- **Shareable handlers' arrays are aligned to 64 bytes** (a cache line),
+  whatever the plugin's own alignment, so that worker processes run on
+  aligned data and never write a cache line another process writes.
 - **Names.** ``"tracking"`` is a registered handler; ``"arena:region_size=1m"``
   is an instance of ``arena`` made with those options (the plugin's ABI 1.1
-  ``create``), one per distinct string. NumPy shows ``memplug:<name>``.
+  ``create``), one per distinct string, kept until :func:`close`. NumPy
+  shows ``memplug:<name>``.
+
+Arrays handed to other processes without copying (:func:`share`,
+:func:`attach`)::
+
+    import multiprocessing as mp
+    import numpy as np
+    import memplug.numpy as mnp
+
+    def work(h):                           # in a worker process
+        part = mnp.attach(h)               # the parent's memory, not a copy
+        part *= 2.0
+        return float(part.sum())
+
+    if __name__ == "__main__":
+        key = "shm:name=work,size=1g,create=1,unlink=1"
+        with mnp.use(key):                 # this array's data is in a shared segment
+            a = np.arange(10**7, dtype=np.float64)
+        halves = [mnp.share(a[:5 * 10**6]), mnp.share(a[5 * 10**6:])]   # small picklable handles
+        with mp.get_context("spawn").Pool(2) as pool:
+            sums = pool.map(work, halves)
+        assert a[1] == 2.0                 # the workers wrote the parent's array
+        del a, halves
+        mnp.close(key)                     # the segment goes now (it would at exit)
+
+- **What can be shared.** Arrays whose data a *shareable* handler made (the
+  bundled ``shm``: ``use("shm:name=NAME,size=SIZE")``), and any view of
+  one (the handle names the bytes the view reaches inside the block), and
+  views of attached arrays. Arrays made before the ``with`` or by NumPy's
+  default handler raise :class:`memplug.ShareError` ``"not-shareable"``.
+- **Who frees.** The array belongs to the process that made it and is freed
+  there, as any array. An attached array's ``base`` owns memplug's attached
+  buffer: it keeps the segment mapped in that process while any array
+  over it lives, and never frees the memory. So the owner keeps its array
+  (and must not ``resize`` it) until the workers are done.
+- **Lifetime of a segment.** A segment made with ``unlink=1`` is removed
+  when its instance goes: :func:`close` (once its arrays are freed) or the
+  process's exit. A worker's attachment never removes it. Without
+  ``unlink=1`` a named segment stays until removed (``rm
+  /dev/shm/memplug-NAME``), so that other processes can attach later.
+- **Taking turns.** Shared memory is shared: arrange that a process does
+  not read bytes another is writing (give each worker its own slice; read
+  the results after the workers are done).
 """
 
 from __future__ import annotations
@@ -46,7 +104,21 @@ from typing import Any, Iterator, Optional, Union
 import memplug
 from memplug import _memplug as _native
 
-__all__ = ["handler", "use", "install", "current", "get_handler_name", "memplug_name"]
+from memplug.numpy._share import SharedArray, attach, share
+
+__all__ = [
+    "handler",
+    "use",
+    "install",
+    "current",
+    "close",
+    "set_cache",
+    "get_handler_name",
+    "memplug_name",
+    "share",
+    "attach",
+    "SharedArray",
+]
 
 #: A NumPy ``mem_handler`` capsule (a ``PyCapsule``).
 Capsule = Any
@@ -129,3 +201,38 @@ def memplug_name(capsule: Capsule) -> Optional[str]:
     libraries' handlers."""
     described = _native.describe_capsule(capsule)
     return None if described is None else described[1]
+
+
+def close(name: str) -> bool:
+    """Close the bridge of instance ``name`` (``"name:options"``, e.g.
+    ``"shm:name=work,size=1g,unlink=1"``): memplug lets its instance go once
+    the arrays it made are freed -- at once if none is left. For ``shm``
+    that unmaps the segment here and, with ``unlink=1``, removes its name.
+
+    Arrays still alive keep working and free as before; NumPy allocating
+    through the closed handler (still installed somewhere by :func:`use`
+    or :func:`install`) succeeds while any of its arrays lives and raises
+    ``MemoryError`` after. Asking for ``name`` again makes a new instance.
+    ``memplug.stats(name)`` still reports the closed bridge until then.
+
+    Returns False if no bridge of that name is open. Raises
+    :class:`memplug.NumpyError` ``"not-an-instance"`` for a registered
+    handler (``"shm"``, ``"system"``), which lives for the process.
+    """
+    closed: bool = _native.numpy_close(name)
+    return closed
+
+
+def set_cache(name: str, enabled: bool) -> bool:
+    """Turn the bridge's small-block cache for handler ``name`` on or off;
+    returns whether it was on. Turning it off frees the blocks cached by
+    this thread and by threads that ended at once, and those of other live
+    threads at their next free of a small block through this handler.
+
+    Raises :class:`memplug.NumpyError` ``"not-cacheable"`` (with the
+    reason) for a handler the bridge never caches for: not thread-safe,
+    reporting statistics, shareable, or made while ``MEMPLUG_NUMPY_CACHE=0``.
+    """
+    memplug._ensure_loaded()
+    was: bool = _native.numpy_set_cache(name, enabled)
+    return was

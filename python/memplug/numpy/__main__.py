@@ -2,7 +2,7 @@
 set to a memplug handler.
 
     python -m memplug.numpy --handler NAME [--plugin-path DIR]... [--report]
-        [--report-json FILE] [--all-threads] (-m MODULE | SCRIPT) [ARGS...]
+        [--report-json FILE] [--all-threads] [--no-cache] (-m MODULE | SCRIPT) [ARGS...]
 
 The handler is installed in the program's main context before it starts
 (new threads start from NumPy's default unless ``--all-threads``). The exit
@@ -29,7 +29,7 @@ from . import _report
 
 USAGE = (
     "python -m memplug.numpy --handler NAME [--plugin-path DIR]... [--report] [--report-json FILE] "
-    "[--all-threads] (-m MODULE | SCRIPT) [ARGS...]"
+    "[--all-threads] [--no-cache] (-m MODULE | SCRIPT) [ARGS...]"
 )
 _VALUED = {"--handler", "--plugin-path", "--report-json"}
 
@@ -52,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--all-threads", action="store_true",
         help="also install the handler in every threading.Thread the program starts",
+    )
+    p.add_argument(
+        "--no-cache", action="store_true",
+        help="no small-block cache in the bridge (sets MEMPLUG_NUMPY_CACHE=0, also for child processes)",
     )
     return p
 
@@ -121,6 +125,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if module is None and script is None:
         parser.error("give the program to run: -m MODULE or SCRIPT")
 
+    if args.no_cache:
+        os.environ[_native.CACHE_ENV] = "0"
     try:
         if args.plugin_path:
             memplug.load(*args.plugin_path, strict=False)

@@ -67,6 +67,13 @@ def format_text(report: Dict[str, Any]) -> str:
             f"  bytes:  {_bytes(b['bytes_allocated'])} allocated, {_bytes(b['live_bytes'])} live, "
             f"peak {_bytes(b['peak_bytes'])}"
         )
+        if b.get("cache") == "never":
+            out.append(f"  small-block cache: never ({b['cache_refusal']})")
+        elif b.get("cache"):
+            out.append(
+                f"  small-block cache: {b['cache']}, {b['cached_blocks']} blocks "
+                f"({_bytes(b['cached_bytes'])}) held for reuse (the plugin counts them live)"
+            )
     p = report["plugin"]
     if p is None:
         out.append("  plugin: reports no statistics")
