@@ -24,12 +24,19 @@
 //!
 //! **Peak bytes** need all threads at once. A thread checks the peak when its
 //! own live bytes have grown by [`PEAK_CHECK_BYTES`] since its last check
-//! (at every large block, every so many small ones): it sums the live bytes
-//! of every line (plain loads, no lock) and raises the shared peak if that
-//! is higher. The peak is therefore exact when memory grows in steps of
-//! `PEAK_CHECK_BYTES` or more, and can be short by up to about
-//! `PEAK_CHECK_BYTES` per thread when it grows in small blocks; live counts
-//! are always exact.
+//! (at every large block, every so many small ones). While its line is the
+//! only one the bridge ever counted in, its live bytes are the total: it
+//! raises the shared peak to them, and only when they pass its last high
+//! (so a loop of large blocks reads no shared line). Once a second line is
+//! claimed (or a thread counts in the fallback) every line is marked
+//! [`CROWDED`] (bit 0 of its owner word, read with the owner): then a
+//! thread's checkpoint follows its live bytes down at each free, so that
+//! growing back counts as growth (another thread may have grown meanwhile),
+//! and a check sums the live bytes of every line (plain loads, no lock) and
+//! raises the shared peak if that is higher. The peak is therefore exact
+//! when memory grows in steps of `PEAK_CHECK_BYTES` or more, and can be
+//! short by up to about `PEAK_CHECK_BYTES` per thread when it grows in
+//! small blocks; live counts are always exact.
 
 use crate::raw_cache::{CLASSES, SmallCache};
 use crate::raw_thread::thread_id;
@@ -67,7 +74,8 @@ impl Owned {
 #[derive(Default)]
 #[repr(C, align(128))]
 pub struct Line {
-    /// The owning thread's id; 0 when free.
+    /// The owning thread's id (even), with [`CROWDED`] in bit 0; 0 when
+    /// free.
     owner: AtomicUsize,
     allocs: Owned,
     frees: Owned,
@@ -83,29 +91,74 @@ pub struct Line {
 
 const _: () = assert!(size_of::<Line>() == 128);
 
+/// Bit 0 of a line's owner word: the bridge counts in more than one line
+/// (or in the shared fallback), so this thread's live bytes are not the
+/// total (see the module docs on the peak).
+const CROWDED: usize = 1;
+
 impl Line {
+    /// Whether other lines count too ([`CROWDED`]); read with the owner
+    /// word [`Counts::mine`] loaded already.
+    #[inline]
+    fn crowded(&self) -> bool {
+        self.owner.load(Relaxed) & CROWDED != 0
+    }
+
+    /// Set [`CROWDED`] on this line if a thread owns it, and make its
+    /// owner's next allocation check the peak: while the line was alone
+    /// its checkpoint did not follow frees down (see
+    /// [`Counts::maybe_check_peak`]). The checkpoint is written first, so
+    /// an owner that sees the mark sees it too.
+    fn crowd(&self) {
+        if self.crowded() {
+            return;
+        }
+        self.checkpoint.store(i64::MIN / 2, Relaxed);
+        let mut v = self.owner.load(Relaxed);
+        while v != 0 && v & CROWDED == 0 {
+            match self.owner.compare_exchange_weak(v, v | CROWDED, Relaxed, Relaxed) {
+                Ok(_) => return,
+                Err(now) => v = now,
+            }
+        }
+    }
+
     fn live(&self) -> i64 {
         self.bytes_allocated.get().wrapping_sub(self.bytes_freed.get()) as i64
     }
 
+    /// Follow the owner's live bytes down, so that growing back up is
+    /// growth for [`Counts::maybe_check_peak`]: other threads may have grown
+    /// meanwhile, and the sum of all may pass the peak on the way.
+    #[inline]
+    fn lower_checkpoint(&self) {
+        let live = self.live();
+        if live < self.checkpoint.load(Relaxed) {
+            self.checkpoint.store(live, Relaxed);
+        }
+    }
+
+    /// The counts, indexed by [`BYTES_ALLOCATED`] and the others.
     fn counts(&self) -> [u64; 6] {
         [
+            self.bytes_allocated.get(),
+            self.bytes_freed.get(),
             self.allocs.get(),
             self.frees.get(),
             self.reallocs.get(),
             self.null_frees.get(),
-            self.bytes_allocated.get(),
-            self.bytes_freed.get(),
         ]
     }
 }
 
-const ALLOCS: usize = 0;
-const FREES: usize = 1;
-const REALLOCS: usize = 2;
-const NULL_FREES: usize = 3;
-const BYTES_ALLOCATED: usize = 4;
-const BYTES_FREED: usize = 5;
+// Byte counts first: the peak check reads them from `Counts::fallback`,
+// which then shares its cache line with `used` and `peak`.
+const BYTES_ALLOCATED: usize = 0;
+const BYTES_FREED: usize = 1;
+const ALLOCS: usize = 2;
+const FREES: usize = 3;
+const REALLOCS: usize = 4;
+const NULL_FREES: usize = 5;
 
 /// Where a thread's search for its line starts.
 #[inline]
@@ -173,7 +226,16 @@ pub struct Counts {
     peak: AtomicI64,
     /// Counts of threads that found no free line.
     fallback: [AtomicU64; 6],
+    /// Whether any thread counted in `fallback`.
+    fallback_used: std::sync::atomic::AtomicBool,
 }
+
+// What the peak check reads beside the lines (`used`, `peak`, the fallback's
+// byte counts) lies in one cache line.
+const _: () = assert!(
+    std::mem::offset_of!(Counts, used) % 64 == 0
+        && std::mem::offset_of!(Counts, fallback) + 8 * (BYTES_FREED + 1) <= std::mem::offset_of!(Counts, used) + 64
+);
 
 impl Default for Counts {
     fn default() -> Self {
@@ -189,6 +251,7 @@ impl Counts {
             used: std::array::from_fn(|_| AtomicU64::new(0)),
             peak: AtomicI64::new(0),
             fallback: std::array::from_fn(|_| AtomicU64::new(0)),
+            fallback_used: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -198,7 +261,7 @@ impl Counts {
     pub fn mine(&'static self) -> Option<&'static Line> {
         let me = thread_id();
         let line = &self.lines[home(me)];
-        if line.owner.load(Relaxed) == me {
+        if line.owner.load(Relaxed) & !CROWDED == me {
             return Some(line);
         }
         self.find_or_claim(me)
@@ -209,14 +272,20 @@ impl Counts {
     fn find_or_claim(&'static self, me: usize) -> Option<&'static Line> {
         let start = home(me);
         let probe = (0..MAX_THREADS).map(|k| &self.lines[(start + k) % MAX_THREADS]);
-        if let Some(line) = probe.clone().find(|l| l.owner.load(Ordering::Acquire) == me) {
+        if let Some(line) = probe.clone().find(|l| l.owner.load(Ordering::Acquire) & !CROWDED == me) {
             return Some(line);
         }
         let line = probe.clone().find(|l| {
             l.owner.load(Relaxed) == 0 && l.owner.compare_exchange(0, me, Ordering::Acquire, Relaxed).is_ok()
         })?;
         let index = (std::ptr::from_ref(line).addr() - std::ptr::from_ref(&self.lines[0]).addr()) / size_of::<Line>();
-        self.used[index / 64].fetch_or(1 << (index % 64), Relaxed);
+        // SeqCst with the loads below: of two threads claiming their first
+        // lines at once, at least one sees the other's bit and crowds both.
+        self.used[index / 64].fetch_or(1 << (index % 64), Ordering::SeqCst);
+        let lines: u32 = self.used.iter().map(|w| w.load(Ordering::SeqCst).count_ones()).sum();
+        if lines > 1 || self.fallback_used.load(Ordering::SeqCst) {
+            self.used_lines().for_each(Line::crowd);
+        }
         // A line given up at thread exit only has its owner reset. If the
         // thread is being torn down this cannot be registered: the line then
         // stays with this thread id (a later thread with the same id carries
@@ -231,37 +300,60 @@ impl Counts {
         for &(k, n) in adds {
             self.fallback[k].fetch_add(n, Relaxed);
         }
+        if !self.fallback_used.swap(true, Ordering::SeqCst) {
+            self.used_lines().for_each(Line::crowd);
+        }
         self.check_peak();
     }
 
     /// The lines ever claimed.
     fn used_lines(&self) -> impl Iterator<Item = &Line> {
+        // Set bits only (the peak check runs at every large block).
         self.used.iter().enumerate().flat_map(move |(w, bits)| {
-            let bits = bits.load(Relaxed);
-            (0..64).filter(move |b| bits & (1 << b) != 0).map(move |b| &self.lines[w * 64 + b])
+            let mut bits = bits.load(Relaxed);
+            std::iter::from_fn(move || {
+                let b = bits.trailing_zeros() as usize;
+                (bits != 0).then(|| {
+                    bits &= bits - 1;
+                    &self.lines[w * 64 + b]
+                })
+            })
         })
     }
 
-    /// Raise the peak to the live bytes now, if higher.
-    #[cold]
+    /// Raise the peak to the live bytes now, if higher. Not `#[cold]`: a
+    /// thread allocating and freeing large blocks in turn runs it at every
+    /// allocation.
     #[inline(never)]
     fn check_peak(&self) {
-        let fallback =
+        let mut live =
             self.fallback[BYTES_ALLOCATED].load(Relaxed).wrapping_sub(self.fallback[BYTES_FREED].load(Relaxed)) as i64;
-        let live = fallback + self.used_lines().map(Line::live).sum::<i64>();
+        for (w, word) in self.used.iter().enumerate() {
+            let mut bits = word.load(Relaxed);
+            while bits != 0 {
+                live += self.lines[w * 64 + bits.trailing_zeros() as usize].live();
+                bits &= bits - 1;
+            }
+        }
         if live > self.peak.load(Relaxed) {
             self.peak.fetch_max(live, Relaxed);
         }
     }
 
     /// Check the peak if `line`'s live bytes grew by [`PEAK_CHECK_BYTES`]
-    /// since its last check.
+    /// since its last check (for a crowded line: above the lowest they were
+    /// since); see the module docs.
     #[inline]
     fn maybe_check_peak(&self, line: &Line) {
         let live = line.live();
         if live - line.checkpoint.load(Relaxed) >= PEAK_CHECK_BYTES {
             line.checkpoint.store(live, Relaxed);
-            self.check_peak();
+            if line.crowded() {
+                self.check_peak();
+            } else if live > self.peak.load(Relaxed) {
+                // The only line: its live bytes are the total.
+                self.peak.fetch_max(live, Relaxed);
+            }
         }
     }
 
@@ -286,6 +378,9 @@ impl Counts {
             Some(l) => {
                 l.frees.add(1);
                 l.bytes_freed.add(size as u64);
+                if l.crowded() {
+                    l.lower_checkpoint();
+                }
             }
             None => self.fallback(&[(FREES, 1), (BYTES_FREED, size as u64)]),
         }
@@ -298,6 +393,9 @@ impl Counts {
                 l.reallocs.add(1);
                 l.bytes_freed.add(old as u64);
                 l.bytes_allocated.add(new as u64);
+                if l.crowded() {
+                    l.lower_checkpoint();
+                }
                 self.maybe_check_peak(l);
             }
             None => self.fallback(&[(REALLOCS, 1), (BYTES_FREED, old as u64), (BYTES_ALLOCATED, new as u64)]),
@@ -403,6 +501,34 @@ mod tests {
         c.alloc(c.mine(), mb);
         let t = c.totals();
         assert_eq!((t.peak_bytes, t.live_bytes()), (3 * mb as u64, mb as u64));
+    }
+
+    #[test]
+    fn the_peak_sees_threads_that_grow_back_after_a_free() {
+        // Thread A grows and shrinks; B grows; A grows back to its old high:
+        // the sum passes the peak then, though A never passed its own high.
+        let c = leaked();
+        let mb = 1 << 20;
+        let (a_done, b_done) = (std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                c.alloc(c.mine(), mb);
+                c.free(c.mine(), mb);
+                a_done.wait();
+                b_done.wait();
+                c.alloc(c.mine(), mb);
+            });
+            s.spawn(|| {
+                a_done.wait();
+                c.alloc(c.mine(), mb);
+                b_done.wait();
+            });
+        });
+        let t = c.totals();
+        assert_eq!((t.peak_bytes, t.live_bytes()), (2 * mb as u64, 2 * mb as u64));
+        // Freed again, the peak stays.
+        c.free(c.mine(), 2 * mb);
+        assert_eq!(c.totals().peak_bytes, 2 * mb as u64);
     }
 
     #[test]

@@ -195,3 +195,37 @@ def test_install_returns_the_previous_capsule():
     with pytest.raises(memplug.NumpyError) as info:
         mnp.install(object())
     assert info.value.code == "not-a-handler"
+
+
+def test_the_peak_counts_arrays_of_several_threads_alive_at_once():
+    # A makes and frees an array, B makes one, A makes one again: both
+    # arrays were alive at once, though A never passed its own high.
+    key = "arena:region_size=8m"
+    mb = 1 << 20
+    kept = []
+    b_made, a_again = threading.Event(), threading.Event()
+
+    def a():
+        with mnp.use(key):
+            x = np.empty(mb, np.uint8)
+            del x
+            a_again.wait()
+            kept.append(np.empty(mb, np.uint8))
+
+    def b():
+        with mnp.use(key):
+            kept.append(np.empty(mb, np.uint8))
+        b_made.set()
+
+    ta, tb = threading.Thread(target=a), threading.Thread(target=b)
+    ta.start()
+    tb.start()
+    b_made.wait()
+    a_again.set()
+    ta.join()
+    tb.join()
+    before = bridge(key)["live_bytes"]
+    kept.clear()
+    after = bridge(key)
+    assert after["live_bytes"] == before - 2 * mb
+    assert after["peak_bytes"] >= 2 * mb, after
