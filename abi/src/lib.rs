@@ -81,6 +81,7 @@
 pub mod export;
 pub mod frozen;
 pub mod layout;
+pub mod options;
 pub mod share;
 #[allow(unsafe_code)]
 mod tramp;

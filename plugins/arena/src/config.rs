@@ -9,6 +9,7 @@
 #![forbid(unsafe_code)]
 
 use crate::class::{LARGEST_CLASS_SIZE, MIN_ALIGN, class_of, slot_size};
+use memplug_abi::options::{self, parse_size};
 use std::fmt;
 
 /// The arena's options. [`ArenaConfig::default`] gives the defaults;
@@ -54,24 +55,14 @@ impl ArenaConfig {
     /// ```
     pub fn parse(options: &str) -> Result<ArenaConfig, String> {
         let mut config = ArenaConfig::default();
-        let mut seen = [false; OPTION_NAMES.len()];
-        for item in options.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let Some((key, value)) = item.split_once('=') else {
-                return Err(format!("option {item:?} has no value: write it as key=value"));
-            };
-            let (key, value) = (key.trim(), value.trim());
-            let Some(index) = OPTION_NAMES.iter().position(|&k| k == key) else {
-                return Err(format!("unknown option {key:?}; the arena knows {}", OPTION_NAMES.join(", ")));
-            };
-            if std::mem::replace(&mut seen[index], true) {
-                return Err(format!("option {key:?} is given twice"));
-            }
+        let items = options::items(options, &OPTION_NAMES, "the arena")?;
+        for &(key, value) in &items {
             let n = parse_size(value).ok_or_else(|| {
                 format!("option {key}={value:?} is not a size: write a number, optionally with k, m or g (e.g. 1m)")
             })?;
-            match index {
-                0 => config.region_size = n,
-                1 => config.max_small = n,
+            match key {
+                "region_size" => config.region_size = n,
+                "max_small" => config.max_small = n,
                 _ => config.max_regions = n,
             }
         }
@@ -117,19 +108,6 @@ impl fmt::Display for ArenaConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "region_size={},max_small={},max_regions={}", self.region_size, self.max_small, self.max_regions)
     }
-}
-
-fn parse_size(s: &str) -> Option<usize> {
-    let (digits, shift) = match s.as_bytes().last()? {
-        b'k' | b'K' => (&s[..s.len() - 1], 10),
-        b'm' | b'M' => (&s[..s.len() - 1], 20),
-        b'g' | b'G' => (&s[..s.len() - 1], 30),
-        _ => (s, 0),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<usize>().ok()?.checked_mul(1 << shift)
 }
 
 #[cfg(test)]

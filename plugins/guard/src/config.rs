@@ -1,6 +1,7 @@
 //! The guard's options: what `create` accepts, their defaults and their
 //! limits. Pure parsing; nothing here touches memory.
 
+use memplug_abi::options::{self, parse_size, parse_switch};
 use std::fmt;
 
 /// Which end of a block touches the inaccessible page.
@@ -88,18 +89,8 @@ impl GuardConfig {
     /// ```
     pub fn parse(options: &str) -> Result<GuardConfig, String> {
         let mut config = GuardConfig::default();
-        let mut seen = [false; OPTION_NAMES.len()];
-        for item in options.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let Some((key, value)) = item.split_once('=') else {
-                return Err(format!("option {item:?} has no value: write it as key=value"));
-            };
-            let (key, value) = (key.trim(), value.trim());
-            let Some(index) = OPTION_NAMES.iter().position(|&k| k == key) else {
-                return Err(format!("unknown option {key:?}; the guard knows {}", OPTION_NAMES.join(", ")));
-            };
-            if std::mem::replace(&mut seen[index], true) {
-                return Err(format!("option {key:?} is given twice"));
-            }
+        let items = options::items(options, &OPTION_NAMES, "the guard")?;
+        for &(key, value) in &items {
             match key {
                 "side" => {
                     config.side = match value {
@@ -140,28 +131,6 @@ impl fmt::Display for GuardConfig {
             u8::from(self.junk)
         )
     }
-}
-
-fn parse_switch(key: &str, value: &str) -> Result<bool, String> {
-    match value {
-        "0" => Ok(false),
-        "1" => Ok(true),
-        _ => Err(format!("{key}={value:?}: write {key}=1 to turn it on or {key}=0 to turn it off")),
-    }
-}
-
-/// A size: decimal digits with an optional `k`, `m` or `g` suffix.
-fn parse_size(s: &str) -> Option<usize> {
-    let (digits, shift) = match s.as_bytes().last()? {
-        b'k' | b'K' => (&s[..s.len() - 1], 10),
-        b'm' | b'M' => (&s[..s.len() - 1], 20),
-        b'g' | b'G' => (&s[..s.len() - 1], 30),
-        _ => (s, 0),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<usize>().ok()?.checked_mul(1 << shift)
 }
 
 #[cfg(test)]

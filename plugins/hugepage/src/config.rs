@@ -1,6 +1,7 @@
 //! The hugepage plugin's options: what `create` accepts, their defaults and
 //! their limits. Pure parsing.
 
+use memplug_abi::options::{self, parse_size};
 use std::fmt;
 
 /// Where large blocks get their huge pages.
@@ -73,18 +74,8 @@ impl HugepageConfig {
     /// ```
     pub fn parse(options: &str) -> Result<HugepageConfig, String> {
         let mut config = HugepageConfig::default();
-        let mut seen = [false; OPTION_NAMES.len()];
-        for item in options.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let Some((key, value)) = item.split_once('=') else {
-                return Err(format!("option {item:?} has no value: write it as key=value"));
-            };
-            let (key, value) = (key.trim(), value.trim());
-            let Some(index) = OPTION_NAMES.iter().position(|&k| k == key) else {
-                return Err(format!("unknown option {key:?}; hugepage knows {}", OPTION_NAMES.join(", ")));
-            };
-            if std::mem::replace(&mut seen[index], true) {
-                return Err(format!("option {key:?} is given twice"));
-            }
+        let items = options::items(options, &OPTION_NAMES, "hugepage")?;
+        for &(key, value) in &items {
             match key {
                 "threshold" => {
                     config.threshold = parse_size(value).filter(|&n| n >= 1).ok_or_else(|| {
@@ -121,20 +112,6 @@ impl fmt::Display for HugepageConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "threshold={},mode={},strict={}", self.threshold, self.mode.name(), u8::from(self.strict))
     }
-}
-
-/// A size: decimal digits with an optional `k`, `m` or `g` suffix.
-fn parse_size(s: &str) -> Option<usize> {
-    let (digits, shift) = match s.as_bytes().last()? {
-        b'k' | b'K' => (&s[..s.len() - 1], 10),
-        b'm' | b'M' => (&s[..s.len() - 1], 20),
-        b'g' | b'G' => (&s[..s.len() - 1], 30),
-        _ => (s, 0),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse::<usize>().ok()?.checked_mul(1 << shift)
 }
 
 #[cfg(test)]

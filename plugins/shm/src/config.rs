@@ -11,6 +11,7 @@
 //!   should the process be killed first, by the next process of the same
 //!   user that makes such a segment (once the PID is gone).
 
+use memplug_abi::options::{self, parse_switch};
 use std::fmt;
 
 /// The prefix of every segment name the plugin makes.
@@ -84,18 +85,8 @@ impl ShmConfig {
     /// ```
     pub fn parse(options: &str) -> Result<ShmConfig, String> {
         let mut config = ShmConfig { create: Create::Auto, unlink: false, ..ShmConfig::default() };
-        let mut seen = [false; OPTION_NAMES.len()];
-        for item in options.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-            let Some((key, value)) = item.split_once('=') else {
-                return Err(format!("option {item:?} has no value: write it as key=value"));
-            };
-            let (key, value) = (key.trim(), value.trim());
-            let Some(index) = OPTION_NAMES.iter().position(|&k| k == key) else {
-                return Err(format!("unknown option {key:?}; shm knows {}", OPTION_NAMES.join(", ")));
-            };
-            if std::mem::replace(&mut seen[index], true) {
-                return Err(format!("option {key:?} is given twice"));
-            }
+        let items = options::items(options, &OPTION_NAMES, "shm")?;
+        for &(key, value) in &items {
             match key {
                 "name" => config.name = Some(check_name(value)?),
                 "size" => config.size = Some(parse_segment_size(value)?),
@@ -117,7 +108,7 @@ impl ShmConfig {
             }
         }
         match &config.name {
-            None if seen[3] && !config.unlink => {
+            None if items.iter().any(|&(k, _)| k == "unlink") && !config.unlink => {
                 return Err("unlink=0 needs name=: a segment without a name is this process's own, and is always \
                             removed when the instance goes"
                     .into());
@@ -199,14 +190,6 @@ fn check_name(name: &str) -> Result<String, String> {
         ));
     }
     Ok(name.to_string())
-}
-
-fn parse_switch(key: &str, value: &str) -> Result<bool, String> {
-    match value {
-        "0" => Ok(false),
-        "1" => Ok(true),
-        _ => Err(format!("{key}={value:?}: write {key}=1 to turn it on or {key}=0 to turn it off")),
-    }
 }
 
 fn parse_segment_size(value: &str) -> Result<u64, String> {
