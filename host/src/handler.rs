@@ -40,6 +40,7 @@ use crate::info::HandlerInfo;
 use crate::load::Prepared;
 use crate::lock::{self, HandlerGuard};
 use crate::raw::dispatch::{InstanceOwner, RawHandler};
+pub use crate::raw::vtable::DirectCalls;
 use std::fmt;
 use std::ptr::NonNull;
 
@@ -128,6 +129,26 @@ impl Handler {
     /// Whether the plugin makes instances (has `create`).
     pub fn takes_options(&self) -> bool {
         self.raw().vtable().has_create()
+    }
+
+    /// The plugin's `malloc` and `free` for a caller that makes these calls
+    /// itself, on a path where the load of this handler's core and its
+    /// branch are too much (the NumPy bridge does): `Some` only when a call
+    /// needs nothing around it — the handler is thread-safe and not an
+    /// instance. Others (locked, counted) are called through
+    /// [`alloc`](Handler::alloc) and [`free`](Handler::free) only.
+    ///
+    /// ```
+    /// let system = memplug::current::builtin();
+    /// let calls = system.direct_calls().expect("libc is thread-safe");
+    /// // SAFETY: a non-zero size; the block is freed once, with its size.
+    /// unsafe {
+    ///     let p = std::ptr::NonNull::new(calls.malloc(64)).expect("memory");
+    ///     calls.free(p, 64);
+    /// }
+    /// ```
+    pub fn direct_calls(&self) -> Option<DirectCalls> {
+        self.raw().direct_calls()
     }
 
     /// Whether the handler reports statistics.

@@ -109,7 +109,7 @@ pub use buffer::Buffer;
 pub use current::HandlerScope;
 pub use discover::Candidate;
 pub use error::{AllocError, BufferError, InstanceError, LoadError, LockError, PolicyError, Refusal, ShareError};
-pub use handler::{AlignedStrategy, Handler, Instance};
+pub use handler::{AlignedStrategy, DirectCalls, Handler, Instance};
 pub use info::{HandlerInfo, LayoutCheck, Source};
 pub use lock::{HandlerGuard, MultiGuard};
 pub use ownership::Ownership;

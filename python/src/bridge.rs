@@ -9,7 +9,7 @@
 
 use crate::counters::{Counts, Totals};
 use crate::raw_thread;
-use memplug::{Handler, Instance};
+use memplug::{DirectCalls, Handler, Instance};
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -174,6 +174,14 @@ pub struct Bridge {
     pub padded: bool,
     /// [`CACHE_NEVER`], [`CACHE_ON`] or [`CACHE_OFF`].
     cache: AtomicU8,
+    /// Mixed into every block's check word (see [`crate::raw_block`]):
+    /// drawn for each bridge, so that a block of one bridge handed to
+    /// another is recognised as not its own.
+    pub salt: usize,
+    /// The handler's `malloc` and `free`, when calls need nothing around
+    /// them (thread-safe, not an instance): the hot path calls them from
+    /// here, without following [`Bridge::handler`] to its core.
+    pub direct: Option<DirectCalls>,
     /// Why the bridge never caches, if it does not.
     pub cache_refusal: Option<String>,
     /// Allocation counters, and each thread's cached blocks.
@@ -222,6 +230,8 @@ impl Bridge {
             rounds: cache_refusal.is_none(),
             padded,
             cache: AtomicU8::new(if cache_refusal.is_none() { CACHE_ON } else { CACHE_NEVER }),
+            salt: new_salt(),
+            direct: handler.direct_calls(),
             cache_refusal,
             counts: Counts::new(),
             numpy_name: format!("memplug:{key}"),
@@ -307,6 +317,23 @@ impl Bridge {
     pub fn totals(&self) -> Totals {
         self.counts.totals()
     }
+}
+
+// The fields of NumPy's every call lie in the bridge's first cache line.
+const _: () = assert!(
+    std::mem::offset_of!(Bridge, direct) + size_of::<Option<DirectCalls>>() <= 64
+        && std::mem::offset_of!(Bridge, header) < 64
+        && std::mem::offset_of!(Bridge, salt) < 64
+);
+
+/// A salt for a new bridge's check words: different for every bridge of
+/// the process, and from one process to the next.
+fn new_salt() -> usize {
+    use std::hash::{BuildHasher, Hasher};
+    static BRIDGES: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(BRIDGES.fetch_add(1, Relaxed));
+    h.finish() as usize
 }
 
 /// The header in front of each block for a handler aligned to `alignment`:

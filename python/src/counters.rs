@@ -24,19 +24,24 @@
 //!
 //! **Peak bytes** need all threads at once. A thread checks the peak when its
 //! own live bytes have grown by [`PEAK_CHECK_BYTES`] since its last check
-//! (at every large block, every so many small ones). While its line is the
-//! only one the bridge ever counted in, its live bytes are the total: it
-//! raises the shared peak to them, and only when they pass its last high
-//! (so a loop of large blocks reads no shared line). Once a second line is
-//! claimed (or a thread counts in the fallback) every line is marked
-//! [`CROWDED`] (bit 0 of its owner word, read with the owner): then a
-//! thread's checkpoint follows its live bytes down at each free, so that
-//! growing back counts as growth (another thread may have grown meanwhile),
-//! and a check sums the live bytes of every line (plain loads, no lock) and
-//! raises the shared peak if that is higher. The peak is therefore exact
-//! when memory grows in steps of `PEAK_CHECK_BYTES` or more, and can be
-//! short by up to about `PEAK_CHECK_BYTES` per thread when it grows in
-//! small blocks; live counts are always exact.
+//! (at every large block, every so many small ones): each line keeps the
+//! `headroom` left before the next check, which an allocation lowers and a
+//! free raises, and a check is due when it is used up (one subtraction and
+//! one branch on the hot path). While its line is the only one the bridge
+//! ever counted in, a thread's live bytes are the total: it raises the
+//! shared peak to them, and only when they pass its last high (so a loop of
+//! large blocks reads no shared line). Once a second line is claimed (or a
+//! thread counts in the fallback) every line is marked [`CROWDED`] in its
+//! owner word; its owner takes the mark in at its next call (its next
+//! allocation then checks, and the mark becomes [`CROWD_SEEN`]). From then
+//! on a free raises the headroom to [`PEAK_CHECK_BYTES`] at most — the
+//! thread's last check follows its live bytes down, so that growing back
+//! counts as growth (another thread may have grown meanwhile) — and a check
+//! sums the live bytes of every line (plain loads, no lock) and raises the
+//! shared peak if that is higher. The peak is therefore exact when memory
+//! grows in steps of `PEAK_CHECK_BYTES` or more, and can be short by up to
+//! about `PEAK_CHECK_BYTES` per thread when it grows in small blocks; live
+//! counts are always exact.
 
 use crate::raw_cache::{CLASSES, SmallCache};
 use crate::raw_thread::thread_id;
@@ -74,8 +79,8 @@ impl Owned {
 #[derive(Default)]
 #[repr(C, align(128))]
 pub struct Line {
-    /// The owning thread's id (even), with [`CROWDED`] in bit 0; 0 when
-    /// free.
+    /// The owning thread's id (a multiple of 4), with [`CROWDED`] or
+    /// [`CROWD_SEEN`] in its low bits; 0 when free.
     owner: AtomicUsize,
     allocs: Owned,
     frees: Owned,
@@ -83,39 +88,32 @@ pub struct Line {
     null_frees: Owned,
     bytes_allocated: Owned,
     bytes_freed: Owned,
-    /// The owner's live bytes when it last checked the peak.
-    checkpoint: AtomicI64,
+    /// Bytes the owner's live bytes may still grow by before it checks the
+    /// peak: [`PEAK_CHECK_BYTES`] above its live bytes at its last check
+    /// (for a crowded line: at their lowest since), less what they are now.
+    headroom: AtomicI64,
     /// The owner's small-block cache.
     pub cache: SmallCache,
 }
 
 const _: () = assert!(size_of::<Line>() == 128);
 
-/// Bit 0 of a line's owner word: the bridge counts in more than one line
-/// (or in the shared fallback), so this thread's live bytes are not the
-/// total (see the module docs on the peak).
+/// A mark in a line's owner word, set by any thread: the bridge counts in
+/// more than one line (or in the shared fallback), so this thread's live
+/// bytes are not the total (see the module docs on the peak). Its owner has
+/// not taken it in yet: [`Counts::mine`] does, on its next call.
 const CROWDED: usize = 1;
+/// The owner's mark in its owner word: it took [`CROWDED`] in.
+const CROWD_SEEN: usize = 2;
+/// The bits of an owner word that are not the owner.
+const MARKS: usize = CROWDED | CROWD_SEEN;
 
 impl Line {
-    /// Whether other lines count too ([`CROWDED`]); read with the owner
-    /// word [`Counts::mine`] loaded already.
-    #[inline]
-    fn crowded(&self) -> bool {
-        self.owner.load(Relaxed) & CROWDED != 0
-    }
-
-    /// Set [`CROWDED`] on this line if a thread owns it, and make its
-    /// owner's next allocation check the peak: while the line was alone
-    /// its checkpoint did not follow frees down (see
-    /// [`Counts::maybe_check_peak`]). The checkpoint is written first, so
-    /// an owner that sees the mark sees it too.
+    /// Mark this line [`CROWDED`] if a thread owns it and it is not marked
+    /// yet.
     fn crowd(&self) {
-        if self.crowded() {
-            return;
-        }
-        self.checkpoint.store(i64::MIN / 2, Relaxed);
         let mut v = self.owner.load(Relaxed);
-        while v != 0 && v & CROWDED == 0 {
+        while v != 0 && v & MARKS == 0 {
             match self.owner.compare_exchange_weak(v, v | CROWDED, Relaxed, Relaxed) {
                 Ok(_) => return,
                 Err(now) => v = now,
@@ -127,15 +125,30 @@ impl Line {
         self.bytes_allocated.get().wrapping_sub(self.bytes_freed.get()) as i64
     }
 
-    /// Follow the owner's live bytes down, so that growing back up is
-    /// growth for [`Counts::maybe_check_peak`]: other threads may have grown
-    /// meanwhile, and the sum of all may pass the peak on the way.
+    /// Whether other lines count too, as far as the owner knows
+    /// ([`CROWD_SEEN`]); for the owner to ask.
     #[inline]
-    fn lower_checkpoint(&self) {
-        let live = self.live();
-        if live < self.checkpoint.load(Relaxed) {
-            self.checkpoint.store(live, Relaxed);
-        }
+    pub fn crowded(&self) -> bool {
+        self.owner.load(Relaxed) & CROWD_SEEN != 0
+    }
+
+    /// Raise the headroom by `n` freed bytes; for a crowded line, to
+    /// [`PEAK_CHECK_BYTES`] at most (the last check follows the live bytes
+    /// down, so that growing back up is growth: other threads may have
+    /// grown meanwhile, and the sum of all may pass the peak on the way).
+    #[inline(always)]
+    fn give_back(&self, n: u64, crowded: bool) {
+        let room = self.headroom.load(Relaxed).wrapping_add(n as i64);
+        self.headroom.store(if crowded { room.min(PEAK_CHECK_BYTES) } else { room }, Relaxed);
+    }
+
+    /// Lower the headroom by `n` allocated bytes; whether a check is due
+    /// (it is used up: the sign of the subtraction's result tells).
+    #[inline]
+    fn take(&self, n: u64) -> bool {
+        let room = self.headroom.load(Relaxed).wrapping_sub(n as i64);
+        self.headroom.store(room, Relaxed);
+        room < 0
     }
 
     /// The counts, indexed by [`BYTES_ALLOCATED`] and the others.
@@ -259,12 +272,17 @@ impl Counts {
     /// `None` when every line is taken.
     #[inline]
     pub fn mine(&'static self) -> Option<&'static Line> {
+        self.at_home().or_else(|| self.find_or_claim(thread_id()))
+    }
+
+    /// This thread's line if it is the one at its home, and needs nothing
+    /// done: the hot paths' question, with [`Counts::mine`] as their cold
+    /// fallback.
+    #[inline]
+    pub fn at_home(&'static self) -> Option<&'static Line> {
         let me = thread_id();
         let line = &self.lines[home(me)];
-        if line.owner.load(Relaxed) & !CROWDED == me {
-            return Some(line);
-        }
-        self.find_or_claim(me)
+        (line.owner.load(Relaxed) & !CROWD_SEEN == me).then_some(line)
     }
 
     #[cold]
@@ -272,8 +290,8 @@ impl Counts {
     fn find_or_claim(&'static self, me: usize) -> Option<&'static Line> {
         let start = home(me);
         let probe = (0..MAX_THREADS).map(|k| &self.lines[(start + k) % MAX_THREADS]);
-        if let Some(line) = probe.clone().find(|l| l.owner.load(Ordering::Acquire) & !CROWDED == me) {
-            return Some(line);
+        if let Some(line) = probe.clone().find(|l| l.owner.load(Ordering::Acquire) & !MARKS == me) {
+            return Some(Self::take_in(line, me));
         }
         let line = probe.clone().find(|l| {
             l.owner.load(Relaxed) == 0 && l.owner.compare_exchange(0, me, Ordering::Acquire, Relaxed).is_ok()
@@ -291,7 +309,20 @@ impl Counts {
         // stays with this thread id (a later thread with the same id carries
         // on in it).
         let _ = CLAIMED.try_with(|c| c.0.borrow_mut().push(&line.owner));
-        Some(line)
+        Some(Self::take_in(line, me))
+    }
+
+    /// This thread's own `line`, with a [`CROWDED`] mark taken in: its
+    /// next allocation checks the peak (while the line was alone its last
+    /// check did not follow frees down), and the mark becomes
+    /// [`CROWD_SEEN`]. Only the owner clears `CROWDED` (others only set it
+    /// on an unmarked word), so the swap cannot fail.
+    fn take_in(line: &'static Line, me: usize) -> &'static Line {
+        if line.owner.load(Relaxed) & CROWDED != 0 {
+            line.headroom.store(0, Relaxed);
+            line.owner.store(me | CROWD_SEEN, Relaxed);
+        }
+        line
     }
 
     #[cold]
@@ -340,18 +371,20 @@ impl Counts {
         }
     }
 
-    /// Check the peak if `line`'s live bytes grew by [`PEAK_CHECK_BYTES`]
-    /// since its last check (for a crowded line: above the lowest they were
-    /// since); see the module docs.
-    #[inline]
-    fn maybe_check_peak(&self, line: &Line) {
-        let live = line.live();
-        if live - line.checkpoint.load(Relaxed) >= PEAK_CHECK_BYTES {
-            line.checkpoint.store(live, Relaxed);
-            if line.crowded() {
-                self.check_peak();
-            } else if live > self.peak.load(Relaxed) {
-                // The only line: its live bytes are the total.
+    /// The check of the peak that `line`'s used-up headroom made due: its
+    /// live bytes grew by [`PEAK_CHECK_BYTES`] since its last check (for a
+    /// crowded line: above the lowest they were since); see the module
+    /// docs. Not `#[cold]`: a thread allocating large blocks runs it at
+    /// each.
+    #[inline(never)]
+    fn peak_check_due(&self, line: &Line) {
+        line.headroom.store(PEAK_CHECK_BYTES, Relaxed);
+        if line.crowded() {
+            self.check_peak();
+        } else {
+            // The only line: its live bytes are the total.
+            let live = line.live();
+            if live > self.peak.load(Relaxed) {
                 self.peak.fetch_max(live, Relaxed);
             }
         }
@@ -362,12 +395,18 @@ impl Counts {
     #[inline]
     pub fn alloc(&self, line: Option<&Line>, size: usize) {
         match line {
-            Some(l) => {
-                l.allocs.add(1);
-                l.bytes_allocated.add(size as u64);
-                self.maybe_check_peak(l);
-            }
+            Some(l) => self.alloc_in(l, size),
             None => self.fallback(&[(ALLOCS, 1), (BYTES_ALLOCATED, size as u64)]),
+        }
+    }
+
+    /// [`Counts::alloc`] in this thread's own `line`.
+    #[inline]
+    pub fn alloc_in(&self, line: &Line, size: usize) {
+        line.allocs.add(1);
+        line.bytes_allocated.add(size as u64);
+        if line.take(size as u64) {
+            self.peak_check_due(line);
         }
     }
 
@@ -375,15 +414,19 @@ impl Counts {
     #[inline]
     pub fn free(&self, line: Option<&Line>, size: usize) {
         match line {
-            Some(l) => {
-                l.frees.add(1);
-                l.bytes_freed.add(size as u64);
-                if l.crowded() {
-                    l.lower_checkpoint();
-                }
-            }
+            Some(l) => Self::free_in(l, size, l.crowded()),
             None => self.fallback(&[(FREES, 1), (BYTES_FREED, size as u64)]),
         }
+    }
+
+    /// [`Counts::free`] in this thread's own `line`, whose
+    /// [`crowded`](Line::crowded) the caller read: plain loads and stores,
+    /// no call.
+    #[inline(always)]
+    pub fn free_in(line: &Line, size: usize, crowded: bool) {
+        line.frees.add(1);
+        line.bytes_freed.add(size as u64);
+        line.give_back(size as u64, crowded);
     }
 
     /// A block was resized from `old` to `new` bytes.
@@ -393,10 +436,10 @@ impl Counts {
                 l.reallocs.add(1);
                 l.bytes_freed.add(old as u64);
                 l.bytes_allocated.add(new as u64);
-                if l.crowded() {
-                    l.lower_checkpoint();
+                l.give_back(old as u64, l.crowded());
+                if l.take(new as u64) {
+                    self.peak_check_due(l);
                 }
-                self.maybe_check_peak(l);
             }
             None => self.fallback(&[(REALLOCS, 1), (BYTES_FREED, old as u64), (BYTES_ALLOCATED, new as u64)]),
         }
@@ -529,6 +572,20 @@ mod tests {
         // Freed again, the peak stays.
         c.free(c.mine(), 2 * mb);
         assert_eq!(c.totals().peak_bytes, 2 * mb as u64);
+    }
+
+    #[test]
+    fn the_peak_of_small_blocks_is_short_by_less_than_one_check() {
+        let c = leaked();
+        for _ in 0..1000 {
+            c.alloc(c.mine(), 100);
+        }
+        for _ in 0..1000 {
+            c.free(c.mine(), 100);
+        }
+        let t = c.totals();
+        assert_eq!(t.live_bytes(), 0);
+        assert!(t.peak_bytes <= 100_000 && t.peak_bytes > 100_000 - PEAK_CHECK_BYTES as u64, "{t:?}");
     }
 
     #[test]

@@ -29,21 +29,30 @@
 //! called with the size it allocated the block with: `header +` the class's
 //! room. The bridge's counters count every NumPy call either way.
 //!
+//! # The shape of the hot path
+//! NumPy's `np.empty` costs about 2 700 instructions; the bridge's share is
+//! measured in instructions (`python/bench/instructions.sh`), and kept
+//! small by shape more than by arithmetic: the plugin is called through the
+//! bridge's own copy of its `malloc`/`free` ([`Bridge::direct`]); whatever
+//! is rare (NULL, a foreign pointer, a wrong size, a thread whose line is
+//! not at its home, a crowded line, the cache's misses) is a separate
+//! function called last, so `free`'s common path needs no stack frame and
+//! ends by jumping into the plugin; and `malloc` counts after the plugin's
+//! call, so that only the bridge and the size live across it.
+//!
 //! Imports [`crate::bridge`], [`crate::counters`], [`crate::raw_cache`].
 
 use crate::bridge::Bridge;
-use crate::counters::Line;
+use crate::counters::{Counts, Line};
 use crate::raw_cache::{CLASSES, MAX_CACHED, class_of};
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
-/// Mixed into every check word.
-const COOKIE_SALT: usize = 0x6d65_6d70_6c75_6721;
-
-/// The check word stored beside a block's size.
+/// The check word stored beside a block's size: the pointer, the size and
+/// the bridge's [salt](Bridge::salt) mixed.
 #[inline]
 pub fn cookie(bridge: &Bridge, ptr: *mut u8, size: usize) -> usize {
-    (ptr as usize) ^ size.rotate_left(29) ^ (std::ptr::from_ref(bridge) as usize) ^ COOKIE_SALT
+    (ptr as usize) ^ size.rotate_left(29) ^ bridge.salt
 }
 
 /// Write the header in front of `ptr` (a block's data pointer); `ptr`.
@@ -107,6 +116,52 @@ pub unsafe fn block_size(bridge: &Bridge, ptr: NonNull<u8>) -> Option<usize> {
     unsafe { read_header(bridge, ptr.as_ptr()) }
 }
 
+/// A block of `total` bytes from the bridge's plugin: straight from its
+/// `malloc` when the bridge has the [direct calls](Bridge::direct).
+#[inline(always)]
+fn plugin_alloc(bridge: &Bridge, total: usize) -> Option<NonNull<u8>> {
+    match bridge.direct {
+        // SAFETY: `total > 0`: every block has the header in front.
+        Some(calls) => NonNull::new(unsafe { calls.malloc(total) }),
+        None => handler_alloc(bridge, total),
+    }
+}
+
+/// [`plugin_alloc`] through the handler (its lock, its count): out of
+/// line, so that the direct path keeps no room for its result.
+#[inline(never)]
+fn handler_alloc(bridge: &Bridge, total: usize) -> Option<NonNull<u8>> {
+    bridge.handler.alloc(total).ok()
+}
+
+/// Give a block back to the bridge's plugin.
+///
+/// # Safety
+/// `base` is a live block of `total` bytes from [`plugin_alloc`] (or the
+/// handler's `alloc`/`realloc` with that size), not used again.
+#[inline(always)]
+unsafe fn plugin_free(bridge: &Bridge, base: NonNull<u8>, total: usize) {
+    match bridge.direct {
+        // SAFETY: the caller's contract; `total > 0` (the header).
+        Some(calls) => unsafe { calls.free(base, total) },
+        // SAFETY: the caller's contract.
+        None => unsafe { handler_free(bridge, base, total) },
+    }
+}
+
+/// [`plugin_free`] through the handler (its lock, its count), out of line.
+/// The cold paths of `free` are `extern "C"`, as NumPy's `free` is, so
+/// that it can jump to them (a call in last place to a function of
+/// another calling convention stays a call, with a stack frame around it).
+///
+/// # Safety
+/// As for [`plugin_free`].
+#[inline(never)]
+unsafe extern "C" fn handler_free(bridge: &Bridge, base: NonNull<u8>, total: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { bridge.handler.free(base, total) }
+}
+
 /// Free the blocks cached in `line` through the bridge's handler.
 ///
 /// # Safety
@@ -147,11 +202,51 @@ pub fn drain_caches(bridge: &'static Bridge) {
 pub unsafe extern "C" fn bridge_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: `ctx` is the leaked bridge `new_capsule` stored.
     let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
-    let line = bridge.counts.mine();
-    if size <= MAX_CACHED
-        && bridge.caching()
-        && let Some(l) = line
-        // SAFETY: `line` is this thread's own (`mine`).
+    if size <= MAX_CACHED && bridge.caching() {
+        if let Some(line) = bridge.counts.at_home()
+            // SAFETY: `line` is this thread's own line (`at_home`).
+            && let Some(ptr) = unsafe { line.cache.pop(class_of(size)) }
+        {
+            bridge.counts.alloc_in(line, size);
+            // SAFETY: a cached block: its header is writable and it has
+            // room for its class, which `size` fits.
+            return unsafe { finish_at(bridge, ptr.as_ptr(), size) };
+        }
+        return malloc_small(bridge, size);
+    }
+    malloc_from_plugin(bridge, size)
+}
+
+/// A block from the plugin, counted, with its header written; NULL if the
+/// plugin has none. Counted after the call: only the bridge and the size
+/// live across it.
+#[inline(always)]
+fn malloc_from_plugin(bridge: &'static Bridge, size: usize) -> *mut c_void {
+    let Some(total) = bridge.plugin_size(size) else { return std::ptr::null_mut() };
+    let Some(base) = plugin_alloc(bridge, total) else { return std::ptr::null_mut() };
+    match bridge.counts.at_home() {
+        Some(line) => bridge.counts.alloc_in(line, size),
+        None => count_alloc_away(bridge, size),
+    }
+    // SAFETY: `base` is a fresh block of `total` bytes.
+    unsafe { finish(bridge, base, size) }
+}
+
+/// Count an allocation of a thread whose line is not at its home (or that
+/// has none, or must take a mark in).
+#[cold]
+#[inline(never)]
+fn count_alloc_away(bridge: &'static Bridge, size: usize) {
+    bridge.counts.alloc(bridge.counts.mine(), size);
+}
+
+/// `malloc` of a small block while the cache is on, when this thread's
+/// line at its home had none: the cache of its line elsewhere (if it has
+/// one), else a block from the plugin.
+#[inline(never)]
+fn malloc_small(bridge: &'static Bridge, size: usize) -> *mut c_void {
+    if let line @ Some(l) = bridge.counts.mine()
+        // SAFETY: `l` is this thread's own line (`mine`).
         && let Some(ptr) = unsafe { l.cache.pop(class_of(size)) }
     {
         bridge.counts.alloc(line, size);
@@ -159,15 +254,7 @@ pub unsafe extern "C" fn bridge_malloc(ctx: *mut c_void, size: usize) -> *mut c_
         // for its class, which `size` fits.
         return unsafe { finish_at(bridge, ptr.as_ptr(), size) };
     }
-    let Some(total) = bridge.plugin_size(size) else { return std::ptr::null_mut() };
-    match bridge.handler.alloc(total) {
-        Ok(base) => {
-            bridge.counts.alloc(line, size);
-            // SAFETY: `base` is a fresh block of `total` bytes.
-            unsafe { finish(bridge, base, size) }
-        }
-        Err(_) => std::ptr::null_mut(),
-    }
+    malloc_from_plugin(bridge, size)
 }
 
 /// NumPy's `calloc(ctx, nelem, elsize)`.
@@ -243,7 +330,9 @@ pub unsafe extern "C" fn bridge_realloc(ctx: *mut c_void, ptr: *mut c_void, new_
     }
 }
 
-/// NumPy's `free(ctx, ptr, size)`.
+/// NumPy's `free(ctx, ptr, size)`. Everything but the common path is out
+/// of line and called last, so that path needs no stack frame and ends by
+/// jumping to the plugin's `free`.
 ///
 /// # Safety
 /// As for `realloc`.
@@ -251,46 +340,146 @@ pub unsafe extern "C" fn bridge_free(ctx: *mut c_void, ptr: *mut c_void, size: u
     // SAFETY: as in `bridge_malloc`.
     let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
     if ptr.is_null() {
-        // NumPy frees NULL (argsort's index buffer, ...); plugins never see it.
-        bridge.counts.null_free();
-        return;
+        return free_null(bridge);
     }
     let ptr = ptr.cast::<u8>();
     // SAFETY: NumPy frees only blocks this handler made.
     let Some(real) = (unsafe { read_header(bridge, ptr) }) else {
-        bridge.foreign_pointer("free");
-        return;
+        return free_foreign(bridge);
     };
     if size != real {
-        bridge.numpy_size_mismatch(real, size);
+        // SAFETY: forwarded: the header matched.
+        return unsafe { free_mismatched(bridge, ptr, real, size) };
     }
+    match bridge.counts.at_home() {
+        // SAFETY: forwarded: the header matched; `line` is this thread's.
+        Some(line) if !line.crowded() => unsafe { free_counted(bridge, Some(line), ptr, real, false) },
+        // SAFETY: as above.
+        Some(line) => unsafe { free_crowded(bridge, line, ptr, real) },
+        // SAFETY: forwarded: the header matched.
+        None => unsafe { free_away(bridge, ptr, real) },
+    }
+}
+
+/// `free` by a thread whose line is crowded (other threads count too): the
+/// same, with the headroom capped (see [`crate::counters`]).
+///
+/// # Safety
+/// As for [`free_counted`].
+#[inline(never)]
+unsafe extern "C" fn free_crowded(bridge: &'static Bridge, line: &Line, ptr: *mut u8, real: usize) {
+    // SAFETY: forwarded.
+    unsafe { free_counted(bridge, Some(line), ptr, real, true) }
+}
+
+/// NumPy handed `free` a pointer this bridge did not make.
+#[cold]
+#[inline(never)]
+extern "C" fn free_foreign(bridge: &'static Bridge) {
+    bridge.foreign_pointer("free");
+}
+
+/// NumPy frees NULL (argsort's index buffer, ...); plugins never see it.
+#[cold]
+#[inline(never)]
+extern "C" fn free_null(bridge: &'static Bridge) {
+    bridge.counts.null_free();
+}
+
+/// `free` of a block NumPy passed the wrong size for: recorded, then freed
+/// as usual (with its real size).
+///
+/// # Safety
+/// As for [`free_counted`], but for the line.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn free_mismatched(bridge: &'static Bridge, ptr: *mut u8, real: usize, passed: usize) {
+    bridge.numpy_size_mismatch(real, passed);
+    // SAFETY: forwarded: the header matched.
+    unsafe { free_away(bridge, ptr, real) }
+}
+
+/// `free` by a thread whose line is not at its home (or that has none, or
+/// must take a mark in).
+///
+/// # Safety
+/// As for [`free_counted`], but for the line.
+#[cold]
+#[inline(never)]
+unsafe extern "C" fn free_away(bridge: &'static Bridge, ptr: *mut u8, real: usize) {
     let line = bridge.counts.mine();
-    // Counted first: its loads overlap with the call below.
-    bridge.counts.free(line, real);
-    if real <= MAX_CACHED
-        && bridge.rounds
-        && let Some(l) = line
-    {
-        if bridge.caching() {
+    // SAFETY: forwarded; `mine` is this thread's line.
+    unsafe { free_counted(bridge, line, ptr, real, line.is_some_and(Line::crowded)) }
+}
+
+/// Count the free of the block at `ptr` and give it up: to the cache or
+/// to the plugin. `crowded` is the line's [`Line::crowded`].
+///
+/// # Safety
+/// The block's header matched (it is a live block of this bridge of `real`
+/// bytes asked, which NumPy is done with); `line` is this thread's own
+/// line, if any.
+#[inline(always)]
+unsafe fn free_counted(bridge: &'static Bridge, line: Option<&Line>, ptr: *mut u8, real: usize, crowded: bool) {
+    match line {
+        // Counted first: its loads overlap with the call below.
+        Some(l) => Counts::free_in(l, real, crowded),
+        None => bridge.counts.free(None, real),
+    }
+    if real <= MAX_CACHED && bridge.rounds {
+        if let Some(l) = line
+            && bridge.caching()
             // SAFETY: `l` is this thread's own line; the header matched, so
             // `ptr` is a live block of this bridge, allocated with the room
             // of its class (`rounds`), and NumPy is done with it.
-            if unsafe { l.cache.push(class_of(real), NonNull::new_unchecked(ptr)) } {
-                return;
-            }
-        } else if !l.cache.is_empty() {
-            // The cache was turned off: give back what this thread kept.
-            // SAFETY: `l` is this thread's own line.
-            unsafe { drain_line(bridge, l) };
+            && unsafe { l.cache.push(class_of(real), NonNull::new_unchecked(ptr)) }
+        {
+            return;
         }
+        // SAFETY: forwarded: the caller's contract; a bridge that rounds
+        // made the block with the room of its class.
+        return unsafe { free_small(bridge, line, ptr, real) };
     }
     // SAFETY: the header matched: `ptr - header` is a live block of
     // `plugin_size(real)` bytes (which did not overflow when it was made).
-    // Clearing the check word first makes a second free of the same
-    // pointer recognisable.
+    unsafe { release(bridge, ptr, bridge.header + real) }
+}
+
+/// Give NumPy's block at `ptr` to the plugin: `total` bytes from
+/// `ptr - header`. Clearing the check word first makes a second free of the
+/// same pointer recognisable.
+///
+/// # Safety
+/// `ptr - header` is a live block of the bridge of `total` bytes, NumPy's
+/// no more.
+#[inline(always)]
+unsafe fn release(bridge: &Bridge, ptr: *mut u8, total: usize) {
+    // SAFETY: the caller's contract; the check word is in the header.
     unsafe {
         ptr.cast::<usize>().sub(1).write(0);
-        let total = bridge.header + if bridge.rounds { crate::raw_cache::rounded(real) } else { real };
-        bridge.handler.free(NonNull::new_unchecked(ptr.sub(bridge.header)), total);
+        plugin_free(bridge, NonNull::new_unchecked(ptr.sub(bridge.header)), total);
     }
+}
+
+/// The rest of `free` for a small block of a bridge that rounds, when the
+/// cache did not take it (off, or full): to the plugin — after this
+/// thread's cached blocks, if the cache was turned off.
+///
+/// # Safety
+/// `line` is this thread's own line, if any; the block at `ptr` is live, of
+/// `real` bytes asked, made by this bridge with the room of its class, and
+/// NumPy is done with it.
+#[inline(never)]
+unsafe extern "C" fn free_small(bridge: &Bridge, line: Option<&Line>, ptr: *mut u8, real: usize) {
+    if let Some(line) = line
+        && !bridge.caching()
+        && !line.cache.is_empty()
+    {
+        // The cache was turned off: give back what this thread kept.
+        // SAFETY: `line` is this thread's own line.
+        unsafe { drain_line(bridge, line) };
+    }
+    // SAFETY: the caller's contract: the block was made with the room of
+    // its class.
+    unsafe { release(bridge, ptr, bridge.header + crate::raw_cache::rounded(real)) }
 }

@@ -17,8 +17,8 @@ pub fn gil_held() -> bool {
 }
 
 /// This thread's id: unique among the threads alive (an ended thread's id
-/// may be given to a new one), never 0, and even (the counters keep a mark
-/// in bit 0 of the owner word that holds it). It is the thread pointer, read in
+/// may be given to a new one), never 0, and a multiple of 4 (the counters
+/// keep marks in the two low bits of the owner word that holds it). It is the thread pointer, read in
 /// one instruction where a Rust thread-local in a `dlopen`ed library costs a
 /// call to `__tls_get_addr`: on x86-64 Linux the word at `%fs:0` (the TCB's
 /// pointer to itself, in glibc and musl alike), elsewhere `pthread_self()`.
@@ -33,15 +33,15 @@ pub fn thread_id() -> usize {
         unsafe {
             std::arch::asm!("mov {}, qword ptr fs:[0]", out(reg) tp, options(nostack, readonly, preserves_flags))
         };
-        // The TCB is aligned (to 64 bytes in glibc, 8 in musl): even.
-        debug_assert!(tp & 1 == 0);
+        // The TCB is aligned (to 64 bytes in glibc, 8 in musl).
+        debug_assert!(tp & 3 == 0);
         tp
     }
     #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
     {
         // SAFETY: `pthread_self` has no preconditions and cannot fail.
-        // Doubled to be even: ids are pointers or small numbers, never two
-        // apart by half the address space.
-        unsafe { (libc::pthread_self() as usize).wrapping_mul(2) }
+        // Times 4 to free the low bits: ids are pointers or small numbers,
+        // never a multiple of a quarter of the address space apart.
+        unsafe { (libc::pthread_self() as usize).wrapping_mul(4) }
     }
 }

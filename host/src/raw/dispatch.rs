@@ -107,6 +107,13 @@ impl RawHandler {
         self.name
     }
 
+    /// The plugin's `malloc` and `free`, to be called without this core:
+    /// only for a direct handler (thread-safe, not an instance), whose calls
+    /// need no lock and no count.
+    pub(crate) fn direct_calls(&self) -> Option<super::vtable::DirectCalls> {
+        self.direct.then(|| self.vtable.direct_calls())
+    }
+
     /// The plugin's functions, for what they have (not to call them).
     pub(crate) fn vtable(&self) -> &VTable {
         &self.vtable

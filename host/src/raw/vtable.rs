@@ -103,6 +103,12 @@ impl VTable {
         }
     }
 
+    /// The `malloc` and `free` calls alone, to be made without this vtable
+    /// (see [`DirectCalls`]).
+    pub(crate) fn direct_calls(&self) -> DirectCalls {
+        DirectCalls { ctx: self.ctx, malloc: self.malloc, free: self.free }
+    }
+
     /// The same functions with another `ctx` (an instance's, from `create`).
     pub(crate) fn with_ctx(&self, ctx: *mut c_void) -> VTable {
         VTable { ctx, ..*self }
@@ -286,5 +292,67 @@ impl VTable {
             // with no blocks left, destroyed exactly once, serialised.
             unsafe { destroy(self.ctx) }
         }
+    }
+}
+
+/// A handler's `malloc` and `free` with their `ctx`, copied out of it for a
+/// caller that makes these two calls on its own hot path (the NumPy bridge
+/// keeps them beside its other per-call fields). Only handlers that need
+/// nothing around a call hand them out ([`Handler::direct_calls`]):
+/// thread-safe (no lock) and not instances (no count of live blocks). The
+/// library they come from is never unloaded, so they stay callable for the
+/// life of the process.
+///
+/// A block from [`DirectCalls::malloc`] is a block of the handler, as if
+/// from [`Handler::alloc`] with the same size: either way of freeing it is
+/// right.
+///
+/// [`Handler::direct_calls`]: crate::Handler::direct_calls
+/// [`Handler::alloc`]: crate::Handler::alloc
+#[derive(Clone, Copy)]
+pub struct DirectCalls {
+    ctx: *mut c_void,
+    malloc: MallocFn,
+    free: FreeFn,
+}
+
+impl std::fmt::Debug for DirectCalls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DirectCalls").field("ctx", &self.ctx).finish_non_exhaustive()
+    }
+}
+
+// SAFETY: plain data (two function pointers and the plugin's opaque `ctx`)
+// of a thread-safe handler: any thread may call them, at once.
+unsafe impl Send for DirectCalls {}
+// SAFETY: as above.
+unsafe impl Sync for DirectCalls {}
+
+impl DirectCalls {
+    /// The plugin's `malloc(ctx, size)`: a block of `size` bytes with the
+    /// handler's alignment, or NULL.
+    ///
+    /// # Safety
+    /// `size > 0` (the host's own calls serve a request of 0 as 1 byte; a
+    /// plugin need not accept 0).
+    #[inline(always)]
+    pub unsafe fn malloc(&self, size: usize) -> *mut u8 {
+        // SAFETY: `malloc` is the handler's ABI function and `ctx` its own;
+        // the handler is thread-safe, so the call needs no lock (the only
+        // way to get a `DirectCalls`); the caller passes a non-zero size.
+        unsafe { (self.malloc)(self.ctx, size) as *mut u8 }
+    }
+
+    /// The plugin's `free(ctx, ptr, size)`.
+    ///
+    /// # Safety
+    /// `ptr` is a live block of this handler of `size` bytes, made by
+    /// [`DirectCalls::malloc`] with `size` or by the handler's `alloc(size)`
+    /// with `size > 0`, and is not used again.
+    #[inline(always)]
+    pub unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
+        // SAFETY: the caller guarantees the block and its size; the handler
+        // is thread-safe and counts no blocks, so nothing else is owed.
+        unsafe { (self.free)(self.ctx, ptr.as_ptr().cast(), size) }
     }
 }

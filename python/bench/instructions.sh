@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Instructions per NumPy create+delete, NumPy's default handler vs the bridge
+# with the `system` plugin: deterministic, where the time of a 130 ns loop is
+# not (valgrind counts the instructions; two loop lengths are run and the
+# difference divided, so the interpreter's start-up cancels out).
+#
+#   python/bench/instructions.sh [PYTHON] [large|small]
+#
+# PYTHON defaults to target/py-venv/bin/python (scripts/python-tests.sh --quick
+# makes it). Needs valgrind. Takes about a minute.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+python=${1:-target/py-venv/bin/python}
+case=${2:-large}
+command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed" >&2; exit 2; }
+
+prog='
+import os, sys
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np, memplug.numpy as mnp
+variant, n, case = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+h = None if variant == "default" else mnp.handler(variant)
+empty, u8 = np.empty, np.uint8
+with mnp.use(h):
+    if case == "large":
+        for _ in range(n):
+            empty(1 << 20, dtype=u8)
+    else:
+        for _ in range(n):
+            empty(8)
+'
+
+count() { # variant n -> instructions of the whole run
+    PYTHONHASHSEED=0 valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=/dev/null \
+        "$python" -c "$prog" "$1" "$2" "$case" 2>&1 | awk '/I *refs:/ {gsub(",", "", $NF); print $NF}'
+}
+
+declare -A per_op
+for variant in default system; do
+    a=$(count "$variant" 50000)
+    b=$(count "$variant" 150000)
+    per_op[$variant]=$(( (b - a) / 100000 ))
+    echo "$case $variant: ${per_op[$variant]} instructions per create+delete"
+done
+echo "$case: the bridge adds $(( per_op[system] - per_op[default] ))"
