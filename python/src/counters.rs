@@ -25,16 +25,17 @@
 //! **Peak bytes** need all threads at once. A thread checks the peak when its
 //! own live bytes have grown by [`PEAK_CHECK_BYTES`] since its last check
 //! (at every large block, every so many small ones): each line keeps the
-//! `headroom` left before the next check, which an allocation lowers and a
-//! free raises, and a check is due when it is used up (one subtraction and
-//! one branch on the hot path). While its line is the only one the bridge
+//! `headroom` left before the next check ([`FULL_HEADROOM`] after one),
+//! which an allocation lowers and a free raises, and a check is due when it
+//! goes below zero (one subtraction and a branch on its sign on the hot
+//! path). While its line is the only one the bridge
 //! ever counted in, a thread's live bytes are the total: it raises the
 //! shared peak to them, and only when they pass its last high (so a loop of
 //! large blocks reads no shared line). Once a second line is claimed (or a
 //! thread counts in the fallback) every line is marked [`CROWDED`] in its
 //! owner word; its owner takes the mark in at its next call (its next
 //! allocation then checks, and the mark becomes [`CROWD_SEEN`]). From then
-//! on a free raises the headroom to [`PEAK_CHECK_BYTES`] at most — the
+//! on a free raises the headroom to [`FULL_HEADROOM`] at most — the
 //! thread's last check follows its live bytes down, so that growing back
 //! counts as growth (another thread may have grown meanwhile) — and a check
 //! sums the live bytes of every line (plain loads, no lock) and raises the
@@ -54,6 +55,9 @@ use Ordering::Relaxed;
 pub const MAX_THREADS: usize = 256;
 /// Growth of one thread's live bytes between two checks of the peak.
 pub const PEAK_CHECK_BYTES: i64 = 32 * 1024;
+/// A line's headroom right after a check: an allocation that brings the
+/// growth to [`PEAK_CHECK_BYTES`] makes it negative.
+const FULL_HEADROOM: i64 = PEAK_CHECK_BYTES - 1;
 
 const _: () = assert!(MAX_THREADS.is_power_of_two());
 
@@ -89,8 +93,8 @@ pub struct Line {
     bytes_allocated: Owned,
     bytes_freed: Owned,
     /// Bytes the owner's live bytes may still grow by before it checks the
-    /// peak: [`PEAK_CHECK_BYTES`] above its live bytes at its last check
-    /// (for a crowded line: at their lowest since), less what they are now.
+    /// peak: [`FULL_HEADROOM`] above its live bytes at its last check (for a
+    /// crowded line: at their lowest since), less what they are now.
     headroom: AtomicI64,
     /// The owner's small-block cache.
     pub cache: SmallCache,
@@ -133,13 +137,13 @@ impl Line {
     }
 
     /// Raise the headroom by `n` freed bytes; for a crowded line, to
-    /// [`PEAK_CHECK_BYTES`] at most (the last check follows the live bytes
+    /// [`FULL_HEADROOM`] at most (the last check follows the live bytes
     /// down, so that growing back up is growth: other threads may have
     /// grown meanwhile, and the sum of all may pass the peak on the way).
     #[inline(always)]
     fn give_back(&self, n: u64, crowded: bool) {
         let room = self.headroom.load(Relaxed).wrapping_add(n as i64);
-        self.headroom.store(if crowded { room.min(PEAK_CHECK_BYTES) } else { room }, Relaxed);
+        self.headroom.store(if crowded { room.min(FULL_HEADROOM) } else { room }, Relaxed);
     }
 
     /// Lower the headroom by `n` allocated bytes; whether a check is due
@@ -378,7 +382,7 @@ impl Counts {
     /// each.
     #[inline(never)]
     fn peak_check_due(&self, line: &Line) {
-        line.headroom.store(PEAK_CHECK_BYTES, Relaxed);
+        line.headroom.store(FULL_HEADROOM, Relaxed);
         if line.crowded() {
             self.check_peak();
         } else {
@@ -586,6 +590,40 @@ mod tests {
         let t = c.totals();
         assert_eq!(t.live_bytes(), 0);
         assert!(t.peak_bytes <= 100_000 && t.peak_bytes > 100_000 - PEAK_CHECK_BYTES as u64, "{t:?}");
+    }
+
+    #[test]
+    fn steps_of_exactly_the_check_size_are_checked() {
+        // Both threads crowded; A's growth back by exactly PEAK_CHECK_BYTES
+        // while B holds as much makes a new peak, which A's check sees.
+        let c = leaked();
+        let step = PEAK_CHECK_BYTES as usize;
+        let wait = || std::sync::Barrier::new(2);
+        let (b_there, a_freed, b_grown, a_grown) = (wait(), wait(), wait(), wait());
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                b_there.wait();
+                c.alloc(c.mine(), step);
+                c.free(c.mine(), step);
+                a_freed.wait();
+                b_grown.wait();
+                c.alloc(c.mine(), step);
+                a_grown.wait();
+                c.free(c.mine(), step);
+            });
+            s.spawn(|| {
+                c.alloc(c.mine(), 8);
+                c.free(c.mine(), 8);
+                b_there.wait();
+                a_freed.wait();
+                c.alloc(c.mine(), step);
+                b_grown.wait();
+                a_grown.wait();
+                c.free(c.mine(), step);
+            });
+        });
+        let t = c.totals();
+        assert_eq!((t.peak_bytes, t.live_bytes()), (2 * step as u64, 0));
     }
 
     #[test]
