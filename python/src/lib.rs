@@ -20,8 +20,13 @@
 //! Layers, lowest first: `errors`, `raw_thread`, `raw_cache` → `counters` → `bridge` ↔
 //! `raw_block`, `raw_padded` (the bridge's state and the calls on it) → `raw_numpy` →
 //! `raw_share` → `registry` → `numpy`, `share` → this module.
+//!
+//! Its Rust API is private (Python is the public one): these docs are for
+//! the people working on it, `cargo doc --document-private-items`.
 
 #![deny(unsafe_code)]
+// The module map above links the private modules it describes.
+#![allow(rustdoc::private_intra_doc_links)]
 
 mod bridge;
 mod counters;

@@ -33,18 +33,23 @@
 //! NumPy's `np.empty` costs about 2 700 instructions; the bridge's share is
 //! measured in instructions (`python/bench/instructions.sh`), and kept
 //! small by shape more than by arithmetic: the plugin is called through the
-//! bridge's own copy of its `malloc`/`free` ([`Bridge::direct`]); whatever
-//! is rare (NULL, a foreign pointer, a wrong size, a thread whose line is
-//! not at its home, a crowded line, the cache's misses) is a separate
-//! function called last, so `free`'s common path needs no stack frame and
-//! ends by jumping into the plugin; and `malloc` counts after the plugin's
-//! call, so that only the bridge and the size live across it.
+//! bridge's own copy of its `malloc`/`free` ([`Bridge::direct`]), by
+//! functions installed only on bridges that have one ([`direct_malloc`],
+//! [`direct_free`]: no test of it per call); a program's first thread
+//! counts in the [first line](crate::counters::FIRST_LINE), found with one
+//! comparison (no hash of the thread's id); whatever is rare (NULL, a
+//! foreign pointer, a wrong size, another thread's line, a crowded line,
+//! the cache's misses) is a separate function called last, so `free`'s
+//! common path needs no stack frame and ends by jumping into the plugin;
+//! and `malloc` counts after the plugin's call, so that only the bridge
+//! and the size live across it.
 //!
 //! Imports [`crate::bridge`], [`crate::counters`], [`crate::raw_cache`].
 
 use crate::bridge::Bridge;
 use crate::counters::{Counts, Line};
 use crate::raw_cache::{CLASSES, MAX_CACHED, class_of};
+use memplug::DirectCalls;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
@@ -52,7 +57,7 @@ use std::ptr::NonNull;
 /// the bridge's [salt](Bridge::salt) mixed.
 #[inline]
 pub fn cookie(bridge: &Bridge, ptr: *mut u8, size: usize) -> usize {
-    (ptr as usize) ^ size.rotate_left(29) ^ bridge.salt
+    (ptr as usize) ^ size ^ bridge.salt
 }
 
 /// Write the header in front of `ptr` (a block's data pointer); `ptr`.
@@ -116,11 +121,31 @@ pub unsafe fn block_size(bridge: &Bridge, ptr: NonNull<u8>) -> Option<usize> {
     unsafe { read_header(bridge, ptr.as_ptr()) }
 }
 
+/// The bridge's [direct calls](Bridge::direct), for the functions
+/// installed only on bridges that have them (`DIRECT`): no test.
+///
+/// # Safety
+/// `DIRECT` is false, or `bridge.direct` is `Some`.
+#[inline(always)]
+unsafe fn direct_calls<const DIRECT: bool>(bridge: &Bridge) -> Option<DirectCalls> {
+    if DIRECT {
+        // SAFETY: the caller's contract. (`direct` never changes: bridges
+        // are shared as `&'static Bridge`, and the field is not a cell.)
+        Some(unsafe { bridge.direct.unwrap_unchecked() })
+    } else {
+        bridge.direct
+    }
+}
+
 /// A block of `total` bytes from the bridge's plugin: straight from its
 /// `malloc` when the bridge has the [direct calls](Bridge::direct).
+///
+/// # Safety
+/// As for [`direct_calls`].
 #[inline(always)]
-fn plugin_alloc(bridge: &Bridge, total: usize) -> Option<NonNull<u8>> {
-    match bridge.direct {
+unsafe fn plugin_alloc<const DIRECT: bool>(bridge: &Bridge, total: usize) -> Option<NonNull<u8>> {
+    // SAFETY: the caller's contract.
+    match unsafe { direct_calls::<DIRECT>(bridge) } {
         // SAFETY: `total > 0`: every block has the header in front.
         Some(calls) => NonNull::new(unsafe { calls.malloc(total) }),
         None => handler_alloc(bridge, total),
@@ -138,10 +163,12 @@ fn handler_alloc(bridge: &Bridge, total: usize) -> Option<NonNull<u8>> {
 ///
 /// # Safety
 /// `base` is a live block of `total` bytes from [`plugin_alloc`] (or the
-/// handler's `alloc`/`realloc` with that size), not used again.
+/// handler's `alloc`/`realloc` with that size), not used again; and as for
+/// [`direct_calls`].
 #[inline(always)]
-unsafe fn plugin_free(bridge: &Bridge, base: NonNull<u8>, total: usize) {
-    match bridge.direct {
+unsafe fn plugin_free<const DIRECT: bool>(bridge: &Bridge, base: NonNull<u8>, total: usize) {
+    // SAFETY: the caller's contract.
+    match unsafe { direct_calls::<DIRECT>(bridge) } {
         // SAFETY: the caller's contract; `total > 0` (the header).
         Some(calls) => unsafe { calls.free(base, total) },
         // SAFETY: the caller's contract.
@@ -200,6 +227,26 @@ pub fn drain_caches(bridge: &'static Bridge) {
 /// # Safety
 /// `ctx` is the bridge a capsule of [`crate::raw_numpy::new_capsule`] holds.
 pub unsafe extern "C" fn bridge_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: the caller's contract; `false` asks nothing of the bridge.
+    unsafe { malloc_impl::<false>(ctx, size) }
+}
+
+/// [`bridge_malloc`] for a bridge with [direct calls](Bridge::direct):
+/// [`crate::raw_numpy::new_capsule`] installs it on those only.
+///
+/// # Safety
+/// As for [`bridge_malloc`], and `ctx`'s `direct` is `Some`.
+pub unsafe extern "C" fn direct_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: the caller's contract.
+    unsafe { malloc_impl::<true>(ctx, size) }
+}
+
+/// NumPy's `malloc`, for both kinds of bridge.
+///
+/// # Safety
+/// As for [`bridge_malloc`], and as for [`direct_calls`].
+#[inline(always)]
+unsafe fn malloc_impl<const DIRECT: bool>(ctx: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: `ctx` is the leaked bridge `new_capsule` stored.
     let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
     if size <= MAX_CACHED && bridge.caching() {
@@ -214,16 +261,21 @@ pub unsafe extern "C" fn bridge_malloc(ctx: *mut c_void, size: usize) -> *mut c_
         }
         return malloc_small(bridge, size);
     }
-    malloc_from_plugin(bridge, size)
+    // SAFETY: the caller's contract.
+    unsafe { malloc_from_plugin::<DIRECT>(bridge, size) }
 }
 
 /// A block from the plugin, counted, with its header written; NULL if the
 /// plugin has none. Counted after the call: only the bridge and the size
 /// live across it.
+///
+/// # Safety
+/// As for [`direct_calls`].
 #[inline(always)]
-fn malloc_from_plugin(bridge: &'static Bridge, size: usize) -> *mut c_void {
+unsafe fn malloc_from_plugin<const DIRECT: bool>(bridge: &'static Bridge, size: usize) -> *mut c_void {
     let Some(total) = bridge.plugin_size(size) else { return std::ptr::null_mut() };
-    let Some(base) = plugin_alloc(bridge, total) else { return std::ptr::null_mut() };
+    // SAFETY: the caller's contract.
+    let Some(base) = (unsafe { plugin_alloc::<DIRECT>(bridge, total) }) else { return std::ptr::null_mut() };
     match bridge.counts.at_home() {
         Some(line) => bridge.counts.alloc_in(line, size),
         None => count_alloc_away(bridge, size),
@@ -232,8 +284,8 @@ fn malloc_from_plugin(bridge: &'static Bridge, size: usize) -> *mut c_void {
     unsafe { finish(bridge, base, size) }
 }
 
-/// Count an allocation of a thread whose line is not at its home (or that
-/// has none, or must take a mark in).
+/// Count an allocation of a thread whose line is neither the first nor at
+/// its home (or that has none, or must take a mark in).
 #[cold]
 #[inline(never)]
 fn count_alloc_away(bridge: &'static Bridge, size: usize) {
@@ -241,8 +293,8 @@ fn count_alloc_away(bridge: &'static Bridge, size: usize) {
 }
 
 /// `malloc` of a small block while the cache is on, when this thread's
-/// line at its home had none: the cache of its line elsewhere (if it has
-/// one), else a block from the plugin.
+/// line at its usual place had none: the cache of its line elsewhere (if
+/// it has one), else a block from the plugin.
 #[inline(never)]
 fn malloc_small(bridge: &'static Bridge, size: usize) -> *mut c_void {
     if let line @ Some(l) = bridge.counts.mine()
@@ -254,7 +306,8 @@ fn malloc_small(bridge: &'static Bridge, size: usize) -> *mut c_void {
         // for its class, which `size` fits.
         return unsafe { finish_at(bridge, ptr.as_ptr(), size) };
     }
-    malloc_from_plugin(bridge, size)
+    // SAFETY: `false` asks nothing of the bridge.
+    unsafe { malloc_from_plugin::<false>(bridge, size) }
 }
 
 /// NumPy's `calloc(ctx, nelem, elsize)`.
@@ -337,6 +390,26 @@ pub unsafe extern "C" fn bridge_realloc(ctx: *mut c_void, ptr: *mut c_void, new_
 /// # Safety
 /// As for `realloc`.
 pub unsafe extern "C" fn bridge_free(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
+    // SAFETY: the caller's contract; `false` asks nothing of the bridge.
+    unsafe { free_impl::<false>(ctx, ptr, size) }
+}
+
+/// [`bridge_free`] for a bridge with [direct calls](Bridge::direct):
+/// [`crate::raw_numpy::new_capsule`] installs it on those only.
+///
+/// # Safety
+/// As for [`bridge_free`], and `ctx`'s `direct` is `Some`.
+pub unsafe extern "C" fn direct_free(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
+    // SAFETY: the caller's contract.
+    unsafe { free_impl::<true>(ctx, ptr, size) }
+}
+
+/// NumPy's `free`, for both kinds of bridge.
+///
+/// # Safety
+/// As for [`bridge_free`], and as for [`direct_calls`].
+#[inline(always)]
+unsafe fn free_impl<const DIRECT: bool>(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
     // SAFETY: as in `bridge_malloc`.
     let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
     if ptr.is_null() {
@@ -351,25 +424,44 @@ pub unsafe extern "C" fn bridge_free(ctx: *mut c_void, ptr: *mut c_void, size: u
         // SAFETY: forwarded: the header matched.
         return unsafe { free_mismatched(bridge, ptr, real, size) };
     }
+    match bridge.counts.sole_first() {
+        // SAFETY: forwarded: the header matched; `line` is this thread's,
+        // not crowded; the caller's contract for `DIRECT`.
+        Some(line) => unsafe { free_counted::<DIRECT>(bridge, Some(line), ptr, real, false) },
+        // SAFETY: forwarded: the header matched; the caller's contract for
+        // `DIRECT`.
+        None => unsafe { free_other::<DIRECT>(bridge, ptr, real) },
+    }
+}
+
+/// `free` by a thread whose line is not the [first](crate::counters::FIRST_LINE)
+/// or is crowded (other threads count too: the same, with the headroom
+/// capped, see [`crate::counters`]): its line at its usual place, found
+/// without a call, so that this path too ends by jumping to the plugin.
+///
+/// # Safety
+/// As for [`free_counted`], but for the line; and as for [`direct_calls`].
+#[inline(never)]
+unsafe extern "C" fn free_other<const DIRECT: bool>(bridge: &'static Bridge, ptr: *mut u8, real: usize) {
     match bridge.counts.at_home() {
-        // SAFETY: forwarded: the header matched; `line` is this thread's.
-        Some(line) if !line.crowded() => unsafe { free_counted(bridge, Some(line), ptr, real, false) },
-        // SAFETY: as above.
-        Some(line) => unsafe { free_crowded(bridge, line, ptr, real) },
-        // SAFETY: forwarded: the header matched.
+        // SAFETY: forwarded; `at_home` is this thread's line.
+        Some(line) => unsafe { free_counted::<DIRECT>(bridge, Some(line), ptr, real, line.crowded()) },
+        // SAFETY: forwarded.
         None => unsafe { free_away(bridge, ptr, real) },
     }
 }
 
-/// `free` by a thread whose line is crowded (other threads count too): the
-/// same, with the headroom capped (see [`crate::counters`]).
+/// `free` by a thread whose line is elsewhere (or that has none, or must
+/// take a mark in).
 ///
 /// # Safety
-/// As for [`free_counted`].
+/// As for [`free_counted`], but for the line.
+#[cold]
 #[inline(never)]
-unsafe extern "C" fn free_crowded(bridge: &'static Bridge, line: &Line, ptr: *mut u8, real: usize) {
-    // SAFETY: forwarded.
-    unsafe { free_counted(bridge, Some(line), ptr, real, true) }
+unsafe extern "C" fn free_away(bridge: &'static Bridge, ptr: *mut u8, real: usize) {
+    let line = bridge.counts.mine();
+    // SAFETY: forwarded; `mine` is this thread's line.
+    unsafe { free_counted::<false>(bridge, line, ptr, real, line.is_some_and(Line::crowded)) }
 }
 
 /// NumPy handed `free` a pointer this bridge did not make.
@@ -399,28 +491,21 @@ unsafe extern "C" fn free_mismatched(bridge: &'static Bridge, ptr: *mut u8, real
     unsafe { free_away(bridge, ptr, real) }
 }
 
-/// `free` by a thread whose line is not at its home (or that has none, or
-/// must take a mark in).
-///
-/// # Safety
-/// As for [`free_counted`], but for the line.
-#[cold]
-#[inline(never)]
-unsafe extern "C" fn free_away(bridge: &'static Bridge, ptr: *mut u8, real: usize) {
-    let line = bridge.counts.mine();
-    // SAFETY: forwarded; `mine` is this thread's line.
-    unsafe { free_counted(bridge, line, ptr, real, line.is_some_and(Line::crowded)) }
-}
-
 /// Count the free of the block at `ptr` and give it up: to the cache or
 /// to the plugin. `crowded` is the line's [`Line::crowded`].
 ///
 /// # Safety
 /// The block's header matched (it is a live block of this bridge of `real`
 /// bytes asked, which NumPy is done with); `line` is this thread's own
-/// line, if any.
+/// line, if any; and as for [`direct_calls`].
 #[inline(always)]
-unsafe fn free_counted(bridge: &'static Bridge, line: Option<&Line>, ptr: *mut u8, real: usize, crowded: bool) {
+unsafe fn free_counted<const DIRECT: bool>(
+    bridge: &'static Bridge,
+    line: Option<&Line>,
+    ptr: *mut u8,
+    real: usize,
+    crowded: bool,
+) {
     match line {
         // Counted first: its loads overlap with the call below.
         Some(l) => Counts::free_in(l, real, crowded),
@@ -441,8 +526,9 @@ unsafe fn free_counted(bridge: &'static Bridge, line: Option<&Line>, ptr: *mut u
         return unsafe { free_small(bridge, line, ptr, real) };
     }
     // SAFETY: the header matched: `ptr - header` is a live block of
-    // `plugin_size(real)` bytes (which did not overflow when it was made).
-    unsafe { release(bridge, ptr, bridge.header + real) }
+    // `plugin_size(real)` bytes (which did not overflow when it was made);
+    // the caller's contract for `DIRECT`.
+    unsafe { release::<DIRECT>(bridge, ptr, bridge.header + real) }
 }
 
 /// Give NumPy's block at `ptr` to the plugin: `total` bytes from
@@ -451,13 +537,13 @@ unsafe fn free_counted(bridge: &'static Bridge, line: Option<&Line>, ptr: *mut u
 ///
 /// # Safety
 /// `ptr - header` is a live block of the bridge of `total` bytes, NumPy's
-/// no more.
+/// no more; and as for [`direct_calls`].
 #[inline(always)]
-unsafe fn release(bridge: &Bridge, ptr: *mut u8, total: usize) {
+unsafe fn release<const DIRECT: bool>(bridge: &Bridge, ptr: *mut u8, total: usize) {
     // SAFETY: the caller's contract; the check word is in the header.
     unsafe {
         ptr.cast::<usize>().sub(1).write(0);
-        plugin_free(bridge, NonNull::new_unchecked(ptr.sub(bridge.header)), total);
+        plugin_free::<DIRECT>(bridge, NonNull::new_unchecked(ptr.sub(bridge.header)), total);
     }
 }
 
@@ -481,5 +567,5 @@ unsafe extern "C" fn free_small(bridge: &Bridge, line: Option<&Line>, ptr: *mut 
     }
     // SAFETY: the caller's contract: the block was made with the room of
     // its class.
-    unsafe { release(bridge, ptr, bridge.header + crate::raw_cache::rounded(real)) }
+    unsafe { release::<false>(bridge, ptr, bridge.header + crate::raw_cache::rounded(real)) }
 }

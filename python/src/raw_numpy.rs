@@ -9,7 +9,7 @@
 //! (the `ctx` NumPy hands back), the functions it installs, and PyO3.
 
 use crate::bridge::Bridge;
-use crate::raw_block::{bridge_calloc, bridge_free, bridge_malloc, bridge_realloc};
+use crate::raw_block::{bridge_calloc, bridge_free, bridge_malloc, bridge_realloc, direct_free, direct_malloc};
 use crate::raw_padded::{padded_calloc, padded_free, padded_malloc, padded_realloc};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
@@ -162,10 +162,12 @@ pub fn new_capsule(py: Python<'_>, bridge: &'static Bridge, name: &str) -> PyRes
         } else {
             PyDataMemAllocator {
                 ctx: std::ptr::from_ref(bridge) as *mut c_void,
-                malloc: bridge_malloc,
+                // The hot path's two without a test for the direct calls
+                // on bridges that have them (they never lose them).
+                malloc: if bridge.direct.is_some() { direct_malloc } else { bridge_malloc },
                 calloc: bridge_calloc,
                 realloc: bridge_realloc,
-                free: bridge_free,
+                free: if bridge.direct.is_some() { direct_free } else { bridge_free },
             }
         },
     }));
@@ -202,11 +204,11 @@ pub fn capsule_name(obj: &Bound<'_, PyAny>) -> Option<String> {
 pub fn capsule_bridge(obj: &Bound<'_, PyAny>) -> Option<&'static Bridge> {
     let h = handler_of(obj)?;
     type Malloc = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
-    let ours = [bridge_malloc as Malloc, padded_malloc as Malloc];
+    let ours = [bridge_malloc as Malloc, direct_malloc as Malloc, padded_malloc as Malloc];
     if !ours.iter().any(|&f| std::ptr::fn_addr_eq(h.allocator.malloc, f)) {
         return None;
     }
-    // SAFETY: only `new_capsule` installs `bridge_malloc` or
-    // `padded_malloc`, always with a leaked `&'static Bridge` as `ctx`.
+    // SAFETY: only `new_capsule` installs `bridge_malloc`, `direct_malloc`
+    // or `padded_malloc`, always with a leaked `&'static Bridge` as `ctx`.
     unsafe { (h.allocator.ctx as *const Bridge).as_ref() }
 }
