@@ -250,19 +250,28 @@ unsafe fn malloc_impl<const DIRECT: bool>(ctx: *mut c_void, size: usize) -> *mut
     // SAFETY: `ctx` is the leaked bridge `new_capsule` stored.
     let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
     if size <= MAX_CACHED && bridge.caching() {
-        if let Some(line) = bridge.counts.at_home()
-            // SAFETY: `line` is this thread's own line (`at_home`).
-            && let Some(ptr) = unsafe { line.cache.pop(class_of(size)) }
-        {
-            bridge.counts.alloc_in(line, size);
-            // SAFETY: a cached block: its header is writable and it has
-            // room for its class, which `size` fits.
-            return unsafe { finish_at(bridge, ptr.as_ptr(), size) };
-        }
-        return malloc_small(bridge, size);
+        return malloc_cached(bridge, size);
     }
     // SAFETY: the caller's contract.
     unsafe { malloc_from_plugin::<DIRECT>(bridge, size) }
+}
+
+/// `malloc` of a small block while the cache is on: this thread's cached
+/// block of its class, if any. A function of its own, jumped to, so that
+/// `malloc`'s path to the plugin is short and straight (its time moved
+/// with where its code lay while it was spread over both).
+#[inline(never)]
+extern "C" fn malloc_cached(bridge: &'static Bridge, size: usize) -> *mut c_void {
+    if let Some(line) = bridge.counts.at_home()
+        // SAFETY: `line` is this thread's own line (`at_home`).
+        && let Some(ptr) = unsafe { line.cache.pop(class_of(size)) }
+    {
+        bridge.counts.alloc_in(line, size);
+        // SAFETY: a cached block: its header is writable and it has room
+        // for its class, which `size` fits.
+        return unsafe { finish_at(bridge, ptr.as_ptr(), size) };
+    }
+    malloc_small(bridge, size)
 }
 
 /// A block from the plugin, counted, with its header written; NULL if the
@@ -436,19 +445,19 @@ unsafe fn free_impl<const DIRECT: bool>(ctx: *mut c_void, ptr: *mut c_void, size
 
 /// `free` by a thread whose line is not the [first](crate::counters::FIRST_LINE)
 /// or is crowded (other threads count too: the same, with the headroom
-/// capped, see [`crate::counters`]): its line at its usual place, found
-/// without a call, so that this path too ends by jumping to the plugin.
+/// capped, see [`crate::counters`]), or must take a mark in. (A version
+/// that found the line without a call, a leaf ending in a jump to the
+/// plugin, saved 13 instructions here but measured slower on the
+/// one-thread benchmark: code placement, see BENCHMARKS.md.)
 ///
 /// # Safety
-/// As for [`free_counted`], but for the line; and as for [`direct_calls`].
+/// As for [`free_counted`], but for the line; and as for [`direct_calls`]
+/// (`DIRECT` is not used: the direct calls are tested).
 #[inline(never)]
 unsafe extern "C" fn free_other<const DIRECT: bool>(bridge: &'static Bridge, ptr: *mut u8, real: usize) {
-    match bridge.counts.at_home() {
-        // SAFETY: forwarded; `at_home` is this thread's line.
-        Some(line) => unsafe { free_counted::<DIRECT>(bridge, Some(line), ptr, real, line.crowded()) },
-        // SAFETY: forwarded.
-        None => unsafe { free_away(bridge, ptr, real) },
-    }
+    let line = bridge.counts.mine();
+    // SAFETY: forwarded; `mine` is this thread's line.
+    unsafe { free_counted::<false>(bridge, line, ptr, real, line.is_some_and(Line::crowded)) }
 }
 
 /// `free` by a thread whose line is elsewhere (or that has none, or must
