@@ -13,31 +13,20 @@
 #   PYTHON=python3.12 scripts/python-tests.sh # the interpreter to make it with
 #
 # Needs python3 with the venv module, cargo, cc, and PyPI (numpy, pytest,
-# hypothesis, maturin). The `pip install ./python` step builds the bundled
-# plugins with cargo and packs them into the wheel.
+# hypothesis, maturin): scripts/test-all.sh makes sure of the first three.
+# The environment is made by scripts/py-env.sh, whose `pip install ./python`
+# builds the bundled plugins with cargo and packs them into the wheel.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quick=0
 [[ "${1:-}" == "--quick" ]] && quick=1
 venv=${MEMPLUG_VENV:-target/py-venv}
-python=${PYTHON:-python3}
 
 step() { echo "== $* ($(date +%T))"; }
 
-step "python: virtual environment $venv"
-if [[ ! -x "$venv/bin/python" ]]; then
-    "$python" -m venv "$venv"
-fi
+scripts/py-env.sh
 venv=$(cd "$venv" && pwd)
-"$venv/bin/python" -m pip install -q --upgrade pip
-"$venv/bin/python" -m pip install -q numpy pytest hypothesis maturin
-"$venv/bin/python" -c 'import numpy, sys; print("   python", sys.version.split()[0], "numpy", numpy.__version__)'
-
-step "python: pip install ./python (plugins + extension module)"
-start=$SECONDS
-"$venv/bin/python" -m pip install -q --force-reinstall --no-deps ./python
-echo "   built and installed in $((SECONDS - start)) s"
 
 step "python: bridge unit tests (cargo test)"
 (cd python && PYO3_PYTHON="$venv/bin/python" cargo test --no-default-features -q)

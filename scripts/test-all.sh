@@ -1,11 +1,50 @@
 #!/usr/bin/env bash
-# Every test, in one command: the Rust workspace (cargo test --workspace),
-# then the Python package with NumPy's own suite through the bridge
-# (scripts/python-tests.sh). Arguments go to python-tests.sh (--quick skips
-# NumPy's suite).
+# Every test, in one command, on a fresh machine too:
+#   0. what the tests need: a C compiler, valgrind, the system allocators
+#      mimalloc, tcmalloc and jemalloc (loaded by symbol name), Python's venv
+#      module — installed with apt-get when run as root; otherwise the exact
+#      install line is printed and nothing runs (scripts/need-packages.sh);
+#   1. the Rust workspace (cargo test --workspace), the guide's Rust snippets
+#      included;
+#   2. the thread stress test under valgrind (scripts/valgrind-stress.sh);
+#   3. the Python package, then NumPy's own suite through the bridge
+#      (scripts/python-tests.sh; PyPI must be reachable).
+#
+#   scripts/test-all.sh            # everything
+#   scripts/test-all.sh --quick    # without NumPy's suite and valgrind
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+quick=0
+[[ "${1:-}" == "--quick" ]] && quick=1
+
+echo "== what the tests need"
+need=(gcc=cmd:cc libc6-dev valgrind=cmd:valgrind
+    libmimalloc2.0=lib:libmimalloc.so.2 libtcmalloc-minimal4=lib:libtcmalloc_minimal.so.4
+    libjemalloc2=lib:libjemalloc.so.2)
+python=${PYTHON:-python3}
+if ! command -v "$python" >/dev/null 2>&1; then
+    need+=(python3 python3-venv python3-dev)
+elif ! "$python" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    # Debian's python3 needs python3-venv for `python3 -m venv` (a pyenv or
+    # python.org build has it), and python3-dev to link the bridge's tests.
+    need+=(python3-venv python3-dev)
+fi
+scripts/need-packages.sh "${need[@]}"
+for so in libmimalloc.so.2 libtcmalloc_minimal.so.4 libjemalloc.so.2; do
+    /sbin/ldconfig -p | grep -F "$so" >/dev/null || { echo "test-all: $so is still missing" >&2; exit 1; }
+done
+command -v cargo >/dev/null || { echo "test-all: cargo is not on PATH (install Rust: https://rustup.rs)" >&2; exit 1; }
+echo "   $(cc --version | head -n 1); $("$python" --version); $(cargo --version)"
+
 echo "== cargo test --workspace"
 cargo test --workspace
+
+if ((quick)); then
+    echo "== valgrind stress skipped (--quick)"
+else
+    echo "== thread stress test under valgrind"
+    scripts/valgrind-stress.sh
+fi
+
 scripts/python-tests.sh "$@"

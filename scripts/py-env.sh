@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The Python environment the tests and benchmarks use: a virtual environment
+# with numpy, pytest, hypothesis and maturin from PyPI, and memplug built
+# from python/ and installed into it. Prints nothing else on success but
+# progress lines; the environment's path is $MEMPLUG_VENV (default
+# target/py-venv).
+#
+#   scripts/py-env.sh            # make or update it, (re)install memplug
+#   scripts/py-env.sh --reuse    # keep an installed memplug as it is
+#   PYTHON=python3.12 scripts/py-env.sh
+#
+# Needs python3 with the venv module (Debian: python3-venv; scripts/test-all.sh
+# installs it), cargo and cc (the bundled plugins are built into the wheel).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+reuse=0
+[[ "${1:-}" == "--reuse" ]] && reuse=1
+venv=${MEMPLUG_VENV:-target/py-venv}
+python=${PYTHON:-python3}
+
+echo "== python: virtual environment $venv ($(date +%T))"
+if [[ ! -x "$venv/bin/python" ]]; then
+    "$python" -m venv "$venv"
+fi
+venv=$(cd "$venv" && pwd)
+if ((reuse)) && "$venv/bin/python" -c 'import memplug, numpy' >/dev/null 2>&1; then
+    exit 0
+fi
+"$venv/bin/python" -m pip install -q --upgrade pip
+"$venv/bin/python" -m pip install -q numpy pytest hypothesis maturin
+"$venv/bin/python" -c 'import numpy, sys; print("   python", sys.version.split()[0], "numpy", numpy.__version__)'
+
+echo "== python: pip install ./python (plugins + extension module) ($(date +%T))"
+start=$SECONDS
+"$venv/bin/python" -m pip install -q --force-reinstall --no-deps ./python
+echo "   built and installed in $((SECONDS - start)) s"
