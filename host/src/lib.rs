@@ -133,4 +133,16 @@ mod guide {
     pub struct Readme;
     #[doc = include_str!("../../docs/src/getting-started.md")]
     pub struct GuideGettingStarted;
+    #[doc = include_str!("../../docs/src/plugins.md")]
+    pub struct GuidePlugins;
+    #[doc = include_str!("../../docs/src/trust.md")]
+    pub struct GuideTrust;
+    #[doc = include_str!("../../docs/src/isolation.md")]
+    pub struct GuideIsolation;
+    #[doc = include_str!("../../docs/src/by-symbol.md")]
+    pub struct GuideBySymbol;
+    #[doc = include_str!("../../docs/src/sharing.md")]
+    pub struct GuideSharing;
+    #[doc = include_str!("../../docs/src/rust-library.md")]
+    pub struct GuideRustLibrary;
 }
