@@ -145,4 +145,6 @@ mod guide {
     pub struct GuideSharing;
     #[doc = include_str!("../../docs/src/rust-library.md")]
     pub struct GuideRustLibrary;
+    #[doc = include_str!("../../docs/src/plugin-rust.md")]
+    pub struct GuidePluginRust;
 }
