@@ -125,12 +125,10 @@ pub use view::View;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-/// The Rust snippets of the README and of the guide (`docs/src/`), compiled
-/// and run as doctests: one item per page that has Rust code.
+/// The Rust snippets of the guide (`docs/src/`), compiled and run as
+/// doctests: one item per page that has Rust code.
 #[cfg(doctest)]
 mod guide {
-    #[doc = include_str!("../../README.md")]
-    pub struct Readme;
     #[doc = include_str!("../../docs/src/getting-started.md")]
     pub struct GuideGettingStarted;
     #[doc = include_str!("../../docs/src/plugins.md")]
