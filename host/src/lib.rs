@@ -124,3 +124,25 @@ pub use view::View;
 #[doc = include_str!("../../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The Rust snippets of the guide (`docs/src/`), compiled and run as
+/// doctests: one item per page that has Rust code.
+#[cfg(doctest)]
+mod guide {
+    #[doc = include_str!("../../docs/src/getting-started.md")]
+    pub struct GuideGettingStarted;
+    #[doc = include_str!("../../docs/src/plugins.md")]
+    pub struct GuidePlugins;
+    #[doc = include_str!("../../docs/src/trust.md")]
+    pub struct GuideTrust;
+    #[doc = include_str!("../../docs/src/isolation.md")]
+    pub struct GuideIsolation;
+    #[doc = include_str!("../../docs/src/by-symbol.md")]
+    pub struct GuideBySymbol;
+    #[doc = include_str!("../../docs/src/sharing.md")]
+    pub struct GuideSharing;
+    #[doc = include_str!("../../docs/src/rust-library.md")]
+    pub struct GuideRustLibrary;
+    #[doc = include_str!("../../docs/src/plugin-rust.md")]
+    pub struct GuidePluginRust;
+}

@@ -54,7 +54,7 @@ impl Status {
     }
 }
 
-/// One candidate's report. Serialised (see the README's `check --json`):
+/// One candidate's report. Serialised (see the guide's `check --json`, `docs/src/cli.md`):
 /// `path`, `symbol`, `status`, `reason`, `message`, `name`, `version`,
 /// `abi`, `deprecated`, `flags`, `thread_safe`, `options`, `checks`, for a
 /// loaded handler also the fields of [`Loaded`], and for a worker that

@@ -32,7 +32,7 @@
 //!   lets the allocator hand its bytes out again, under the other
 //!   processes' feet, just as a use after free would. A segment's name and
 //!   its memory outlive processes by the plugin's own rules (for `shm`, see
-//!   its README section).
+//!   the guide, `docs/src/bundled-plugins.md`).
 //!
 //! # Aliasing
 //! Shared memory is shared: while another process may write to the bytes,
