@@ -77,10 +77,7 @@ fn json(out: &Output) -> Vec<Value> {
 /// The `name=errno` lines the plugin recorded.
 fn recorded(record: &Path) -> BTreeMap<String, i64> {
     let text = std::fs::read_to_string(record).unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
-        .collect()
+    text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.parse().unwrap())).collect()
 }
 
 /// Check the attacking plugin `attack` under the default sandbox: the host
@@ -158,12 +155,8 @@ fn can_ptrace() -> bool {
 fn a_non_dumpable_hosts_stdout_is_closed_to_the_sandboxed_worker() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = attacker(dir.path(), "scribbler", 3);
-    let nondumpable = support::build_c(
-        &support::root().join("tests/fixtures/nondumpable.c"),
-        dir.path(),
-        "libnondumpable.so",
-        &[],
-    );
+    let nondumpable =
+        support::build_c(&support::root().join("tests/fixtures/nondumpable.c"), dir.path(), "libnondumpable.so", &[]);
     // The host is non-dumpable: with its capabilities dropped, the worker
     // (even as root, the host's own user) cannot open /proc/<host>/fd/1, and
     // the host's JSON stays one valid document.

@@ -307,10 +307,8 @@ fn thread_arena_passes_the_conformance_pass_and_checks_as_not_thread_safe() {
     let arena = private_arena(&dir);
     let results = memplug::check::conformance(arena);
     // `threads` is for thread-safe handlers only.
-    let failed: Vec<_> = results
-        .iter()
-        .filter(|r| r.verdict != memplug::check::Verdict::Passed && r.name != "threads")
-        .collect();
+    let failed: Vec<_> =
+        results.iter().filter(|r| r.verdict != memplug::check::Verdict::Passed && r.name != "threads").collect();
     assert!(failed.is_empty(), "{failed:?}");
     let threads = results.iter().find(|r| r.name == "threads").unwrap();
     assert_eq!(threads.verdict, memplug::check::Verdict::Skipped, "{threads:?}");

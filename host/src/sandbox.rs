@@ -36,8 +36,7 @@
 use crate::error::SandboxError;
 use crate::raw::sandbox as raw;
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
 };
 use std::collections::BTreeMap;
 
@@ -102,6 +101,11 @@ pub struct Denial {
     pub why: &'static str,
 }
 
+/// The `ioctl` request that pushes a byte into a terminal's input (its C
+/// type differs between C libraries).
+#[allow(clippy::unnecessary_cast)]
+const TIOCSTI: u64 = libc::TIOCSTI as u64;
+
 macro_rules! deny {
     ($nr:ident, $when:expr, $why:expr) => {
         Denial { syscall: &stringify!($nr)[4..], number: libc::$nr as i64, when: $when, why: $why }
@@ -136,7 +140,7 @@ pub fn denials() -> Vec<Denial> {
         deny!(SYS_move_pages, NotSelfOrZero(0), OTHER),
         deny!(SYS_setsid, Always, GROUP),
         deny!(SYS_setpgid, Always, GROUP),
-        deny!(SYS_ioctl, Equals(1, libc::TIOCSTI as u64), "pushes input into the terminal (TIOCSTI)"),
+        deny!(SYS_ioctl, Equals(1, TIOCSTI), "pushes input into the terminal (TIOCSTI)"),
         deny!(SYS_mount, Always, NS),
         deny!(SYS_umount2, Always, NS),
         deny!(SYS_pivot_root, Always, NS),
@@ -180,7 +184,7 @@ pub fn filter(own_pid: u32) -> Result<BpfProgram, String> {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
     };
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for d in denials() {
+    for d in denials().iter().flat_map(|d| aliases(arch, d)) {
         let conditions = match d.when {
             When::Always => None,
             When::NotSelf(arg) => Some(vec![cond(arg, SeccompCmpOp::Ne, own_pid.into())?]),
@@ -198,6 +202,35 @@ pub fn filter(own_pid: u32) -> Result<BpfProgram, String> {
     let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
         .map_err(|e| format!("seccomp: {e}"))?;
     BpfProgram::try_from(filter).map_err(|e| format!("seccomp: {e}"))
+}
+
+/// `__X32_SYSCALL_BIT`: x86-64 system calls of the x32 ABI carry it, under
+/// the same audit architecture as the 64-bit ones.
+const X32: i64 = 0x4000_0000;
+
+/// `d` and, on x86-64, its x32 twins: where a kernel has the x32 ABI
+/// enabled, a plugin could otherwise make the same call under another
+/// number. (Calls through `int 0x80`, the i386 ABI, have another audit
+/// architecture and kill the process.)
+fn aliases(arch: TargetArch, d: &Denial) -> Vec<Denial> {
+    if arch != TargetArch::x86_64 {
+        return vec![*d];
+    }
+    // The x32 numbers of the calls whose x32 entry is a compat one.
+    let compat = match d.syscall {
+        "ioctl" => Some(514),
+        "ptrace" => Some(521),
+        "rt_sigqueueinfo" => Some(524),
+        "kexec_load" => Some(528),
+        "move_pages" => Some(533),
+        "rt_tgsigqueueinfo" => Some(536),
+        "process_vm_readv" => Some(539),
+        "process_vm_writev" => Some(540),
+        _ => None,
+    };
+    let mut out = vec![*d, Denial { number: d.number | X32, ..*d }];
+    out.extend(compat.map(|n| Denial { number: n | X32, ..*d }));
+    out
 }
 
 /// What [`enter`] did.

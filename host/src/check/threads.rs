@@ -59,7 +59,11 @@ fn round(h: Handler) -> Result<(), String> {
         overlap(&live)?;
         for (t, blocks) in live.iter_mut().enumerate() {
             for (seed, b) in blocks.iter_mut() {
-                verify(b.bytes(), *seed, &format!("a block of thread {t} (round {r}) with both threads' blocks alive"))?;
+                verify(
+                    b.bytes(),
+                    *seed,
+                    &format!("a block of thread {t} (round {r}) with both threads' blocks alive"),
+                )?;
             }
         }
     }
