@@ -20,7 +20,7 @@ use std::sync::Barrier;
 /// before and make new ones.
 const ROUNDS: usize = 4;
 /// Blocks each thread makes in a round.
-const PER_ROUND: usize = 150;
+const PER_ROUND: usize = 128;
 
 /// One thread's live blocks, with the seed of each one's pattern.
 type Blocks = Vec<(usize, Block)>;
@@ -84,7 +84,7 @@ fn work(h: Handler, t: usize, r: usize, make: usize, theirs: Blocks, barrier: &B
     let mut x = (t * 7919 + r * 104_729 + 1) as u64;
     for i in 0..make {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let size = 1 + (x >> 33) as usize % 1500;
+        let size = 1 + (x >> 33) as usize % 512;
         let seed = (t * 1_000_000) + r * 1000 + i;
         let mut b = Block::new(h, size).map_err(|e| format!("on a second thread: {}", alloc_failure(e)))?;
         fill(b.bytes(), seed);
