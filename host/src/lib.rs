@@ -45,7 +45,9 @@
 //!     again, and files that crashed a worker are refused without running;
 //!     [`registry`] — install validated handlers under unique names, under
 //!     a policy (probing them first if it says so);
-//! 17. [`worker`] — the worker side of `probe`.
+//! 17. [`sandbox`] — what a worker process denies the plugin it runs (a
+//!     seccomp filter, no capabilities);
+//! 18. [`worker`] — the worker side of `probe`.
 //!
 //! The `memplug` command is a separate binary built on this public API (the
 //! default cargo feature `cli`); the library itself does not depend on
@@ -103,6 +105,7 @@ pub mod report;
 pub mod probe;
 pub mod cache;
 pub mod registry;
+pub mod sandbox;
 pub mod worker;
 
 pub use buffer::Buffer;

@@ -5,10 +5,12 @@
 //! [`probe::WORKER_ARG`](crate::probe::WORKER_ARG) (the `memplug` executable
 //! does). [`serve`] reads the [`Request`] from standard input, moves standard
 //! output out of the plugin's reach (whatever the plugin prints goes to
-//! standard error), announces every stage before it runs, and writes its
+//! standard error), enters the [sandbox](crate::sandbox) before the plugin
+//! is opened, announces every stage before it runs, and writes its
 //! [`Answer`].
 //!
-//! Imports `registry`, `probe`, `check`, `report`, `load` and `raw`.
+//! Imports `sandbox`, `registry`, `probe`, `check`, `report`, `load` and
+//! `raw`.
 
 use crate::check::conformance;
 use crate::discover::Candidate;
@@ -17,6 +19,7 @@ use crate::probe::wire::{self, Answer, Request, Task};
 use crate::raw::process::take_stdout;
 use crate::registry::Registry;
 use crate::report::{Checks, InspectionReport, Report};
+use crate::sandbox::{self, Entered};
 use crate::stage;
 use std::io::Read;
 use std::process::ExitCode;
@@ -40,8 +43,24 @@ pub fn serve() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+    // Before the plugin is opened (its constructors run then), while this
+    // process has one thread.
+    let answer = match sandbox::Mode::from_env().and_then(sandbox::enter) {
+        Ok(Entered::Sandboxed | Entered::Off) => None,
+        Ok(Entered::Unprotected(e)) => {
+            tracing::warn!(reason = e.code(), "{e}");
+            eprintln!("memplug worker: warning: {e}");
+            None
+        }
+        Err(e) if request.task == Task::Inspect => {
+            // An inspection answers with what it read, and it read nothing.
+            eprintln!("memplug worker: {e}");
+            return ExitCode::from(3);
+        }
+        Err(e) => Some(refuse(&request, e.code(), e.to_string())),
+    };
     stage::set_sink(Box::new(channel));
-    let answer = answer(request);
+    let answer = answer.unwrap_or_else(|| self::answer(request));
     stage::enter("report", &"the worker");
     match stage::send(&wire::frame_result(&answer)) {
         Ok(()) => ExitCode::SUCCESS,
@@ -52,21 +71,33 @@ pub fn serve() -> ExitCode {
     }
 }
 
+/// The candidate `request` names.
+fn candidate_of(request: &Request) -> Option<Candidate> {
+    match (&request.spec, &request.candidate) {
+        (Some(spec), _) => Some(Candidate::new(&spec.library).with_symbol(spec.symbols.malloc.clone())),
+        (None, Some(c)) => Some(c.clone()),
+        (None, None) => None,
+    }
+}
+
+/// Refuse `request` without running it, with reason `code`.
+fn refuse(request: &Request, code: &str, message: String) -> Answer {
+    let candidate = candidate_of(request).unwrap_or_else(|| Candidate::new(""));
+    let checks = (request.task == Task::Check).then(Checks::none);
+    Answer::Reports(vec![Report::refused(&candidate, code, message, None, None, checks)])
+}
+
 /// Do what `request` asks, in this process.
 pub fn answer(request: Request) -> Answer {
+    let Some(candidate) = candidate_of(&request) else {
+        let nothing = Candidate::new("");
+        let r = Report::refused(&nothing, "bad-request", "the request names no candidate".into(), None, None, None);
+        return Answer::Reports(vec![r]);
+    };
     let mut policy = request.policy;
     policy.probe = None; // a worker never starts workers
     let trust = policy.trust.clone();
     let registry = Registry::with_policy(policy);
-    let candidate = match (&request.spec, &request.candidate) {
-        (Some(spec), _) => Candidate::new(&spec.library).with_symbol(spec.symbols.malloc.clone()),
-        (None, Some(c)) => c.clone(),
-        (None, None) => {
-            let nothing = Candidate::new("");
-            let r = Report::refused(&nothing, "bad-request", "the request names no candidate".into(), None, None, None);
-            return Answer::Reports(vec![r]);
-        }
-    };
     if request.task == Task::Inspect {
         return Answer::Inspection(Box::new(InspectionReport::of(&load::inspect(&candidate, &trust))));
     }

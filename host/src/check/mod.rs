@@ -14,6 +14,10 @@
 //! - `no-overlap`: many live blocks keep distinct patterns;
 //! - `overflow-refused`: an overflowing `nelem * elsize` is refused by the
 //!   host before the plugin is called;
+//! - `threads` (`threads.rs`): for a thread-safe handler, two new threads
+//!   allocate at once; their live blocks do not overlap and keep their
+//!   contents, and blocks made on one are freed on the other (skipped for a
+//!   handler that is not thread-safe);
 //! - `free-size`: with a plugin that reports statistics, every byte is
 //!   returned and no free was of a wrong size or unknown pointer (skipped
 //!   when the plugin has no statistics).
@@ -30,6 +34,7 @@
 //! Imports `buffer`, `share`, `handler`, `error` and `stage`.
 
 mod share;
+mod threads;
 
 use crate::buffer::Buffer;
 use crate::error::{AllocError, BufferError};
@@ -121,6 +126,8 @@ pub fn conformance(handler: Handler) -> Vec<CheckResult> {
             });
         }
     }
+    stage::enter(&format!("{}threads", stage::CHECK_PREFIX), &handler.name());
+    out.push(threads::check_threads(handler));
     stage::enter(&format!("{}free-size", stage::CHECK_PREFIX), &handler.name());
     out.push(match (before, handler.stats()) {
         (Some(b), Some(a)) => {

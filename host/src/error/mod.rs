@@ -12,7 +12,9 @@
 //! - [`ShareError`] (`share.rs`) — sharing a block with another process, or
 //!   attaching one, failed;
 //! - [`PolicyError`], [`LockError`] (`usage.rs`) — the API was used the
-//!   wrong way.
+//!   wrong way;
+//! - [`SandboxError`] (`sandbox.rs`) — a worker process could not sandbox
+//!   itself as `MEMPLUG_SANDBOX` asks.
 //!
 //! This module is the bottom of the crate: it imports nothing from it.
 
@@ -21,6 +23,7 @@ mod isolation;
 mod loader;
 mod memory;
 mod refusal;
+mod sandbox;
 mod share;
 mod usage;
 
@@ -28,6 +31,7 @@ pub use instance::InstanceError;
 pub use isolation::IsolationRefusal;
 pub use memory::{AllocError, BufferError};
 pub use refusal::{LoadError, Refusal};
+pub use sandbox::SandboxError;
 pub use share::ShareError;
 pub use usage::{LockError, PolicyError};
 

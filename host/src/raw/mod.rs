@@ -21,6 +21,8 @@
 //! - `symbols` — trampolines for allocators taken by symbol name;
 //! - `builtin` — the libc handler;
 //! - `process` — a worker's protocol descriptor, killing a process group;
+//! - `sandbox` — a worker's `PR_SET_NO_NEW_PRIVS` and dropping its
+//!   capabilities;
 //! - `bytes` — the memory of a buffer and the slices over it;
 //! - `static_ref` — an atomically swapped `&'static`, for the default
 //!   handler;
@@ -40,6 +42,7 @@ pub(crate) mod life;
 pub(crate) mod os;
 pub(crate) mod pending;
 pub(crate) mod process;
+pub(crate) mod sandbox;
 pub(crate) mod share;
 pub(crate) mod static_ref;
 pub(crate) mod symbols;
