@@ -48,7 +48,7 @@ pub fn describe(stage: Option<&str>) -> String {
 
 /// Announce that `stage` of `subject` (a plugin's path, a handler's name)
 /// starts now.
-pub(crate) fn enter(stage: &str, subject: &dyn Display) {
+pub fn enter(stage: &str, subject: &dyn Display) {
     tracing::debug!(stage, plugin = %subject, "starting");
     if let Some(sink) = SINK.get() {
         let mut w = sink.lock().unwrap_or_else(|e| e.into_inner());
