@@ -76,7 +76,7 @@ pub fn answer_with(request: Request, bench: Option<BenchJob>) -> Answer {
     if request.task == Task::Bench && request.candidate.is_none() && request.spec.is_none() {
         return run_bench(bench, None, &request);
     }
-    let mut policy = request.policy;
+    let mut policy = request.policy.clone();
     policy.probe = None; // a worker never starts workers
     let trust = policy.trust.clone();
     let registry = Registry::with_policy(policy);

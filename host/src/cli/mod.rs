@@ -156,7 +156,7 @@ pub(crate) fn main() -> ExitCode {
     sys::default_sigpipe();
     if std::env::args_os().nth(1).is_some_and(|a| a == memplug::probe::WORKER_ARG) {
         init_logging();
-        return memplug::worker::serve();
+        return memplug::worker::serve_with(Some(bench::job));
     }
     let cli = Cli::parse();
     init_logging();
