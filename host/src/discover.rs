@@ -107,7 +107,9 @@ pub fn candidates_from(paths: &[PathBuf]) -> Vec<Candidate> {
         if p.is_dir() {
             match scan_dir(p) {
                 Ok(c) => out.extend(c),
-                Err(e) => tracing::warn!(dir = %crate::text::escape_os(p.as_os_str()), error = %e, "cannot read plugin directory"),
+                Err(e) => {
+                    tracing::warn!(dir = %crate::text::escape_os(p.as_os_str()), error = %e, "cannot read plugin directory")
+                }
             }
         } else {
             out.push(Candidate::new(p.clone()));

@@ -49,6 +49,12 @@ pub fn escape_bytes(b: &[u8]) -> String {
     out
 }
 
+/// A path as JSON carries it: the path itself when it is UTF-8, else
+/// [`escape_bytes`] of it.
+pub fn json_path(p: &std::path::Path) -> String {
+    p.to_str().map_or_else(|| escape_bytes(p.as_os_str().as_bytes()), str::to_string)
+}
+
 /// A file name (or any `OsStr`) as [`escape_bytes`] shows it.
 pub fn escape_os(s: &OsStr) -> String {
     escape_bytes(s.as_bytes())
@@ -92,10 +98,7 @@ pub mod path_serde {
         if !s.is_human_readable() {
             return s.serialize_bytes(bytes);
         }
-        match path.to_str() {
-            Some(text) => s.serialize_str(text),
-            None => s.serialize_str(&super::escape_bytes(bytes)),
-        }
+        s.serialize_str(&super::json_path(path))
     }
 
     /// Read a path.

@@ -12,10 +12,10 @@
 
 use crate::check::conformance;
 use crate::discover::Candidate;
+use crate::handler::Handler;
 use crate::load;
 use crate::probe::wire::{self, Answer, Request, Task};
 use crate::raw::process::take_stdout;
-use crate::handler::Handler;
 use crate::registry::Registry;
 use crate::report::{Checks, InspectionReport, Report};
 use crate::stage;
@@ -140,7 +140,8 @@ pub fn answer_with(request: Request, bench: Option<BenchJob>) -> Answer {
 /// Run the bench job on `handler`, or refuse: no job, or the job failed.
 fn run_bench(bench: Option<BenchJob>, handler: Option<Handler>, request: &Request) -> Answer {
     let subject = request.candidate.clone().unwrap_or_else(|| Candidate::new(""));
-    let refuse = |message: String| Answer::Reports(vec![Report::refused(&subject, "bad-request", message, None, None, None)]);
+    let refuse =
+        |message: String| Answer::Reports(vec![Report::refused(&subject, "bad-request", message, None, None, None)]);
     let Some(job) = bench else { return refuse("this worker does not run bench jobs".into()) };
     match job(handler, request.bench.as_deref().unwrap_or_default()) {
         Ok(bytes) => Answer::Bench(bytes),

@@ -39,7 +39,8 @@ pub(crate) fn install(file: &Path, system: bool, policy: Policy, isolation: &Iso
     if is_manifest && let Err(e) = movable_manifest(file) {
         return fail(&e);
     }
-    let request = Request { task: Task::Check, candidate: Some(candidate), spec: None, options: Vec::new(), policy, bench: None };
+    let request =
+        Request { task: Task::Check, candidate: Some(candidate), spec: None, options: Vec::new(), policy, bench: None };
     let reports: Vec<Report> = jobs::run(vec![request], isolation).into_iter().flatten().collect();
     if reports.is_empty() || reports.iter().any(Report::fails) {
         table::print(&reports, true, "checked");

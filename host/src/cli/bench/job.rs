@@ -48,7 +48,7 @@ pub(crate) fn job(handler: Option<Handler>, params: &[u8]) -> Result<Vec<u8>, St
     let subject = handler.map_or_else(|| builtin.name().to_string(), |h| h.name().to_string());
     let mut measured = Vec::new();
     for plan in params.plans {
-        memplug::stage::enter(&format!("bench:{}", plan.workload.name()), &subject);
+        memplug::stage::enter(&format!("{}{}", memplug::stage::BENCH_PREFIX, plan.workload.name()), &subject);
         measured.push(runner::measure(plan, &variants, &params.settings));
     }
     let mut out = Vec::new();

@@ -163,7 +163,8 @@ pub(crate) fn tables(variants: &[Row], entries: &[Entry], measured: &[Measured])
         println!();
     }
     println!(
-        "NS/OP: median over rounds. RATIO: median of the per-round ratio to `{baseline}` (below 1.00x is faster).{}",
+        "NS/OP: median over rounds. RATIO: median of the per-round ratio to `{baseline}` run beside it in the same \
+         worker process, in the same rounds (below 1.00x is faster).{}",
         if measured.iter().any(|m| m.threads > 1) {
             " SCALING: throughput on N threads over the same handler on one thread."
         } else {
