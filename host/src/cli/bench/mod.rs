@@ -137,7 +137,11 @@ pub(crate) fn run(args: BenchArgs) -> ExitCode {
         Ok(m) => m,
         Err(f) => {
             bar.finish_and_clear();
-            eprintln!("memplug: the baseline could not be measured: [{}] {}", f.reason, f.message);
+            eprintln!(
+                "memplug: the baseline could not be measured: [{}] {}",
+                f.reason,
+                memplug::text::escape(&f.message)
+            );
             return ExitCode::from(1);
         }
     };
