@@ -9,9 +9,10 @@
 //!   them on a line, `\u{202e}`; a byte that is not UTF-8 `\xNN`.
 //!   Everything else, backslashes included, is left as it is, so escaping
 //!   escaped text changes nothing.
-//! - [`path_serde`]: a path (any bytes, as Unix allows) as CBOR bytes
-//!   between processes, and as a string in JSON: the name itself when it is
-//!   UTF-8, else [`escape_bytes`] of it (lossy: JSON output is for reading).
+//! - [`path_serde`]: a path (any bytes, as Unix allows) as a string when it
+//!   is UTF-8; otherwise as a CBOR byte string between processes (and in
+//!   the verdict cache), whole, and in JSON as [`escape_bytes`] of it
+//!   (lossy: JSON output is for reading).
 //!
 //! Imports nothing from the crate.
 
@@ -81,9 +82,11 @@ fn push_escaped(out: &mut String, s: &str) {
     }
 }
 
-/// `#[serde(with = "crate::text::path_serde")]` for a `PathBuf`: bytes in
-/// binary formats (CBOR), a string in text formats (JSON) — see the module
-/// docs. Reading accepts bytes, a string, or an array of byte values.
+/// `#[serde(with = "crate::text::path_serde")]` for a `PathBuf`: a string
+/// when it is UTF-8, else bytes in binary formats (CBOR) and an escaped
+/// string in text formats (JSON) — see the module docs. Reading (from a
+/// self-describing format) accepts a string, bytes, or an array of byte
+/// values.
 pub mod path_serde {
     use serde::de::{self, SeqAccess, Visitor};
     use serde::{Deserializer, Serializer};
@@ -94,16 +97,16 @@ pub mod path_serde {
 
     /// Write `path`.
     pub fn serialize<S: Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
-        let bytes = path.as_os_str().as_bytes();
-        if !s.is_human_readable() {
-            return s.serialize_bytes(bytes);
+        match path.to_str() {
+            Some(text) => s.serialize_str(text),
+            None if s.is_human_readable() => s.serialize_str(&super::json_path(path)),
+            None => s.serialize_bytes(path.as_os_str().as_bytes()),
         }
-        s.serialize_str(&super::json_path(path))
     }
 
     /// Read a path.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
-        if d.is_human_readable() { d.deserialize_any(PathVisitor) } else { d.deserialize_byte_buf(PathVisitor) }
+        d.deserialize_any(PathVisitor)
     }
 
     struct PathVisitor;
@@ -178,5 +181,10 @@ mod tests {
         assert_eq!(back, odd);
         let value = ciborium::Value::serialized(&odd).unwrap();
         assert!(value.is_bytes(), "{value:?}");
+        // A UTF-8 path is a text string, as it always was (older caches read).
+        let plain = P(std::path::PathBuf::from("/d/libx.so"));
+        assert!(ciborium::Value::serialized(&plain).unwrap().is_text());
+        let old = ciborium::Value::Text("/d/liby.so".into()).deserialized::<P>().unwrap();
+        assert_eq!(old, P("/d/liby.so".into()));
     }
 }
