@@ -95,6 +95,7 @@ pub enum Verdict {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Entry {
     /// The file.
+    #[serde(with = "crate::text::path_serde")]
     pub path: PathBuf,
     /// The entry symbol.
     pub symbol: String,
@@ -270,7 +271,7 @@ impl VerdictCache {
             CacheFile { format: "memplug-verdicts".into(), version: FORMAT, entries: merged.into_values().collect() };
         let tmp = self.file.with_extension(format!("tmp.{}", std::process::id()));
         let mut out = fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&tmp)?;
-        out.write_all(&wire::encode(&file))?;
+        out.write_all(&wire::encode(&file).map_err(io::Error::other)?)?;
         out.sync_all()?;
         fs::rename(&tmp, &self.file)?;
         lock.unlock()
@@ -315,7 +316,7 @@ pub fn context(task: crate::probe::Task, policy: &crate::policy::Policy, options
     let mut policy = policy.clone();
     policy.probe = None;
     policy.cache = None;
-    Digest::of(&wire::encode(&(task, policy, options))).to_string()
+    Digest::of(&wire::encode(&(task, policy, options)).unwrap_or_else(String::into_bytes)).to_string()
 }
 
 /// The entries of a cache file, or `None` (with a warning) when it cannot

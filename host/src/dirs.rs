@@ -64,6 +64,7 @@ impl Origin {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SearchDir {
     /// The directory.
+    #[serde(with = "crate::text::path_serde")]
     pub path: PathBuf,
     /// Why it is searched.
     pub origin: Origin,

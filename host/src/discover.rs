@@ -13,15 +13,21 @@
 //!
 //! Imports `dirs` and `symbols` (the manifest file-name rule).
 
+use std::ffi::OsStr;
 use std::fmt;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 pub use crate::dirs::{PATH_ENV, SYSTEM_PATH_ENV};
 
 /// A library to try, and the entry symbol to call in it.
+///
+/// Its path may be any bytes (see [`crate::text::path_serde`] for how it
+/// is serialised); shown, it is escaped ([`crate::text`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Candidate {
     /// The library file.
+    #[serde(with = "crate::text::path_serde")]
     pub path: PathBuf,
     /// The entry function's name.
     pub symbol: String,
@@ -36,7 +42,7 @@ impl Candidate {
     /// Whether this is an allocator manifest (`*.memplug.toml`) rather than
     /// a plugin library.
     pub fn is_manifest(&self) -> bool {
-        self.path.file_name().and_then(|n| n.to_str()).is_some_and(crate::symbols::is_manifest_name)
+        self.path.file_name().is_some_and(|n| crate::symbols::is_manifest_name(&n.to_string_lossy()))
     }
 
     /// The same library, another entry symbol (one library may export
@@ -47,19 +53,25 @@ impl Candidate {
     }
 }
 
+/// Shown as its path, with `#symbol` when the symbol is not the default
+/// entry; control characters and bytes that are not UTF-8 are escaped
+/// ([`crate::text::escape_os`]).
 impl fmt::Display for Candidate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let path = crate::text::escape_os(self.path.as_os_str());
         if self.symbol == memplug_abi::ENTRY_SYMBOL {
-            write!(f, "{}", self.path.display())
+            write!(f, "{path}")
         } else {
-            write!(f, "{}#{}", self.path.display(), self.symbol)
+            write!(f, "{path}#{}", crate::text::escape(&self.symbol))
         }
     }
 }
 
-/// Whether a file name looks like a shared library.
-pub(crate) fn is_library_name(name: &str) -> bool {
-    name.ends_with(".so") || (cfg!(target_os = "macos") && name.ends_with(".dylib"))
+/// Whether a file name looks like a shared library (any bytes before the
+/// suffix).
+pub(crate) fn is_library_name(name: &OsStr) -> bool {
+    let name = name.as_bytes();
+    name.ends_with(b".so") || (cfg!(target_os = "macos") && name.ends_with(b".dylib"))
 }
 
 /// The directories to search, in order ([`crate::dirs`]), whether they
@@ -74,8 +86,8 @@ pub fn scan_dir(dir: &Path) -> std::io::Result<Vec<Candidate>> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if !is_library_name(name) && !crate::symbols::is_manifest_name(name) {
+        // Any bytes may precede the suffixes, which are ASCII.
+        if !is_library_name(&name) && !crate::symbols::is_manifest_name(&name.to_string_lossy()) {
             continue;
         }
         if entry.file_type()?.is_dir() {
@@ -95,7 +107,9 @@ pub fn candidates_from(paths: &[PathBuf]) -> Vec<Candidate> {
         if p.is_dir() {
             match scan_dir(p) {
                 Ok(c) => out.extend(c),
-                Err(e) => tracing::warn!(dir = %p.display(), error = %e, "cannot read plugin directory"),
+                Err(e) => {
+                    tracing::warn!(dir = %crate::text::escape_os(p.as_os_str()), error = %e, "cannot read plugin directory")
+                }
             }
         } else {
             out.push(Candidate::new(p.clone()));
@@ -129,8 +143,9 @@ mod tests {
 
     #[test]
     fn library_names() {
-        assert!(is_library_name("libx.so"));
-        assert!(!is_library_name("libx.so.toml"));
-        assert!(!is_library_name("x.txt"));
+        assert!(is_library_name(OsStr::new("libx.so")));
+        assert!(is_library_name(OsStr::from_bytes(b"lib\xffx.so")));
+        assert!(!is_library_name(OsStr::new("libx.so.toml")));
+        assert!(!is_library_name(OsStr::new("x.txt")));
     }
 }

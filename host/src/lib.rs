@@ -4,6 +4,9 @@
 //! # Layers
 //! One module per stage. Each imports only from modules above it in this
 //! list (bottom first), never from one below; there are no circles.
+//! 0. [`text`] — outside text made safe to show (control characters,
+//!    bidirectional overrides and bytes that are not UTF-8 escaped), and
+//!    file names carried whole between processes;
 //! 1. [`error`] — every error type, with its reason codes; [`stage`] — the
 //!    stages of loading and checking, announced before each runs;
 //! 2. [`validate`] — judge a handler header: pure Rust over bytes, no FFI;
@@ -78,6 +81,7 @@
 // library's (unstable) trait, which `alloc_api` then implements.
 #![cfg_attr(feature = "nightly", feature(allocator_api))]
 
+pub mod text;
 pub mod error;
 pub mod stage;
 pub mod validate;

@@ -170,6 +170,7 @@ impl Registry {
             spec: spec.cloned(),
             options: Vec::new(),
             policy,
+            bench: None,
         };
         let started = std::time::Instant::now();
         let outcome = worker.run(&request, settings.timeout);

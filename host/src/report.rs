@@ -62,7 +62,9 @@ impl Status {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// The candidate's file (or, for an allocator taken by symbol name from
-    /// the command line, the library as named).
+    /// the command line, the library as named). Any bytes; in JSON a
+    /// string, escaped when not UTF-8 ([`crate::text::path_serde`]).
+    #[serde(with = "crate::text::path_serde")]
     pub path: PathBuf,
     /// The entry symbol (or the `malloc` symbol, for one taken by name).
     pub symbol: String,

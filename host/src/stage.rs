@@ -27,6 +27,9 @@ pub const VALIDATE: &str = "validate";
 pub const CREATE: &str = "create";
 /// The prefix of a conformance check's stage, e.g. `check:zeroed`.
 pub const CHECK_PREFIX: &str = "check:";
+/// The prefix of a bench workload's stage (`memplug bench`), e.g.
+/// `bench:mixed`.
+pub const BENCH_PREFIX: &str = "bench:";
 
 /// Where a stage is, in words, e.g. "in conformance check `zeroed`";
 /// `None` means before the first stage was announced.
@@ -39,16 +42,17 @@ pub fn describe(stage: Option<&str>) -> String {
         Some(VALIDATE) => "while its header was validated".into(),
         Some(CREATE) => "while making an instance (`create`)".into(),
         Some("exit") => "at exit, after its report was sent (a destructor or atexit handler)".into(),
-        Some(s) => match s.strip_prefix(CHECK_PREFIX) {
-            Some(check) => format!("in conformance check `{check}`"),
-            None => format!("in stage `{s}`"),
+        Some(s) => match (s.strip_prefix(CHECK_PREFIX), s.strip_prefix(BENCH_PREFIX)) {
+            (Some(check), _) => format!("in conformance check `{check}`"),
+            (_, Some(workload)) => format!("in bench workload `{workload}`"),
+            _ => format!("in stage `{s}`"),
         },
     }
 }
 
 /// Announce that `stage` of `subject` (a plugin's path, a handler's name)
 /// starts now.
-pub(crate) fn enter(stage: &str, subject: &dyn Display) {
+pub fn enter(stage: &str, subject: &dyn Display) {
     tracing::debug!(stage, plugin = %subject, "starting");
     if let Some(sink) = SINK.get() {
         let mut w = sink.lock().unwrap_or_else(|e| e.into_inner());

@@ -9,11 +9,12 @@
 //! is opened, announces every stage before it runs, and writes its
 //! [`Answer`].
 //!
-//! Imports `sandbox`, `registry`, `probe`, `check`, `report`, `load` and
-//! `raw`.
+//! Imports `sandbox`, `registry`, `handler`, `probe`, `check`, `report`, `load`, `stage`,
+//! `discover` and `raw`.
 
 use crate::check::conformance;
 use crate::discover::Candidate;
+use crate::handler::Handler;
 use crate::load;
 use crate::probe::wire::{self, Answer, Request, Task};
 use crate::raw::process::take_stdout;
@@ -24,9 +25,20 @@ use crate::stage;
 use std::io::Read;
 use std::process::ExitCode;
 
+/// A front end's bench job ([`Task::Bench`]): given the handler to measure
+/// (`None`: the built-in handler alone) and [`Request::bench`], its results
+/// as bytes, or why it could not run.
+pub type BenchJob = fn(Option<Handler>, &[u8]) -> Result<Vec<u8>, String>;
+
 /// Serve one request from standard input as a worker; the exit status is 0
 /// when the answer was sent, 2 when the request could not be read.
 pub fn serve() -> ExitCode {
+    serve_with(None)
+}
+
+/// [`serve`], running [`Task::Bench`] requests with `bench` (a worker
+/// without one refuses them).
+pub fn serve_with(bench: Option<BenchJob>) -> ExitCode {
     let channel = match take_stdout() {
         Ok(f) => f,
         Err(e) => {
@@ -45,7 +57,7 @@ pub fn serve() -> ExitCode {
         };
     // Before the plugin is opened (its constructors run then), while this
     // process has one thread.
-    let answer = match sandbox::Mode::from_env().and_then(sandbox::enter) {
+    let refused = match sandbox::Mode::from_env().and_then(sandbox::enter) {
         Ok(Entered::Sandboxed | Entered::Off) => None,
         Ok(Entered::Unprotected(e)) => {
             tracing::warn!(reason = e.code(), "{e}");
@@ -60,9 +72,9 @@ pub fn serve() -> ExitCode {
         Err(e) => Some(refuse(&request, e.code(), e.to_string())),
     };
     stage::set_sink(Box::new(channel));
-    let answer = answer.unwrap_or_else(|| self::answer(request));
+    let answer = refused.unwrap_or_else(|| answer_with(request, bench));
     stage::enter("report", &"the worker");
-    match stage::send(&wire::frame_result(&answer)) {
+    match wire::frame_result(&answer).and_then(|framed| stage::send(&framed).map_err(|e| e.to_string())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("memplug worker: cannot send the answer: {e}");
@@ -87,17 +99,27 @@ fn refuse(request: &Request, code: &str, message: String) -> Answer {
     Answer::Reports(vec![Report::refused(&candidate, code, message, None, None, checks)])
 }
 
-/// Do what `request` asks, in this process.
+/// Do what `request` asks, in this process (a [`Task::Bench`] is refused:
+/// see [`answer_with`]).
 pub fn answer(request: Request) -> Answer {
+    answer_with(request, None)
+}
+
+/// Do what `request` asks, in this process, running a [`Task::Bench`]
+/// with `bench`.
+pub fn answer_with(request: Request, bench: Option<BenchJob>) -> Answer {
+    if request.task == Task::Bench && request.candidate.is_none() && request.spec.is_none() {
+        return run_bench(bench, None, &request);
+    }
+    let mut policy = request.policy.clone();
+    policy.probe = None; // a worker never starts workers
+    let trust = policy.trust.clone();
+    let registry = Registry::with_policy(policy);
     let Some(candidate) = candidate_of(&request) else {
         let nothing = Candidate::new("");
         let r = Report::refused(&nothing, "bad-request", "the request names no candidate".into(), None, None, None);
         return Answer::Reports(vec![r]);
     };
-    let mut policy = request.policy;
-    policy.probe = None; // a worker never starts workers
-    let trust = policy.trust.clone();
-    let registry = Registry::with_policy(policy);
     if request.task == Task::Inspect {
         return Answer::Inspection(Box::new(InspectionReport::of(&load::inspect(&candidate, &trust))));
     }
@@ -109,6 +131,23 @@ pub fn answer(request: Request) -> Answer {
     let Ok(h) = loaded else {
         return Answer::Reports(vec![Report::of_result(&candidate, &loaded, check.then(Vec::new))]);
     };
+    if request.task == Task::Bench {
+        let Some((name, opts)) = request.options.iter().find(|(name, _)| name == h.name()) else {
+            return run_bench(bench, Some(h), &request);
+        };
+        stage::enter(stage::CREATE, &format!("{name}:{opts}"));
+        return match h.instantiate(opts) {
+            Ok(instance) => run_bench(bench, Some(instance.handler()), &request),
+            Err(e) => Answer::Reports(vec![Report::refused(
+                &candidate,
+                e.code(),
+                e.to_string(),
+                Some(name.clone()),
+                Some(opts.clone()),
+                None,
+            )]),
+        };
+    }
     let mut reports = vec![Report::loaded(&candidate, h, check.then(|| conformance(h)))];
     if check {
         for (name, opts) in request.options.iter().filter(|(name, _)| name == h.name()) {
@@ -127,4 +166,16 @@ pub fn answer(request: Request) -> Answer {
         }
     }
     Answer::Reports(reports)
+}
+
+/// Run the bench job on `handler`, or refuse: no job, or the job failed.
+fn run_bench(bench: Option<BenchJob>, handler: Option<Handler>, request: &Request) -> Answer {
+    let subject = request.candidate.clone().unwrap_or_else(|| Candidate::new(""));
+    let refuse =
+        |message: String| Answer::Reports(vec![Report::refused(&subject, "bad-request", message, None, None, None)]);
+    let Some(job) = bench else { return refuse("this worker does not run bench jobs".into()) };
+    match job(handler, request.bench.as_deref().unwrap_or_default()) {
+        Ok(bytes) => Answer::Bench(bytes),
+        Err(e) => refuse(format!("the bench job could not run: {e}")),
+    }
 }

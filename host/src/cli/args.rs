@@ -8,6 +8,7 @@ use clap::{Arg, ArgAction, ArgMatches, Command};
 use memplug::policy::{ALLOWLIST_ENV, Policy, PolicyError, TRUST_ENV, Trust};
 use memplug::symbols::{Role, SymbolSpec};
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// What the registry accepts beyond the ABI's rules.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -190,19 +191,67 @@ pub(crate) struct IsolationArgs {
     #[arg(long)]
     pub(crate) in_process: bool,
     /// Seconds a worker may take for one candidate before it is killed and
-    /// the candidate reported `timed-out`.
-    #[arg(long, value_name = "SECS", default_value_t = 5.0, value_parser = parse_timeout)]
-    pub(crate) timeout: f64,
+    /// the candidate reported `timed-out` (more than 0, at most 86400).
+    #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_timeout)]
+    pub(crate) timeout: Duration,
     /// Check every candidate again, even those the verdict cache has seen
     /// unchanged (the cache is then updated); MEMPLUG_CACHE=off ignores it.
     #[arg(long)]
     pub(crate) rescan: bool,
 }
 
-/// A timeout: a positive number of seconds.
-fn parse_timeout(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(t) if t > 0.0 && t.is_finite() => Ok(t),
-        _ => Err(format!("{s:?} is not a positive number of seconds")),
+/// The longest `--timeout`: one day.
+pub(crate) const MAX_TIMEOUT_SECS: f64 = 86_400.0;
+
+/// A command-line value that breaks its rule (reason code `bad-argument`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("[bad-argument] {flag} {value:?}: {rule}")]
+pub(crate) struct BadArgument {
+    /// The flag, e.g. `--timeout`.
+    flag: &'static str,
+    /// The value as given.
+    value: String,
+    /// The rule it breaks and what to write instead.
+    rule: String,
+}
+
+impl BadArgument {
+    /// The reason code.
+    #[allow(dead_code)] // for callers that report it apart from the message
+    pub(crate) fn code(&self) -> &'static str {
+        "bad-argument"
+    }
+}
+
+/// A timeout: a finite number of seconds, more than 0 and at most
+/// [`MAX_TIMEOUT_SECS`].
+pub(crate) fn parse_timeout(s: &str) -> Result<Duration, BadArgument> {
+    let bad = || BadArgument {
+        flag: "--timeout",
+        value: s.to_string(),
+        rule: format!(
+            "write a number of seconds greater than 0 and at most {MAX_TIMEOUT_SECS} (one day), e.g. --timeout 10"
+        ),
+    };
+    match s.trim().parse::<f64>() {
+        Ok(t) if t.is_finite() && t > 0.0 && t <= MAX_TIMEOUT_SECS => Duration::try_from_secs_f64(t).map_err(|_| bad()),
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_positive_finite_and_at_most_a_day() {
+        assert_eq!(parse_timeout("5").unwrap(), Duration::from_secs(5));
+        assert_eq!(parse_timeout("0.25").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_timeout("86400").unwrap(), Duration::from_secs(86_400));
+        for bad in ["1e30", "-1", "nan", "NaN", "inf", "0", "-0", "86401", "", "five"] {
+            let e = parse_timeout(bad).unwrap_err();
+            assert_eq!(e.code(), "bad-argument");
+            assert!(e.to_string().starts_with("[bad-argument] --timeout"), "{e}");
+        }
     }
 }

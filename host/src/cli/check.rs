@@ -30,6 +30,7 @@ pub(crate) fn run(
         spec,
         options: options.to_vec(),
         policy: policy.clone(),
+        bench: None,
     };
     let mut requests: Vec<Request> = spec.into_iter().map(|s| request(None, Some(s))).collect();
     requests.extend(found.into_iter().map(|c| request(Some(c), None)));

@@ -9,16 +9,17 @@ use memplug::info::flag_names;
 use memplug::policy::Trust;
 use memplug::probe::{Answer, Request, Task, Worker};
 use memplug::report::{InspectionReport, Reading, Status};
+use memplug::text::escape_os;
 use memplug::{Candidate, LayoutCheck, Policy, load};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 /// What `inspect --json` prints.
 #[derive(Serialize)]
 struct InspectJson<'a> {
+    #[serde(serialize_with = "memplug::text::path_serde::serialize")]
     path: &'a PathBuf,
     symbol: &'a str,
     magic: Option<String>,
@@ -96,8 +97,9 @@ fn inspect(candidate: &Candidate, trust: Trust, isolation: &IsolationArgs) -> In
         spec: None,
         options: Vec::new(),
         policy: Policy { trust, ..Policy::default() },
+        bench: None,
     };
-    let outcome = worker.run(&request, Duration::from_secs_f64(isolation.timeout));
+    let outcome = worker.run(&request, isolation.timeout);
     if let memplug::probe::WorkerOutcome::Answered(Answer::Inspection(report)) = outcome {
         return *report;
     }
@@ -154,40 +156,46 @@ fn print_json(i: &InspectionReport) {
     super::print_json(&json);
 }
 
+/// `println!`, with what came from the plugin or its file name escaped
+/// ([`memplug::text::escape`]; escaping escaped text changes nothing).
+macro_rules! out {
+    ($($t:tt)*) => { println!("{}", memplug::text::escape(&format!($($t)*))) };
+}
+
 fn print_text(i: &InspectionReport) {
-    println!("file:           {}", i.candidate.path.display());
-    println!("symbol:         {}", i.candidate.symbol);
+    out!("file:           {}", escape_os(i.candidate.path.as_os_str()));
+    out!("symbol:         {}", i.candidate.symbol);
     if let Some(p) = i.prefix {
         let magic_ok = if p.magic == memplug_abi::MAGIC { "ok" } else { "WRONG" };
-        println!("magic:          {:#010x} ({magic_ok})", p.magic);
+        out!("magic:          {:#010x} ({magic_ok})", p.magic);
         let (major, minor) = (memplug_abi::ABI_MAJOR, memplug_abi::ABI_MINOR);
-        println!("abi:            {}.{} (host speaks {major}.{minor})", p.abi_major, p.abi_minor);
+        out!("abi:            {}.{} (host speaks {major}.{minor})", p.abi_major, p.abi_minor);
         match i.host_reads {
-            Some(n) => println!("struct_size:    {} bytes (the host reads {n})", p.struct_size),
-            None => println!("struct_size:    {} bytes", p.struct_size),
+            Some(n) => out!("struct_size:    {} bytes (the host reads {n})", p.struct_size),
+            None => out!("struct_size:    {} bytes", p.struct_size),
         }
-        println!("flags:          {:#x} [{}]", p.flags, flag_names(p.flags).join(", "));
+        out!("flags:          {:#x} [{}]", p.flags, flag_names(p.flags).join(", "));
     }
     if let Some(f) = &i.fields {
         let term = |t: bool| if t { "" } else { " (NOT NUL-terminated)" };
-        println!("name:           {:?}{}", String::from_utf8_lossy(&f.name), term(f.name_terminated));
-        println!("version:        {:?}{}", String::from_utf8_lossy(&f.version), term(f.version_terminated));
-        println!("ctx:            {:#x}", f.ctx);
+        out!("name:           {:?}{}", String::from_utf8_lossy(&f.name), term(f.name_terminated));
+        out!("version:        {:?}{}", String::from_utf8_lossy(&f.version), term(f.version_terminated));
+        out!("ctx:            {:#x}", f.ctx);
         for (name, addr) in f.functions.fields() {
             let shown = if addr == 0 { "NULL".to_string() } else { format!("{addr:#x}") };
-            println!("{:<15} {shown}", format!("{name}:"));
+            out!("{:<15} {shown}", format!("{name}:"));
         }
         for r in &i.readings {
             let note = if r.note.is_empty() { String::new() } else { format!("; {}", r.note) };
-            println!("{:<15} {} ({}{note})", format!("{}:", r.name), r.value, source(r));
+            out!("{:<15} {} ({}{note})", format!("{}:", r.name), r.value, source(r));
         }
     }
     if let Some(layout) = &i.layout {
-        println!("layout:         {layout}");
+        out!("layout:         {layout}");
     }
     match (i.status, &i.reason, &i.message) {
-        (Status::Ok, _, _) => println!("verdict:        ok"),
-        (Status::Rejected, Some(code), Some(msg)) => println!("verdict:        rejected [{code}] {msg}"),
-        (status, _, msg) => println!("verdict:        {} {}", status.as_str(), msg.as_deref().unwrap_or("")),
+        (Status::Ok, _, _) => out!("verdict:        ok"),
+        (Status::Rejected, Some(code), Some(msg)) => out!("verdict:        rejected [{code}] {msg}"),
+        (status, _, msg) => out!("verdict:        {} {}", status.as_str(), msg.as_deref().unwrap_or("")),
     }
 }

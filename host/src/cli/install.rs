@@ -8,6 +8,7 @@ use super::table;
 use memplug::dirs::Env;
 use memplug::probe::{Request, Task};
 use memplug::symbols::SymbolSpec;
+use memplug::text::{escape, escape_os};
 use memplug::{Candidate, Policy, Report};
 use std::fs;
 use std::io::Write;
@@ -38,7 +39,8 @@ pub(crate) fn install(file: &Path, system: bool, policy: Policy, isolation: &Iso
     if is_manifest && let Err(e) = movable_manifest(file) {
         return fail(&e);
     }
-    let request = Request { task: Task::Check, candidate: Some(candidate), spec: None, options: Vec::new(), policy };
+    let request =
+        Request { task: Task::Check, candidate: Some(candidate), spec: None, options: Vec::new(), policy, bench: None };
     let reports: Vec<Report> = jobs::run(vec![request], isolation).into_iter().flatten().collect();
     if reports.is_empty() || reports.iter().any(Report::fails) {
         table::print(&reports, true, "checked");
@@ -50,7 +52,7 @@ pub(crate) fn install(file: &Path, system: bool, policy: Policy, isolation: &Iso
             let r = &reports[0];
             let what = format!("{} {}", r.name.as_deref().unwrap_or("?"), r.version.as_deref().unwrap_or(""));
             let verb = if replaced { "replaced" } else { "installed" };
-            println!("{verb} {} at {}", what.trim(), dest.display());
+            println!("{}", escape(&format!("{verb} {} at {}", what.trim(), dest.display())));
             ExitCode::SUCCESS
         }
         Err(e) => fail(&format!("cannot install {} into {}: {e}", file.display(), dir.display())),
@@ -120,6 +122,7 @@ pub(crate) fn uninstall(name: &str, system: bool, policy: Policy, isolation: &Is
                 spec: None,
                 options: Vec::new(),
                 policy: policy.clone(),
+                bench: None,
             })
             .collect();
         let reports: Vec<Report> = jobs::run(requests, isolation).into_iter().flatten().collect();
@@ -132,7 +135,7 @@ pub(crate) fn uninstall(name: &str, system: bool, policy: Policy, isolation: &Is
     }
     for path in &found {
         match fs::remove_file(path) {
-            Ok(()) => println!("removed {}", path.display()),
+            Ok(()) => println!("removed {}", escape_os(path.as_os_str())),
             Err(e) => return fail(&format!("cannot remove {}: {e}", path.display())),
         }
     }
@@ -140,6 +143,6 @@ pub(crate) fn uninstall(name: &str, system: bool, policy: Policy, isolation: &Is
 }
 
 fn fail(msg: &str) -> ExitCode {
-    eprintln!("memplug: {msg}");
+    eprintln!("memplug: {}", escape(msg));
     ExitCode::from(1)
 }

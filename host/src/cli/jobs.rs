@@ -13,7 +13,6 @@ use memplug::report::Status;
 use memplug::{Candidate, Report};
 use std::path::PathBuf;
 use std::sync::Mutex;
-use std::time::Duration;
 
 /// The candidate a request is about, as reports name it.
 fn subject(request: &Request) -> Candidate {
@@ -105,7 +104,7 @@ fn run_workers(requests: Vec<Request>, isolation: &IsolationArgs) -> Vec<Vec<Rep
             return requests.into_iter().map(in_process).collect();
         }
     };
-    let timeout = Duration::from_secs_f64(isolation.timeout);
+    let timeout = isolation.timeout;
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get()).clamp(1, 8).min(requests.len().max(1));
     let results: Vec<Mutex<Option<Vec<Report>>>> = requests.iter().map(|_| Mutex::new(None)).collect();
     let next = Mutex::new(0usize);
@@ -134,7 +133,7 @@ fn run_workers(requests: Vec<Request>, isolation: &IsolationArgs) -> Vec<Vec<Rep
 fn in_process(request: Request) -> Vec<Report> {
     match memplug::worker::answer(request) {
         memplug::probe::Answer::Reports(r) => r,
-        memplug::probe::Answer::Inspection(_) => Vec::new(),
+        memplug::probe::Answer::Inspection(_) | memplug::probe::Answer::Bench(_) => Vec::new(),
     }
 }
 

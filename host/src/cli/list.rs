@@ -18,6 +18,7 @@ pub(crate) fn run(paths: &[PathBuf], policy: Policy, isolation: &IsolationArgs, 
             spec: None,
             options: Vec::new(),
             policy: policy.clone(),
+            bench: None,
         })
         .collect();
     let reports = jobs::refuse_duplicates(jobs::run(requests, isolation));

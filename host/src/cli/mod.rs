@@ -156,7 +156,7 @@ pub(crate) fn main() -> ExitCode {
     sys::default_sigpipe();
     if std::env::args_os().nth(1).is_some_and(|a| a == memplug::probe::WORKER_ARG) {
         init_logging();
-        return memplug::worker::serve();
+        return memplug::worker::serve_with(Some(bench::job));
     }
     let cli = Cli::parse();
     init_logging();
@@ -217,7 +217,7 @@ fn instance_options(options: &[String]) -> Result<Vec<(String, String)>, String>
 
 /// Report a usage error on stderr; exit status 2.
 fn usage_error(msg: &str) -> ExitCode {
-    eprintln!("memplug: {msg}");
+    eprintln!("memplug: {}", memplug::text::escape(msg));
     ExitCode::from(USAGE)
 }
 
@@ -237,7 +237,7 @@ fn candidates(paths: &[PathBuf], symbols: &[String]) -> Vec<Candidate> {
 /// The directories searched, for messages.
 fn describe_search(paths: &[PathBuf]) -> String {
     let dirs = if paths.is_empty() { memplug::discover::search_path() } else { paths.to_vec() };
-    dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
+    dirs.iter().map(|d| memplug::text::escape_os(d.as_os_str())).collect::<Vec<_>>().join(", ")
 }
 
 /// Print reports as a JSON array (keys sorted, as `serde_json` maps are).

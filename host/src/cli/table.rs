@@ -1,8 +1,12 @@
 //! The one table renderer: [`Report`]s as aligned columns, with notes (the
 //! refusal, failed or skipped checks) under each row and a summary line.
+//! Every cell and note is escaped ([`escape`]): file names, and the names,
+//! versions, options and messages a plugin supplies, cannot move the
+//! cursor, colour the output or reorder a line.
 
 use memplug::Report;
 use memplug::check::Verdict;
+use memplug::text::escape;
 
 /// Print `reports` as a table; `with_checks` adds the CHECKS column
 /// (`check`), `verb` ends the summary line ("checked", "found").
@@ -12,11 +16,12 @@ pub(crate) fn print(reports: &[Report], with_checks: bool, verb: &str) {
         header.push("CHECKS");
     }
     header.push("SOURCE");
-    let rows: Vec<Vec<String>> = reports.iter().map(|r| cells(r, with_checks)).collect();
+    let rows: Vec<Vec<String>> =
+        reports.iter().map(|r| cells(r, with_checks).iter().map(|c| escape(c)).collect()).collect();
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
+            *w = (*w).max(cell.chars().count());
         }
     }
     let line = |cells: &[&str]| {
@@ -34,7 +39,7 @@ pub(crate) fn print(reports: &[Report], with_checks: bool, verb: &str) {
     for (report, row) in reports.iter().zip(&rows) {
         println!("{}", line(&row.iter().map(String::as_str).collect::<Vec<_>>()));
         for note in notes(report) {
-            println!("    {note}");
+            println!("    {}", escape(&note));
         }
     }
     let ok = reports.iter().filter(|r| r.ok()).count();

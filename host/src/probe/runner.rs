@@ -129,7 +129,12 @@ fn watch(child: &mut Child, request: &Request, timeout: Duration) -> WorkerOutco
     let deadline = Instant::now() + timeout;
     if let Some(mut stdin) = child.stdin.take() {
         // A worker that dies before reading its request is seen below.
-        let _ = stdin.write_all(&wire::encode(request));
+        match wire::encode(request) {
+            Ok(bytes) => {
+                let _ = stdin.write_all(&bytes);
+            }
+            Err(e) => return WorkerOutcome::Failed(e),
+        }
     }
     let Some(stdout) = child.stdout.take() else { return WorkerOutcome::Failed("no pipe from the worker".into()) };
     let rx = read_in_background(stdout);
@@ -259,8 +264,8 @@ impl WorkerOutcome {
         let checks = || with_checks.then(Checks::none);
         let (status, message, stage, signal) = match self {
             WorkerOutcome::Answered(Answer::Reports(reports)) => return reports,
-            WorkerOutcome::Answered(Answer::Inspection(_)) => {
-                let msg = "the worker answered an inspection to a check".to_string();
+            WorkerOutcome::Answered(Answer::Inspection(_) | Answer::Bench(_)) => {
+                let msg = "the worker answered something else than reports".to_string();
                 return vec![Report::refused(candidate, "probe-failed", msg, None, None, checks())];
             }
             WorkerOutcome::Failed(msg) => {
@@ -316,7 +321,7 @@ impl WorkerOutcome {
                 }
                 _ => Ok(()),
             },
-            WorkerOutcome::Answered(Answer::Inspection(_)) => Ok(()),
+            WorkerOutcome::Answered(Answer::Inspection(_) | Answer::Bench(_)) => Ok(()),
             WorkerOutcome::Crashed { signal, stage } => Err(Refusal::from(IsolationRefusal::Crashed {
                 signal: signal_name(*signal),
                 stage: describe(stage.as_deref()),

@@ -22,6 +22,13 @@ pub enum Task {
     List,
     /// Read its header field by field (`memplug inspect`).
     Inspect,
+    /// Load it (and make the instance `options` names for it, if any), and
+    /// hand the handler to the front end's bench job with
+    /// [`Request::bench`] (`memplug bench`; see
+    /// [`worker::serve_with`](crate::worker::serve_with)). Without a
+    /// candidate or spec, the job runs on the built-in handler alone. The
+    /// answer is [`Answer::Bench`], or the refusal if loading failed.
+    Bench,
 }
 
 /// One worker's job: a candidate (a plugin file or manifest) or an
@@ -41,6 +48,9 @@ pub struct Request {
     /// The policy to load under (its `probe` setting is ignored: a worker
     /// never starts workers).
     pub policy: Policy,
+    /// For [`Task::Bench`]: the front end's parameters (opaque here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bench: Option<Vec<u8>>,
 }
 
 /// What a worker answers.
@@ -51,6 +61,9 @@ pub enum Answer {
     Reports(Vec<Report>),
     /// For [`Task::Inspect`].
     Inspection(Box<InspectionReport>),
+    /// For [`Task::Bench`]: the front end's results (opaque here; the
+    /// front end validates them).
+    Bench(Vec<u8>),
 }
 
 /// One line (or framed result) read from a worker.
@@ -64,11 +77,13 @@ pub(crate) enum Line {
     Other,
 }
 
-/// Encode a value as CBOR.
-pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+/// Encode a value as CBOR. Writing to a `Vec` does not fail, and paths are
+/// written as bytes ([`crate::text::path_serde`]), but a value whose
+/// `Serialize` fails is an error, not a panic.
+pub(crate) fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
-    ciborium::into_writer(value, &mut out).expect("writing CBOR to a Vec cannot fail");
-    out
+    ciborium::into_writer(value, &mut out).map_err(|e| format!("cannot encode a message: {e}"))?;
+    Ok(out)
 }
 
 /// Decode CBOR bytes.
@@ -77,11 +92,11 @@ pub(crate) fn decode<T: for<'de> Deserialize<'de>>(bytes: &[u8]) -> Result<T, St
 }
 
 /// The framed result: `result LEN\n` then the bytes.
-pub(crate) fn frame_result(answer: &Answer) -> Vec<u8> {
-    let body = encode(answer);
+pub(crate) fn frame_result(answer: &Answer) -> Result<Vec<u8>, String> {
+    let body = encode(answer)?;
     let mut out = format!("result {}\n", body.len()).into_bytes();
     out.extend_from_slice(&body);
-    out
+    Ok(out)
 }
 
 /// Parse one protocol line (without its newline).
@@ -118,15 +133,35 @@ mod tests {
             spec: Some(SymbolSpec::new("m", "libm.so", "mal", "fr").calloc("c")),
             options: vec![("arena".into(), "region_size=1m".into())],
             policy,
+            bench: None,
         };
-        let back: Request = decode(&encode(&req)).unwrap();
+        let back: Request = decode(&encode(&req).unwrap()).unwrap();
         assert_eq!(back, req);
         let report = Report::refused(&Candidate::new("/x/libp.so"), "bad-magic", "m".into(), None, None, None);
         let answer = Answer::Reports(vec![report]);
-        let framed = frame_result(&answer);
+        let framed = frame_result(&answer).unwrap();
         let nl = framed.iter().position(|&b| b == b'\n').unwrap();
         let Line::Result(len) = parse_line(std::str::from_utf8(&framed[..nl]).unwrap()) else { panic!() };
         let back: Answer = decode(&framed[nl + 1..nl + 1 + len]).unwrap();
         assert_eq!(back, answer);
+    }
+
+    #[test]
+    fn any_file_name_travels() {
+        use std::os::unix::ffi::OsStrExt;
+        let odd = Candidate::new(std::ffi::OsStr::from_bytes(b"/x/lib\xffbad\r.so"));
+        let req = Request {
+            task: Task::Bench,
+            candidate: Some(odd.clone()),
+            spec: None,
+            options: Vec::new(),
+            policy: Policy::default(),
+            bench: Some(vec![1, 2, 3]),
+        };
+        let back: Request = decode(&encode(&req).unwrap()).unwrap();
+        assert_eq!(back, req);
+        let report = Report::refused(&odd, "bad-magic", "m".into(), None, None, None);
+        let back: Answer = decode(&encode(&Answer::Reports(vec![report.clone()])).unwrap()).unwrap();
+        assert_eq!(back, Answer::Reports(vec![report]));
     }
 }

@@ -1,18 +1,25 @@
-//! `memplug bench`: choose an allocator with numbers. Loads what `check`
-//! loads, conformance-checks every handler (one that fails is named and not
-//! benchmarked), and runs the standard workloads (`workloads.rs`) through
-//! the host, interleaved with the built-in `default_allocator` so that every
-//! figure is a ratio measured side by side in the same rounds
-//! (`runner.rs`). One table per workload, or `--json` (`render.rs`).
+//! `memplug bench`: choose an allocator with numbers. Checks what `check`
+//! checks, in worker processes (one that fails is named and not
+//! benchmarked), and runs the standard workloads (`workloads.rs`) on each
+//! handler that passed in a worker process of its own, interleaved with the
+//! built-in `default_allocator` so that every figure is a ratio measured
+//! side by side in the same rounds (`runner.rs`, `job.rs`). A handler whose
+//! worker crashes, hangs or exits is reported so (`crashed`, `timed-out`,
+//! `no-report`); the others' figures stand. One table per workload, or
+//! `--json` (`render.rs`).
 //!
-//! Files: `setup.rs` (loading and checking), `workloads.rs`, `block.rs`
-//! (the raw blocks, the only unsafe code), `runner.rs`, `render.rs`.
+//! Files: `setup.rs` (finding and checking), `job.rs` (the bench worker,
+//! both sides), `workloads.rs`, `block.rs` (the raw blocks, the only unsafe
+//! code), `runner.rs`, `render.rs`.
 
 mod block;
+mod job;
 mod render;
 mod runner;
 mod setup;
 mod workloads;
+
+pub(crate) use job::job;
 
 use super::args::{PolicyArgs, SymbolArgs};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -83,6 +90,13 @@ pub(crate) fn run(args: BenchArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return super::usage_error(&e.to_string()),
     };
+    let worker = match std::env::current_exe() {
+        Ok(exe) => memplug::probe::Worker::new(exe),
+        Err(e) => {
+            eprintln!("memplug: cannot find its own executable to start bench workers ({e})");
+            return ExitCode::from(1);
+        }
+    };
     let bar = progress_bar();
     bar.set_prefix("checking");
     let load = setup::Load {
@@ -90,10 +104,10 @@ pub(crate) fn run(args: BenchArgs) -> ExitCode {
         symbols: &args.symbols,
         spec: args.library.spec(),
         options: &options,
-        policy,
+        policy: &policy,
         only: &args.handlers,
     };
-    let setup = match setup::prepare(load, |name| bar.set_message(name.to_string())) {
+    let setup::Setup { targets, mut entries } = match setup::prepare(load) {
         Ok(s) => s,
         Err(setup::Unable::Usage(e)) => {
             bar.finish_and_clear();
@@ -101,7 +115,7 @@ pub(crate) fn run(args: BenchArgs) -> ExitCode {
         }
         Err(setup::Unable::NothingFound(e)) => {
             bar.finish_and_clear();
-            eprintln!("memplug: {e}");
+            eprintln!("memplug: {}", memplug::text::escape(&e));
             return ExitCode::from(1);
         }
     };
@@ -111,26 +125,61 @@ pub(crate) fn run(args: BenchArgs) -> ExitCode {
     let mut chosen = if args.workloads.is_empty() { Workload::ALL.to_vec() } else { args.workloads.clone() };
     chosen.sort();
     chosen.dedup();
-    let mut measured = Vec::new();
-    for w in chosen {
-        bar.set_prefix(w.name());
-        bar.set_message(format!("{} variants", setup.variants.len()));
-        bar.set_position(0);
-        measured.push(runner::measure(w, &setup.variants, &settings, |round, rounds| {
-            bar.set_length(rounds as u64);
-            bar.set_position(round as u64);
-        }));
+
+    // The baseline alone first: it sizes the blocks and the rounds of every
+    // workload for all the handlers' workers.
+    let share = 1 + targets.iter().map(|t| job::lockings(t.subject.thread_safe).len()).sum::<usize>();
+    let plans = chosen.iter().map(|&workload| runner::Plan { workload, fixed: None, share }).collect();
+    bar.set_prefix("measuring");
+    bar.set_length(targets.len() as u64 + 1);
+    bar.set_message(memplug::current::builtin().name());
+    let mut measured = match job::run(&worker, None, &job::Params { settings, plans }, &policy) {
+        Ok(m) => m,
+        Err(f) => {
+            bar.finish_and_clear();
+            eprintln!(
+                "memplug: the baseline could not be measured: [{}] {}",
+                f.reason,
+                memplug::text::escape(&f.message)
+            );
+            return ExitCode::from(1);
+        }
+    };
+    let builtin = memplug::current::builtin().name().to_string();
+    let mut rows = vec![render::Row { label: builtin, locking: workloads::Locking::None }];
+    let plans: Vec<runner::Plan> = measured
+        .iter()
+        .map(|m| runner::Plan {
+            workload: m.workload,
+            fixed: Some((m.ops_per_block.max(m.workload.min_ops()), m.rounds.max(1))),
+            share,
+        })
+        .collect();
+    let params = job::Params { settings, plans };
+    for (k, target) in targets.iter().enumerate() {
+        bar.set_position(k as u64 + 1);
+        bar.set_message(memplug::text::escape(&target.label));
+        match job::run(&worker, Some(&target.subject), &params, &policy) {
+            Ok(theirs) => {
+                for (m, t) in measured.iter_mut().zip(theirs) {
+                    // Their first row is their own baseline, which their
+                    // ratios are relative to.
+                    m.rows.extend(t.rows.into_iter().skip(1));
+                }
+                for &locking in job::lockings(target.subject.thread_safe) {
+                    rows.push(render::Row { label: target.label.clone(), locking });
+                }
+                entries.push(target.entry(None));
+            }
+            Err(failure) => entries.push(target.entry(Some(failure))),
+        }
     }
     bar.finish_and_clear();
     if args.json {
-        super::print_json(&render::json(&setup.variants, &setup.entries, &measured, args.quick, threads));
+        super::print_json(&render::json(&rows, &entries, &measured, args.quick, threads));
     } else {
-        render::tables(&setup.variants, &setup.entries, &measured);
+        render::tables(&rows, &entries, &measured);
     }
     let all_ran = measured.iter().all(|m| m.rows.iter().all(|r| r.error.is_none()));
-    if all_ran && setup.entries.iter().all(|e| e.status == "benchmarked") {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    if all_ran && entries.iter().all(|e| e.status == "benchmarked") { ExitCode::SUCCESS } else { ExitCode::from(1) }
 }

@@ -3,10 +3,19 @@
 //! `threads`, peak live bytes where the plugin reports statistics), the
 //! handlers not benchmarked and why; or the same as one JSON document.
 
-use super::runner::{Measured, Variant};
+use super::runner::Measured;
 use super::setup::Entry;
 use super::workloads::Locking;
+use memplug::text::escape;
 use serde::Serialize;
+
+/// A row of every table: a handler and how it is reached.
+#[derive(Debug, Clone)]
+pub(crate) struct Row {
+    /// As shown: the name, with an instance's options.
+    pub(crate) label: String,
+    pub(crate) locking: Locking,
+}
 
 /// The JSON document.
 #[derive(Serialize)]
@@ -42,7 +51,7 @@ struct ResultJson<'a> {
 
 /// Everything as one JSON document.
 pub(crate) fn json<'a>(
-    variants: &'a [Variant],
+    variants: &'a [Row],
     entries: &'a [Entry],
     measured: &'a [Measured],
     quick: bool,
@@ -94,7 +103,7 @@ fn bytes(n: u64) -> String {
 }
 
 /// Print the tables.
-pub(crate) fn tables(variants: &[Variant], entries: &[Entry], measured: &[Measured]) {
+pub(crate) fn tables(variants: &[Row], entries: &[Entry], measured: &[Measured]) {
     let baseline = &variants[0].label;
     for m in measured {
         println!(
@@ -117,7 +126,7 @@ pub(crate) fn tables(variants: &[Variant], entries: &[Entry], measured: &[Measur
             .map(|(v, r)| {
                 let dash = || "-".to_string();
                 let mut row = vec![
-                    v.label.clone(),
+                    escape(&v.label),
                     v.locking.label().to_string(),
                     r.ns_per_op.map_or_else(dash, |x| format!("{x:.1}")),
                     r.ratio.map_or_else(dash, |x| format!("{x:.2}x")),
@@ -148,13 +157,14 @@ pub(crate) fn tables(variants: &[Variant], entries: &[Entry], measured: &[Measur
         for (row, r) in rows.iter().zip(&m.rows) {
             println!("{}", line(&row.iter().map(String::as_str).collect::<Vec<_>>()));
             if let Some(e) = &r.error {
-                println!("      stopped: {e}");
+                println!("      stopped: {}", escape(e));
             }
         }
         println!();
     }
     println!(
-        "NS/OP: median over rounds. RATIO: median of the per-round ratio to `{baseline}` (below 1.00x is faster).{}",
+        "NS/OP: median over rounds. RATIO: median of the per-round ratio to `{baseline}` run beside it in the same \
+         worker process, in the same rounds (below 1.00x is faster).{}",
         if measured.iter().any(|m| m.threads > 1) {
             " SCALING: throughput on N threads over the same handler on one thread."
         } else {
@@ -166,12 +176,12 @@ pub(crate) fn tables(variants: &[Variant], entries: &[Entry], measured: &[Measur
     if !skipped.is_empty() {
         println!("\nnot benchmarked:");
         for e in skipped {
-            let message = e.message.as_deref().unwrap_or(e.status);
+            let message = escape(e.message.as_deref().unwrap_or(e.status));
             if e.status == "refused" {
                 println!("  {message}"); // names the candidate and the reason code
             } else {
-                let reason = e.reason.as_ref().map(|r| format!("[{r}] ")).unwrap_or_default();
-                println!("  {}: {reason}{message}", e.name);
+                let reason = e.reason.as_ref().map(|r| format!("[{}] ", escape(r))).unwrap_or_default();
+                println!("  {}: {reason}{message}", escape(&e.name));
             }
         }
     }

@@ -7,26 +7,29 @@
 //!
 //! Block length is calibrated on the baseline; the number of rounds fills a
 //! time budget (a few seconds in all by default, `--quick` a fraction,
-//! `--rounds` exact). For `threads`, every round also runs each variant on
-//! one thread, for its scaling. The peak is taken afterwards, in one untimed
-//! block per handler that reports statistics.
+//! `--rounds` exact) — or both are given (a [`Plan`]'s `fixed`), so that the
+//! worker of each handler runs the blocks the baseline's worker chose. For
+//! `threads`, every round also runs each variant on one thread, for its
+//! scaling. The peak is taken afterwards, in one untimed block per handler
+//! that reports statistics.
+//!
+//! This runs in a bench worker process (`job.rs`), never in `memplug`'s own.
 
 use super::workloads::{self, Locking, NoProbe, PeakProbe, State, Workload};
 use memplug::Handler;
+use serde::{Deserialize, Serialize};
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
-/// One row of every table: a handler and how it is locked.
+/// A handler measured, and how it is locked.
 #[derive(Debug, Clone)]
 pub(crate) struct Variant {
     pub(crate) handler: Handler,
-    /// As shown: the name, with an instance's options.
-    pub(crate) label: String,
     pub(crate) locking: Locking,
 }
 
 /// How long to run.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(crate) struct Settings {
     pub(crate) quick: bool,
     /// Exact rounds per workload, or `None` to fill the time budget.
@@ -37,7 +40,7 @@ pub(crate) struct Settings {
 
 impl Settings {
     /// The time one block should take.
-    fn block_time(&self, w: Workload) -> Duration {
+    pub(crate) fn block_time(&self, w: Workload) -> Duration {
         let ms = match (self.quick, w.spawns()) {
             (false, false) => 2.0,
             (false, true) => 8.0,
@@ -58,7 +61,7 @@ impl Settings {
 }
 
 /// One variant's figures in one workload.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Figures {
     pub(crate) ns_per_op: Option<f64>,
     /// Median per-round ratio to the baseline.
@@ -72,7 +75,7 @@ pub(crate) struct Figures {
 }
 
 /// One workload's results: a row per variant, in the variants' order.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Measured {
     pub(crate) workload: Workload,
     pub(crate) rounds: usize,
@@ -117,19 +120,31 @@ fn calibrate(w: Workload, base: &Variant, settings: &Settings, state: &mut State
     }
 }
 
-/// Measure `w` for every variant (the first is the baseline), calling
-/// `tick(round, rounds)` after each round.
-pub(crate) fn measure(
-    w: Workload,
-    variants: &[Variant],
-    settings: &Settings,
-    mut tick: impl FnMut(usize, usize),
-) -> Measured {
+/// What to run of one workload.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub(crate) struct Plan {
+    pub(crate) workload: Workload,
+    /// `(operations per block, rounds)`, or `None` to calibrate on the
+    /// baseline and fill the time budget.
+    pub(crate) fixed: Option<(usize, usize)>,
+    /// How many variants the time budget is shared by (in all workers),
+    /// when the rounds are not fixed.
+    pub(crate) share: usize,
+}
+
+/// Measure `plan`'s workload for every variant (the first is the
+/// baseline).
+pub(crate) fn measure(plan: Plan, variants: &[Variant], settings: &Settings) -> Measured {
+    let w = plan.workload;
     let n = variants.len();
     let threads = if w == Workload::Threads { settings.threads } else { 1 };
     let mut rows = vec![Figures::default(); n];
     let mut states: Vec<State> = (0..n).map(|_| State::default()).collect();
-    let ops = match calibrate(w, &variants[0], settings, &mut states[0]) {
+    let calibrated = match plan.fixed {
+        Some((ops, _)) => Ok(ops),
+        None => calibrate(w, &variants[0], settings, &mut states[0]),
+    };
+    let ops = match calibrated {
         Ok(ops) => ops,
         Err(e) => {
             rows[0].error = Some(e);
@@ -146,8 +161,10 @@ pub(crate) fn measure(
             rows[k].error = Some(e);
         }
     }
-    let rounds = settings.rounds.unwrap_or_else(|| {
-        let round = t.elapsed().as_secs_f64() * if w == Workload::Threads { 1.5 } else { 1.0 };
+    let rounds = plan.fixed.map(|(_, rounds)| rounds).or(settings.rounds).unwrap_or_else(|| {
+        // The round here times `n` variants; in all, `share` are.
+        let shared = plan.share.max(n) as f64 / n as f64;
+        let round = t.elapsed().as_secs_f64() * shared * if w == Workload::Threads { 1.5 } else { 1.0 };
         ((settings.budget().as_secs_f64() / round.max(1e-9)) as usize).clamp(settings.min_rounds(), 1000)
     });
     let mut ns: Vec<Vec<f64>> = vec![Vec::new(); n];
@@ -178,7 +195,6 @@ pub(crate) fn measure(
                 ratio[v].push(this[v] / this[0]);
             }
         }
-        tick(round + 1, rounds);
     }
     drop(states); // frees the live sets of `mixed`
     for (v, row) in rows.iter_mut().enumerate() {

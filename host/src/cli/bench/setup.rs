@@ -1,21 +1,21 @@
-//! What `memplug bench` runs: load what `memplug check` loads (the
-//! candidates of the paths or the search path, an allocator taken by symbol
-//! name, instances asked for with `--options`), conformance-check every
-//! handler (each candidate is probed in a worker process first, so a plugin
-//! that crashes or hangs is refused, not run here), and make the variants — the built-in `default_allocator` first,
-//! as the baseline, then each handler that passed: once if it is
-//! thread-safe, twice (locked per call, and with a guard per batch) if not.
+//! What `memplug bench` runs: what `memplug check` loads (the candidates
+//! of the paths or the search path, an allocator taken by symbol name,
+//! instances asked for with `--options`), each checked in a worker process
+//! as `check` does (with the verdict cache). A handler that passed becomes
+//! a [`Subject`], measured later in a worker of its own (`job.rs`); every
+//! other candidate gets an [`Entry`] saying why it is not benchmarked. No
+//! plugin code runs in this process.
 
-use super::runner::Variant;
-use super::workloads::Locking;
+use super::job::Subject;
 use crate::cli::args::IsolationArgs;
 use crate::cli::jobs;
 use crate::cli::{candidates, describe_search};
-use memplug::check::{Verdict, conformance};
+use memplug::error::Refusal;
 use memplug::probe::{Request, Task};
-use memplug::{Candidate, Handler, Instance, Outcome, Policy, Registry, SymbolSpec};
+use memplug::{Policy, Report, SymbolSpec};
 use serde::Serialize;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// A handler or candidate, and whether it is benchmarked.
 #[derive(Debug, Clone, Serialize)]
@@ -24,21 +24,58 @@ pub(crate) struct Entry {
     pub(crate) name: String,
     /// Where it came from.
     pub(crate) source: String,
-    /// `benchmarked`, `failed-conformance` or `refused`.
+    /// `benchmarked`, `failed-conformance`, `refused`, or how its bench
+    /// worker failed: `crashed`, `timed-out`, `no-report`.
     pub(crate) status: &'static str,
-    /// The refusal's reason code.
+    /// The refusal's reason code (the status, for a failed bench worker).
     pub(crate) reason: Option<String>,
     /// Why it is not benchmarked.
     pub(crate) message: Option<String>,
     pub(crate) thread_safe: Option<bool>,
+    /// For a failed bench worker: the stage it was in, e.g. `bench:mixed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) stage: Option<String>,
+    /// For a crashed bench worker: the signal, e.g. `SIGSEGV`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) signal: Option<String>,
 }
 
-/// The variants to run and what happened to every candidate.
+/// A handler that passed the check, to measure.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) subject: Subject,
+    /// The handler's name.
+    pub(crate) name: String,
+    /// As shown: the name, with an instance's options.
+    pub(crate) label: String,
+    pub(crate) source: String,
+}
+
+impl Target {
+    /// Its entry: benchmarked, or not with `why`.
+    pub(crate) fn entry(&self, why: Option<super::job::Failure>) -> Entry {
+        let mut e = Entry {
+            name: self.label.clone(),
+            source: self.source.clone(),
+            status: "benchmarked",
+            reason: None,
+            message: None,
+            thread_safe: Some(self.subject.thread_safe),
+            stage: None,
+            signal: None,
+        };
+        if let Some(f) = why {
+            (e.status, e.reason, e.message, e.stage, e.signal) =
+                (f.status, Some(f.reason), Some(f.message), f.stage, f.signal);
+        }
+        e
+    }
+}
+
+/// The handlers to measure and what happened to every candidate.
 pub(crate) struct Setup {
-    pub(crate) variants: Vec<Variant>,
+    pub(crate) targets: Vec<Target>,
     pub(crate) entries: Vec<Entry>,
-    /// Instances made for `--options`, alive while they are benchmarked.
-    pub(crate) _instances: Vec<Instance>,
 }
 
 /// What to load.
@@ -47,7 +84,7 @@ pub(crate) struct Load<'a> {
     pub(crate) symbols: &'a [String],
     pub(crate) spec: Option<SymbolSpec>,
     pub(crate) options: &'a [(String, String)],
-    pub(crate) policy: Policy,
+    pub(crate) policy: &'a Policy,
     /// Only these handlers (by name), when not empty.
     pub(crate) only: &'a [String],
 }
@@ -60,8 +97,8 @@ pub(crate) enum Unable {
     Usage(String),
 }
 
-/// Load, check and make the variants.
-pub(crate) fn prepare(load: Load<'_>, mut progress: impl FnMut(&str)) -> Result<Setup, Unable> {
+/// Find and check the candidates.
+pub(crate) fn prepare(load: Load<'_>) -> Result<Setup, Unable> {
     let found =
         if load.spec.is_some() && load.paths.is_empty() { Vec::new() } else { candidates(load.paths, load.symbols) };
     if found.is_empty() && load.spec.is_none() {
@@ -71,143 +108,95 @@ pub(crate) fn prepare(load: Load<'_>, mut progress: impl FnMut(&str)) -> Result<
             memplug::discover::PATH_ENV
         )));
     }
-    // Benchmarking runs plugin code here: check every candidate in a worker
-    // process first, as `memplug check` does (with the verdict cache), and
-    // load here only those that passed, so that one that crashes, hangs or
-    // exits is named instead of taking `memplug bench` down.
-    let mut setup = Setup { variants: Vec::new(), entries: Vec::new(), _instances: Vec::new() };
-    let (found, spec) = screen(found, load.spec, load.options, &load.policy, &mut setup.entries);
-    let registry = Registry::with_policy(load.policy);
-    let mut outcomes = Vec::new();
-    if let Some(spec) = &spec {
-        let candidate = Candidate::new(&spec.library).with_symbol(spec.symbols.malloc.clone());
-        outcomes.push(Outcome { candidate, result: registry.load_symbols(spec) });
-    }
-    outcomes.extend(registry.load_all(&found));
-
-    let mut handlers: Vec<(Handler, String)> = Vec::new();
-    for outcome in &outcomes {
-        match &outcome.result {
-            Err(e) => setup.entries.push(Entry {
-                name: outcome.candidate.to_string(),
-                source: outcome.candidate.to_string(),
-                status: "refused",
-                reason: Some(e.code().to_string()),
-                message: Some(e.to_string()),
-                thread_safe: None,
-            }),
-            Ok(h) => {
-                handlers.push((*h, h.name().to_string()));
-                for (_, opts) in load.options.iter().filter(|(name, _)| name == h.name()) {
-                    match h.instantiate(opts) {
-                        Ok(instance) => {
-                            handlers.push((instance.handler(), format!("{}[{opts}]", h.name())));
-                            setup._instances.push(instance);
-                        }
-                        Err(e) => setup.entries.push(Entry {
-                            name: format!("{}[{opts}]", h.name()),
-                            source: h.info().source.to_string(),
-                            status: "refused",
-                            reason: Some(e.code().to_string()),
-                            message: Some(e.to_string()),
-                            thread_safe: None,
-                        }),
-                    }
-                }
-            }
-        }
-    }
-    for (name, _) in load.options {
-        if !handlers.iter().any(|(h, _)| h.name() == name) {
-            return Err(Unable::Usage(format!("--options for `{name}`, but no handler of that name was loaded")));
-        }
-    }
-    for wanted in load.only {
-        if wanted != current_builtin_name() && !handlers.iter().any(|(h, _)| h.name() == wanted) {
-            let loaded: Vec<&str> = handlers.iter().map(|(h, _)| h.name()).collect();
-            let loaded = loaded.join(", ");
-            return Err(Unable::Usage(format!(
-                "--handler {wanted}: no handler of that name was loaded (loaded: {loaded})"
-            )));
-        }
-    }
-    handlers.retain(|(h, _)| load.only.is_empty() || load.only.iter().any(|n| n == h.name()));
-
-    let builtin = memplug::current::builtin();
-    setup.variants.push(Variant { handler: builtin, label: builtin.name().to_string(), locking: Locking::None });
-    for (h, label) in handlers {
-        progress(&label);
-        let failed: Vec<String> = conformance(h)
-            .into_iter()
-            .filter(|c| c.verdict == Verdict::Failed)
-            .map(|c| format!("{} ({})", c.name, c.detail))
-            .collect();
-        let entry = |status, message| Entry {
-            name: label.clone(),
-            source: h.info().source.to_string(),
-            status,
-            reason: (!failed.is_empty()).then(|| "conformance-failed".to_string()),
-            message,
-            thread_safe: Some(h.is_thread_safe()),
-        };
-        if !failed.is_empty() {
-            setup.entries.push(entry("failed-conformance", Some(format!("failed: {}", failed.join("; ")))));
-            continue;
-        }
-        setup.entries.push(entry("benchmarked", None));
-        if h.is_thread_safe() {
-            setup.variants.push(Variant { handler: h, label, locking: Locking::None });
-        } else {
-            setup.variants.push(Variant { handler: h, label: label.clone(), locking: Locking::PerCall });
-            setup.variants.push(Variant { handler: h, label, locking: Locking::Guard });
-        }
-    }
-    Ok(setup)
-}
-
-fn current_builtin_name() -> &'static str {
-    memplug::current::builtin().name()
-}
-
-/// Check `found` (and `spec`) in worker processes; keep those that passed,
-/// and add an entry for each that did not (`failed-conformance` or
-/// `refused`, named as its report names it).
-fn screen(
-    found: Vec<Candidate>,
-    spec: Option<SymbolSpec>,
-    options: &[(String, String)],
-    policy: &Policy,
-    entries: &mut Vec<Entry>,
-) -> (Vec<Candidate>, Option<SymbolSpec>) {
     let request = |candidate, spec| Request {
         task: Task::Check,
         candidate,
         spec,
-        options: options.to_vec(),
-        policy: policy.clone(),
+        options: load.options.to_vec(),
+        policy: load.policy.clone(),
+        bench: None,
     };
-    let mut requests: Vec<Request> = spec.iter().map(|s| request(None, Some(s.clone()))).collect();
+    let mut requests: Vec<Request> = load.spec.iter().map(|s| request(None, Some(s.clone()))).collect();
     requests.extend(found.iter().map(|c| request(Some(c.clone()), None)));
-    let isolation = IsolationArgs { in_process: false, timeout: 5.0, rescan: false };
-    let per_job = jobs::run(requests, &isolation);
-    let mut passed = per_job.iter().map(|reports| reports.first().is_some_and(|r| !r.fails()));
-    let spec = spec.filter(|_| passed.next().unwrap_or(false));
-    let mut kept = Vec::new();
-    for (c, ok) in found.into_iter().zip(passed) {
-        if ok {
-            kept.push(c);
+    let isolation = IsolationArgs { in_process: false, timeout: Duration::from_secs(5), rescan: false };
+    let per_job = jobs::run(requests.clone(), &isolation);
+
+    let mut setup = Setup { targets: Vec::new(), entries: Vec::new() };
+    let mut loaded: Vec<(String, String)> = Vec::new(); // (name, source)
+    for (request, reports) in requests.iter().zip(per_job) {
+        let Some(first) = reports.first() else { continue };
+        if first.fails() {
+            setup.entries.push(not_passed(first));
+            continue;
+        }
+        let name = first.name.clone().unwrap_or_default();
+        let source = first.loaded.as_ref().map_or_else(|| first.source(), |l| l.source.clone());
+        if let Some((_, existing)) = loaded.iter().find(|(n, _)| *n == name) {
+            let refusal = Refusal::DuplicateName { name: name.clone(), existing: existing.clone() };
+            setup.entries.push(Entry {
+                name: name.clone(),
+                source,
+                status: "refused",
+                reason: Some(refusal.code().into()),
+                message: Some(refusal.to_string()),
+                thread_safe: first.thread_safe,
+                stage: None,
+                signal: None,
+            });
+            continue;
+        }
+        loaded.push((name.clone(), source.clone()));
+        for r in &reports {
+            if r.fails() {
+                setup.entries.push(not_passed(r));
+                continue;
+            }
+            let instance = r.options.clone().map(|o| (name.clone(), o));
+            let label = instance.as_ref().map_or_else(|| name.clone(), |(n, o)| format!("{n}[{o}]"));
+            let subject = Subject {
+                candidate: request.candidate.clone(),
+                spec: request.spec.clone(),
+                instance,
+                thread_safe: r.thread_safe.unwrap_or(false),
+            };
+            setup.targets.push(Target { subject, name: name.clone(), label, source: source.clone() });
         }
     }
-    for r in per_job.iter().filter_map(|reports| reports.first()).filter(|r| r.fails()) {
-        let conformance = r.reason.as_deref() == Some("conformance-failed");
-        entries.push(Entry {
-            name: r.name.clone().unwrap_or_else(|| r.source()),
-            source: r.source(),
-            status: if conformance { "failed-conformance" } else { "refused" },
-            reason: r.reason.clone(),
-            message: Some(r.message.clone()),
-            thread_safe: r.thread_safe,
-        });
+    for (name, _) in load.options {
+        if !loaded.iter().any(|(n, _)| n == name) {
+            return Err(Unable::Usage(format!("--options for `{name}`, but no handler of that name was loaded")));
+        }
     }
-    (kept, spec)
+    let builtin = memplug::current::builtin().name();
+    for wanted in load.only {
+        if wanted != builtin && !loaded.iter().any(|(n, _)| n == wanted) {
+            let names: Vec<&str> = loaded.iter().map(|(n, _)| n.as_str()).collect();
+            return Err(Unable::Usage(format!(
+                "--handler {wanted}: no handler of that name was loaded (loaded: {})",
+                names.join(", ")
+            )));
+        }
+    }
+    setup.targets.retain(|t| load.only.is_empty() || load.only.contains(&t.name));
+    Ok(setup)
+}
+
+/// The entry of a candidate (or instance) that did not pass the check.
+fn not_passed(r: &Report) -> Entry {
+    let conformance = r.reason.as_deref() == Some("conformance-failed");
+    let name = match (&r.name, &r.options) {
+        (Some(n), Some(o)) => format!("{n}[{o}]"),
+        (Some(n), None) => n.clone(),
+        _ => r.source(),
+    };
+    Entry {
+        name,
+        source: r.source(),
+        status: if conformance { "failed-conformance" } else { "refused" },
+        reason: r.reason.clone(),
+        message: Some(r.message.clone()),
+        thread_safe: r.thread_safe,
+        stage: r.stage.clone(),
+        signal: r.signal.clone(),
+    }
 }

@@ -18,13 +18,13 @@
 
 use super::block::{Block, Route};
 use memplug::{AllocError, Handler};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
 /// A standard workload.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum Workload {
     /// One 64-byte allocation and free.
@@ -89,7 +89,7 @@ impl Workload {
 }
 
 /// How a variant reaches a handler.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum Locking {
     /// A thread-safe handler: per call, no lock.
