@@ -11,7 +11,6 @@ use super::{WORKER_ARG, WORKER_ENV};
 use crate::error::{IsolationRefusal, Refusal};
 use crate::raw::process::{Exit, kill_group, peek_exit};
 use std::io::{BufReader, Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -81,7 +80,7 @@ impl Worker {
         let deadline = Instant::now() + timeout;
         let _supervision = Supervision::begin();
         let mut command = Command::new(&self.exe);
-        command.arg(WORKER_ARG).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+        command.arg(WORKER_ARG).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = match supervise::spawn(&mut command) {
             Ok(c) => c,
             Err(e) => return WorkerOutcome::Failed(format!("cannot start the worker {}: {e}", self.exe.display())),

@@ -9,19 +9,24 @@
 //! are restored when the last worker is done.
 //!
 //! # The sweep rule
-//! When a candidate is done — its worker reaped after its process group was
-//! killed — [`finish`] kills and reaps every child of this process that is
-//! **not a live worker** (one [`spawn`] started and [`finish`] has not yet
-//! been called for) and **was not already a child when supervision began**,
+//! Every worker starts in a **session of its own**; its descendants inherit
+//! it or make new ones, but none can rejoin this process's session (a
+//! session can be left, not joined). When a candidate is done — its worker
+//! reaped after its process group was killed — [`finish`] kills and reaps
+//! every child of this process that
+//! - is **not in this process's session**,
+//! - is **not a live worker** (one [`spawn`] started and [`finish`] has not
+//!   yet been called for), and
+//! - was **not already a child when supervision began**,
+//!
 //! repeating until none is left (a killed orphan's own children are
 //! reparented here in turn). Spawning and sweeping hold the same lock, so a
 //! worker is registered before any sweep can see it, and a sweep never
 //! kills a live worker of another candidate; it may kill another
 //! candidate's *orphaned* descendants early, which only brings their end
-//! forward. An application that probes plugins while it starts children of
-//! its own should know that such a child, started while a probe runs, is
-//! treated as an orphan of a worker if it is still running when a probe
-//! ends.
+//! forward. The children an application starts itself stay in its session
+//! and are never touched — unless they leave it (`setsid`) while a probe
+//! runs, which an application that probes plugins should not combine with.
 //!
 //! Imports `raw` (process primitives).
 
@@ -79,8 +84,10 @@ impl Drop for Supervision {
     }
 }
 
-/// Start a worker with `command` and register it as live.
+/// Start a worker with `command`, in a session of its own, and register it
+/// as live.
 pub(crate) fn spawn(command: &mut Command) -> io::Result<Child> {
+    process::new_session(command);
     let mut s = state();
     let child = command.spawn()?;
     s.workers.push(child.id());
@@ -119,23 +126,33 @@ pub(crate) fn finish(pid: u32) {
     }
 }
 
-/// The pids of this process's children (of any of its threads): every
-/// process in `/proc` whose parent is this process.
+/// The pids of this process's children (of any of its threads) outside
+/// its session: every process in `/proc` whose parent is this process and
+/// whose session is another.
 fn children() -> HashSet<u32> {
     let me = std::process::id();
+    let Some((_, my_session)) = parent_and_session("self") else { return HashSet::new() };
     let Ok(dir) = std::fs::read_dir("/proc") else { return HashSet::new() };
     dir.flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| pid != me && parent_of(pid) == Some(me))
+        .filter(|&pid| {
+            pid != me
+                && parent_and_session(&pid.to_string())
+                    .is_some_and(|(parent, session)| parent == me && session != my_session)
+        })
         .collect()
 }
 
-/// The parent of `pid`, from `/proc/<pid>/stat` (after the command name,
-/// which may hold spaces and parentheses: the fields after its last `)`).
-fn parent_of(pid: u32) -> Option<u32> {
+/// The parent and the session of process `pid` (a number or `self`), from
+/// `/proc/<pid>/stat`: after the command name, which may hold spaces and
+/// parentheses (so: after its last `)`), come state, parent, group,
+/// session.
+fn parent_and_session(pid: &str) -> Option<(u32, u32)> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace().skip(1);
+    let parent = fields.next()?.parse().ok()?;
+    let session = fields.nth(1)?.parse().ok()?;
+    Some((parent, session))
 }
 
 #[cfg(test)]
@@ -145,6 +162,8 @@ mod tests {
     #[test]
     fn parent_of_this_process() {
         let me = std::process::id();
-        assert_eq!(parent_of(me), Some(std::os::unix::process::parent_id()));
+        let (parent, session) = parent_and_session(&me.to_string()).unwrap();
+        assert_eq!(parent, std::os::unix::process::parent_id());
+        assert_eq!(Some((parent, session)), parent_and_session("self"));
     }
 }

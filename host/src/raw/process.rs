@@ -150,3 +150,16 @@ pub(crate) fn restore_supervision(saved: Saved) {
         libc::prctl(libc::PR_SET_DUMPABLE, saved.dumpable as libc::c_ulong);
     }
 }
+
+/// Make `command` start its process as the leader of a new session (and so
+/// of a new process group whose id is its pid). No descendant of it can
+/// ever rejoin this process's session: a session can be left, not joined.
+pub(crate) fn new_session(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe functions may be called: it calls `setsid`
+    // only, which is, allocates nothing and touches no lock.
+    unsafe {
+        command.pre_exec(|| if libc::setsid() < 0 { Err(io::Error::last_os_error()) } else { Ok(()) });
+    }
+}
