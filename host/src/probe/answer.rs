@@ -82,7 +82,13 @@ pub fn validate(request: &Request, seen: &Seen, answer: Answer) -> Result<Answer
 }
 
 /// The rules for the reports of `check` and `list`.
-fn reports_fit(request: &Request, task: Task, subject: &Candidate, seen: &Seen, reports: &[Report]) -> Result<(), String> {
+fn reports_fit(
+    request: &Request,
+    task: Task,
+    subject: &Candidate,
+    seen: &Seen,
+    reports: &[Report],
+) -> Result<(), String> {
     let Some((first, instances)) = reports.split_first() else {
         return Err("no report at all".into());
     };

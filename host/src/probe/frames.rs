@@ -95,7 +95,13 @@ pub struct Frames<R: Read> {
 impl<R: Read> Frames<R> {
     /// Read `r`.
     pub fn new(r: R) -> Frames<R> {
-        Frames { r: BufReader::with_capacity(8192, r), line: Vec::new(), after_report: false, answered: false, finished: false }
+        Frames {
+            r: BufReader::with_capacity(MAX_LINE, r),
+            line: Vec::new(),
+            after_report: false,
+            answered: false,
+            finished: false,
+        }
     }
 
     /// The next event; [`Event::Eof`] for ever after the end or a

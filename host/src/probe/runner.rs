@@ -3,8 +3,8 @@
 //! ending everything it started.
 
 use super::answer::{Seen, validate};
-use super::outcome::WorkerOutcome;
 use super::frames::{Event, Frames, LineRead, MAX_LINE, read_line_bounded};
+use super::outcome::WorkerOutcome;
 use super::supervise::{self, Supervision};
 use super::wire::{self, Answer, Request};
 use super::{WORKER_ARG, WORKER_ENV};
@@ -13,9 +13,9 @@ use crate::raw::process::{Exit, kill_group, peek_exit};
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How long the watcher keeps reading after the worker ended, for what it

@@ -85,9 +85,7 @@ pub(crate) fn peek_exit(pid: u32) -> Option<Exit> {
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     // SAFETY: `info` is a valid, writable `siginfo_t`; `WNOWAIT` leaves the
     // child waitable, `WNOHANG` makes the call return at once.
-    let rc = unsafe {
-        libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT)
-    };
+    let rc = unsafe { libc::waitid(libc::P_PID, pid, &mut info, libc::WEXITED | libc::WNOHANG | libc::WNOWAIT) };
     // SAFETY: `si_pid` reads the union member the kernel fills for SIGCHLD
     // information, which `waitid` reports; zero means "nothing to report".
     if rc != 0 || unsafe { info.si_pid() } == 0 {
