@@ -173,6 +173,7 @@ fn a_probing_registry_refuses_a_forging_plugin() {
 
 /// Run `memplug check --json` on `dir` and wait for it, with the peak
 /// resident memory of it and the workers it reaped (`wait4`), in KiB.
+#[allow(clippy::zombie_processes)] // reaped by `wait4`, which std does not see
 fn check_with_peak_memory(dir: &Path, timeout: &str) -> (Output, i64) {
     let mut child = memplug()
         .args(["check", "--json", "--timeout", timeout])
