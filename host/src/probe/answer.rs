@@ -156,3 +156,85 @@ fn coherent(r: &Report, task: Task, seen: &Seen, by_entry: bool, instance: bool)
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::{CheckResult, Verdict};
+    use crate::policy::Policy;
+    use crate::report::Loaded;
+
+    fn request(options: &[(&str, &str)]) -> Request {
+        Request {
+            task: Task::Check,
+            candidate: Some(Candidate::new("/p/libx.so")),
+            spec: None,
+            options: options.iter().map(|(n, o)| (n.to_string(), o.to_string())).collect(),
+            policy: Policy::default(),
+        }
+    }
+
+    /// An `ok` report of `check` about `path`.
+    fn ok(path: &str, options: Option<&str>) -> Report {
+        let pass = CheckResult { name: "zeroed".into(), verdict: Verdict::Passed, detail: String::new() };
+        let mut r =
+            Report::refused(&Candidate::new(path), "x", String::new(), None, None, Some(Checks::of(vec![pass])));
+        r.status = Status::Ok;
+        r.reason = None;
+        r.name = Some("x".into());
+        r.options = options.map(String::from);
+        r.loaded = Some(Loaded {
+            kind: "plugin".into(),
+            source: path.into(),
+            alignment: 16,
+            memory_kind: "kDLCPU".into(),
+            aligned_alloc: "plugin".into(),
+            takes_options: true,
+            shareable: false,
+            defaulted: Vec::new(),
+            layout: "not-exported".into(),
+        });
+        r
+    }
+
+    const ALL: Seen = Seen { load: true, entry: true, check: true, create: true };
+
+    #[test]
+    fn answers_judged() {
+        let asked = request(&[("x", "a=1")]);
+        let failed = {
+            let mut r = ok("/p/libx.so", None);
+            r.checks = Some(Checks::of(vec![CheckResult {
+                name: "zeroed".into(),
+                verdict: Verdict::Failed,
+                detail: String::new(),
+            }]));
+            r
+        };
+        let lying = {
+            let mut r = ok("/p/libx.so", None);
+            r.checks.as_mut().unwrap().passed = 7;
+            r
+        };
+        // (reports, seen, accepted)
+        let cases: Vec<(Vec<Report>, Seen, bool)> = vec![
+            (vec![ok("/p/libx.so", None)], ALL, true),
+            (vec![ok("/p/libx.so", None), ok("/p/libx.so", Some("a=1"))], ALL, true),
+            (vec![], ALL, false),
+            (vec![ok("/q/liby.so", None)], ALL, false),
+            (vec![ok("/p/libx.so", None), ok("/p/libx.so", None)], ALL, false),
+            (vec![ok("/p/libx.so", None), ok("/p/libx.so", Some("b=2"))], ALL, false),
+            (vec![ok("/p/libx.so", None), ok("/p/libx.so", Some("a=1")), ok("/p/libx.so", Some("a=1"))], ALL, false),
+            (vec![ok("/p/libx.so", None)], Seen { check: false, ..ALL }, false),
+            (vec![ok("/p/libx.so", None)], Seen { entry: false, ..ALL }, false),
+            (vec![failed], ALL, false),
+            (vec![lying], ALL, false),
+        ];
+        for (i, (reports, seen, accepted)) in cases.into_iter().enumerate() {
+            let got = validate(&asked, &seen, Answer::Reports(reports));
+            assert_eq!(got.is_ok(), accepted, "case {i}: {got:?}");
+        }
+        let inspect = Request { task: Task::Inspect, ..request(&[]) };
+        assert!(validate(&inspect, &ALL, Answer::Reports(vec![ok("/p/libx.so", None)])).is_err());
+    }
+}

@@ -134,8 +134,11 @@ impl Watched {
 /// passes. Never reaps the child.
 fn watch(child: &mut Child, request: &Request, deadline: Instant, timeout: Duration) -> WorkerOutcome {
     if let Some(mut stdin) = child.stdin.take() {
-        // A worker that dies before reading its request is seen below.
-        let _ = stdin.write_all(&wire::encode(request));
+        // On a thread of its own, so that a worker that does not read its
+        // request cannot hold the watcher past the deadline; one that dies
+        // before reading it is seen below.
+        let bytes = wire::encode(request);
+        std::thread::spawn(move || stdin.write_all(&bytes));
     }
     let Some(stdout) = child.stdout.take() else { return WorkerOutcome::Failed("no pipe from the worker".into()) };
     let rx = read_in_background(stdout);
