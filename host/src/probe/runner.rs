@@ -99,7 +99,7 @@ impl Worker {
             let _ = finished.recv_timeout(Duration::from_millis(200));
             done.store(true, Ordering::Relaxed);
         }
-        tracing::debug!(candidate = %about, ?outcome, "worker done");
+        tracing::debug!(candidate = %about, "worker done");
         outcome
     }
 }
