@@ -1,7 +1,8 @@
 //! Property-based fuzzing of the pure checks (stable Rust, `proptest`): the
-//! header validator, the ELF checks, the trust rules and the allowlist and
-//! account-file parsers never panic on arbitrary input, and agree with
-//! simple oracles on inputs made from valid ones.
+//! header validator, the ELF checks, the trust rules, the allowlist and
+//! account-file parsers and the reader of a worker's answer never panic on
+//! arbitrary input, and agree with simple oracles on inputs made from valid
+//! ones.
 //!
 //! `cargo test` runs a bounded number of cases (proptest's default, 256 per
 //! property: a few seconds). A longer run:
@@ -210,4 +211,83 @@ fn oracle(facts: &[Fact], euid: u32) -> bool {
         }
     }
     true
+}
+
+/// A request to check the bundled `system` plugin, and the stream a worker
+/// writes for it: its stages, then its framed answer (made in this process).
+fn worker_stream() -> &'static (memplug::probe::Request, Vec<u8>, memplug::probe::Answer) {
+    use memplug::probe::{Request, Task};
+    static STREAM: OnceLock<(Request, Vec<u8>, memplug::probe::Answer)> = OnceLock::new();
+    STREAM.get_or_init(|| {
+        let request = Request {
+            task: Task::Check,
+            candidate: Some(memplug::Candidate::new(support::plugin("system"))),
+            spec: None,
+            options: Vec::new(),
+            policy: memplug::Policy::default(),
+            bench: None,
+        };
+        let answer = memplug::worker::answer(request.clone());
+        let mut body = Vec::new();
+        ciborium::into_writer(&answer, &mut body).unwrap();
+        let stages = "stage precheck\nstage load\nstage entry\nstage validate\nstage check:alignment\nstage report\n";
+        let mut bytes = format!("{stages}result {}\n", body.len()).into_bytes();
+        bytes.extend(body);
+        assert_eq!(memplug::probe::read_answer(&request, &bytes[..]), Ok(Some(answer.clone())));
+        (request, bytes, answer)
+    })
+}
+
+proptest! {
+    #[test]
+    fn the_answer_reader_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let (request, ..) = worker_stream();
+        let _ = memplug::probe::read_answer(request, &bytes[..]);
+    }
+
+    #[test]
+    fn a_changed_worker_stream_is_read_or_refused_never_a_panic(
+        changes in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..8),
+    ) {
+        let (request, bytes, _) = worker_stream();
+        let mut bytes = bytes.clone();
+        for (at, value) in changes {
+            let i = at % bytes.len();
+            bytes[i] = value;
+        }
+        if let Ok(Some(answer)) = memplug::probe::read_answer(request, &bytes[..]) {
+            // Whatever was accepted passes the rules again.
+            let seen = memplug::probe::answer::Seen { load: true, entry: true, check: true, create: false };
+            prop_assert!(memplug::probe::answer::validate(request, &seen, answer).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_cut_stream_never_gives_an_answer(len in 0usize..10_000) {
+        let (request, bytes, _) = worker_stream();
+        let len = len % bytes.len();
+        prop_assert!(!matches!(memplug::probe::read_answer(request, &bytes[..len]), Ok(Some(_))));
+    }
+
+    #[test]
+    fn anything_after_the_answer_is_refused(extra in proptest::collection::vec(any::<u8>(), 1..64)) {
+        let (request, bytes, _) = worker_stream();
+        let mut bytes = bytes.clone();
+        bytes.extend(extra);
+        prop_assert!(memplug::probe::read_answer(request, &bytes[..]).is_err());
+    }
+
+    #[test]
+    fn an_answer_about_another_file_is_refused(name in "[a-z]{1,12}") {
+        let (request, _, answer) = worker_stream();
+        let mut answer = answer.clone();
+        if let memplug::probe::Answer::Reports(reports) = &mut answer {
+            reports[0].path = PathBuf::from(format!("/elsewhere/lib{name}.so"));
+        }
+        let mut body = Vec::new();
+        ciborium::into_writer(&answer, &mut body).unwrap();
+        let mut bytes = format!("stage load\nstage entry\nstage check:x\nstage report\nresult {}\n", body.len()).into_bytes();
+        bytes.extend(body);
+        prop_assert!(memplug::probe::read_answer(request, &bytes[..]).is_err());
+    }
 }

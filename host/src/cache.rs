@@ -200,6 +200,9 @@ impl VerdictCache {
         if FileId::of(&candidate.path).ok() != Some(id) {
             return; // it changed while it was being checked
         }
+        if reports.iter().any(|r| r.reason.as_deref() == Some(crate::probe::BAD_ANSWER)) {
+            return; // an answer not to be trusted is not remembered either
+        }
         let Ok(digest) = File::open(&candidate.path).and_then(Digest::of_reader) else { return };
         let bad = reports.iter().find(|r| matches!(r.status, Status::Crashed | Status::TimedOut | Status::NoReport));
         let (ctx, verdict) = match bad {

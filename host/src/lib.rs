@@ -42,8 +42,9 @@
 //! 14. [`policy`] — what a registry accepts (versions, deprecations, trust)
 //!     and whether it probes; [`check`] — the conformance pass; [`report`]
 //!     — what `check`, `list` and `inspect` say about a candidate;
-//! 15. [`probe`] — run a candidate in a worker process, under a timeout,
-//!     and read its answer (or how it crashed, hung or exited);
+//! 15. [`probe`] — run a candidate in a worker process, under a deadline,
+//!     and read its answer as untrusted input (or how it crashed, hung or
+//!     exited); then end every process it started;
 //! 16. [`cache`] — the verdict cache: unchanged files are not checked
 //!     again, and files that crashed a worker are refused without running;
 //!     [`registry`] — install validated handlers under unique names, under

@@ -83,18 +83,9 @@ pub fn serve_with(bench: Option<BenchJob>) -> ExitCode {
     }
 }
 
-/// The candidate `request` names.
-fn candidate_of(request: &Request) -> Option<Candidate> {
-    match (&request.spec, &request.candidate) {
-        (Some(spec), _) => Some(Candidate::new(&spec.library).with_symbol(spec.symbols.malloc.clone())),
-        (None, Some(c)) => Some(c.clone()),
-        (None, None) => None,
-    }
-}
-
 /// Refuse `request` without running it, with reason `code`.
 fn refuse(request: &Request, code: &str, message: String) -> Answer {
-    let candidate = candidate_of(request).unwrap_or_else(|| Candidate::new(""));
+    let candidate = request.subject();
     let checks = (request.task == Task::Check).then(Checks::none);
     Answer::Reports(vec![Report::refused(&candidate, code, message, None, None, checks)])
 }
@@ -115,11 +106,12 @@ pub fn answer_with(request: Request, bench: Option<BenchJob>) -> Answer {
     policy.probe = None; // a worker never starts workers
     let trust = policy.trust.clone();
     let registry = Registry::with_policy(policy);
-    let Some(candidate) = candidate_of(&request) else {
+    if request.candidate.is_none() && request.spec.is_none() {
         let nothing = Candidate::new("");
         let r = Report::refused(&nothing, "bad-request", "the request names no candidate".into(), None, None, None);
         return Answer::Reports(vec![r]);
-    };
+    }
+    let candidate = request.subject();
     if request.task == Task::Inspect {
         return Answer::Inspection(Box::new(InspectionReport::of(&load::inspect(&candidate, &trust))));
     }
@@ -170,7 +162,7 @@ pub fn answer_with(request: Request, bench: Option<BenchJob>) -> Answer {
 
 /// Run the bench job on `handler`, or refuse: no job, or the job failed.
 fn run_bench(bench: Option<BenchJob>, handler: Option<Handler>, request: &Request) -> Answer {
-    let subject = request.candidate.clone().unwrap_or_else(|| Candidate::new(""));
+    let subject = request.subject();
     let refuse =
         |message: String| Answer::Reports(vec![Report::refused(&subject, "bad-request", message, None, None, None)]);
     let Some(job) = bench else { return refuse("this worker does not run bench jobs".into()) };

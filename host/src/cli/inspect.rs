@@ -103,6 +103,12 @@ fn inspect(candidate: &Candidate, trust: Trust, isolation: &IsolationArgs) -> In
     if let memplug::probe::WorkerOutcome::Answered(Answer::Inspection(report)) = outcome {
         return *report;
     }
+    if let memplug::probe::WorkerOutcome::BadAnswer { problem, stage } = &outcome {
+        let message = memplug::probe::bad_answer_message(problem);
+        let mut r = InspectionReport::worker_failed(candidate, Status::Rejected, message, stage.clone(), None);
+        r.reason = Some(memplug::probe::BAD_ANSWER.into());
+        return r;
+    }
     match outcome.failure() {
         Some((status, message, stage, signal)) => {
             InspectionReport::worker_failed(candidate, status, message, stage, signal)

@@ -14,15 +14,6 @@ use memplug::{Candidate, Report};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-/// The candidate a request is about, as reports name it.
-fn subject(request: &Request) -> Candidate {
-    match (&request.spec, &request.candidate) {
-        (Some(spec), _) => Candidate::new(&spec.library).with_symbol(spec.symbols.malloc.clone()),
-        (None, Some(c)) => c.clone(),
-        (None, None) => Candidate::new(""),
-    }
-}
-
 /// Run every request — in workers, unless the verdict cache knows the
 /// answer (see [`cached`]) — and remember what they said; the reports of
 /// each, in request order.
@@ -120,7 +111,7 @@ fn run_workers(requests: Vec<Request>, isolation: &IsolationArgs) -> Vec<Vec<Rep
                     };
                     let Some(request) = requests.get(i) else { return };
                     let with_checks = request.task == Task::Check;
-                    let reports = worker.run(request, timeout).into_reports(&subject(request), with_checks);
+                    let reports = worker.run(request, timeout).into_reports(&request.subject(), with_checks);
                     *results[i].lock().unwrap_or_else(|e| e.into_inner()) = Some(reports);
                 }
             });

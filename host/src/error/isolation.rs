@@ -71,6 +71,16 @@ pub enum IsolationRefusal {
         /// When it was checked.
         date: String,
     },
+    /// The worker process probing the candidate answered something that is
+    /// not a report about it: the plugin writes to the protocol channel.
+    #[error(
+        "the process that probed the plugin answered something that is not a report about it ({problem}): the \
+         plugin writes to memplug's protocol channel; it was not loaded here. Remove it or report it to its author"
+    )]
+    BadAnswer {
+        /// What was wrong with the answer.
+        problem: String,
+    },
     /// No worker process could be started to probe the candidate.
     #[error(
         "cannot probe the plugin in a worker process: {problem}. Install the `memplug` command beside this program \
@@ -84,7 +94,7 @@ pub enum IsolationRefusal {
 
 impl IsolationRefusal {
     /// The stable reason code: `crashed`, `timed-out`, `no-report`,
-    /// `conformance-failed`, `known-bad` or `probe-unavailable`.
+    /// `conformance-failed`, `known-bad`, `bad-answer` or `probe-unavailable`.
     pub fn code(&self) -> &'static str {
         match self {
             IsolationRefusal::Crashed { .. } => "crashed",
@@ -92,6 +102,7 @@ impl IsolationRefusal {
             IsolationRefusal::NoReport { .. } => "no-report",
             IsolationRefusal::ConformanceFailed { .. } => "conformance-failed",
             IsolationRefusal::KnownBad { .. } => "known-bad",
+            IsolationRefusal::BadAnswer { .. } => "bad-answer",
             IsolationRefusal::ProbeUnavailable { .. } => "probe-unavailable",
         }
     }

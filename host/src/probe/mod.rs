@@ -22,19 +22,61 @@
 //! - a time-out — the worker (and everything it started) is killed, and the
 //!   stage it was stuck in is reported;
 //! - no report — the worker ended without an answer (a plugin calling
-//!   `exit(0)` in its constructor), with its exit status and stage.
+//!   `exit(0)` in its constructor), with its exit status and stage;
+//! - a bad answer — what the worker wrote is not an acceptable answer to
+//!   the request (`bad-answer`): the plugin writes to the protocol channel.
 //!
-//! `wire.rs` holds the messages and their framing (pure); `runner.rs` starts
-//! a worker and watches it.
+//! # An answer is untrusted input
+//! The plugin runs in the worker and can write to its protocol channel, so
+//! the parent reads the channel as untrusted bytes ([`frames`]): lines and
+//! the answer frame are bounded in size, the answer must come right after
+//! the worker's `report` stage and be followed only by the channel's end,
+//! and it must be about what was asked, coherently ([`answer`]). The answer
+//! counts only if the worker then exits with status 0 on its own.
 //!
-//! Imports `report`, `policy`, `discover`, `symbols`, `error` and `raw`
-//! (killing a worker's process group).
+//! # Deadline and supervision
+//! The timeout bounds each run from start to end, reading included. While
+//! workers run, this process is a child subreaper and non-dumpable; when a
+//! candidate is done, its worker's process group and every orphan
+//! reparented here are killed and reaped (the rule: `supervise.rs`). A
+//! worker's standard error is a pipe the parent forwards to its own.
+//!
+//! `wire.rs` holds the messages (pure), `frames.rs` reads the channel
+//! (pure), `answer.rs` judges an answer (pure), `runner.rs` starts a worker
+//! and watches it, `supervise.rs` ends what it started, `outcome.rs` says
+//! what the outcome means.
+//!
+//! Imports `report`, `policy`, `discover`, `symbols`, `stage`, `error` and
+//! `raw` (process primitives).
 
+pub mod answer;
+pub mod frames;
+mod outcome;
 mod runner;
+mod supervise;
 pub(crate) mod wire;
 
-pub use runner::{Worker, WorkerOutcome, signal_name};
+pub use outcome::{BAD_ANSWER, WorkerOutcome, bad_answer_message, signal_name};
+pub use runner::Worker;
 pub use wire::{Answer, Request, Task};
+
+/// Read a whole protocol stream `bytes` as the parent does and judge its
+/// answer against `request`: the answer, or what is wrong with the stream
+/// or the answer (`None` for a stream without an answer). Pure; the
+/// watcher applies the same rules as the bytes arrive.
+pub fn read_answer(request: &Request, bytes: impl std::io::Read) -> Result<Option<Answer>, String> {
+    let mut seen = answer::Seen::default();
+    let mut got = None;
+    for event in frames::events(bytes) {
+        match event {
+            frames::Event::Stage(s) if got.is_none() => seen.note(&s),
+            frames::Event::Stage(_) | frames::Event::Eof => {}
+            frames::Event::Answer(a) => got = Some(a),
+            frames::Event::Violation(v) => return Err(v),
+        }
+    }
+    got.map(|a| answer::validate(request, &seen, a)).transpose()
+}
 
 /// The argument that makes the `memplug` executable serve as a worker.
 pub const WORKER_ARG: &str = "__memplug-worker";

@@ -1,62 +1,31 @@
-//! Starting a worker, feeding it its request, and watching it under a
-//! timeout: its stages as they come, its answer, and how it ended.
+//! Starting a worker, feeding it its request, and watching it until a
+//! deadline: its stages as they come, its answer, and how it ended; then
+//! ending everything it started.
 
-use super::wire::{self, Answer, Line, Request};
+use super::answer::{Seen, validate};
+use super::frames::{Event, Frames, LineRead, MAX_LINE, read_line_bounded};
+use super::outcome::WorkerOutcome;
+use super::supervise::{self, Supervision};
+use super::wire::{self, Answer, Request};
 use super::{WORKER_ARG, WORKER_ENV};
-use crate::discover::Candidate;
 use crate::error::{IsolationRefusal, Refusal};
-use crate::raw::process::kill_group;
-use crate::report::{Checks, Report, Status};
-use crate::stage::describe;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use crate::raw::process::{Exit, kill_group, peek_exit};
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
+
+/// How long the watcher keeps reading after the worker ended, for what it
+/// wrote last (the channel's end normally comes at once).
+const DRAIN: Duration = Duration::from_millis(500);
 
 /// A worker executable (see the [module docs](crate::probe)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Worker {
     exe: PathBuf,
-}
-
-/// How a worker ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum WorkerOutcome {
-    /// It answered and exited normally.
-    Answered(Answer),
-    /// It was killed by `signal` (after its answer, if `stage` is `exit`).
-    Crashed {
-        /// The signal's number.
-        signal: i32,
-        /// The last stage it announced (`None`: before any).
-        stage: Option<String>,
-    },
-    /// It did not finish within the timeout and was killed, with everything
-    /// it started.
-    TimedOut {
-        /// The last stage it announced.
-        stage: Option<String>,
-        /// The timeout.
-        after: Duration,
-    },
-    /// It ended without an answer.
-    NoReport {
-        /// Its exit code.
-        code: Option<i32>,
-        /// The last stage it announced.
-        stage: Option<String>,
-    },
-    /// It could not be started (or its answer not read).
-    Failed(String),
-}
-
-/// What the reader thread passes on.
-enum Msg {
-    Stage(String),
-    Answer(Result<Answer, String>),
-    Eof,
 }
 
 impl Worker {
@@ -99,244 +68,175 @@ impl Worker {
         &self.exe
     }
 
-    /// Run `request` in a new worker; kill it (and everything it started)
-    /// after `timeout`. The worker's standard error is this process's.
+    /// Run `request` in a new worker. `timeout` bounds the whole run: at
+    /// the deadline the worker is killed, with everything it started, and
+    /// the outcome is [`WorkerOutcome::TimedOut`]. Whatever happened, every
+    /// process the worker started is killed and reaped before this returns
+    /// (see [`crate::probe`]'s supervision). The worker's standard error is
+    /// forwarded, line by line, to this process's.
     pub fn run(&self, request: &Request, timeout: Duration) -> WorkerOutcome {
-        let about = request.candidate.as_ref().map_or_else(|| "an allocator spec".into(), |c| c.to_string());
+        let about = request.subject().to_string();
         tracing::debug!(candidate = %about, worker = %self.exe.display(), "starting a worker process");
-        let mut child = match Command::new(&self.exe)
-            .arg(WORKER_ARG)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .process_group(0)
-            .spawn()
-        {
+        let deadline = Instant::now() + timeout;
+        let _supervision = Supervision::begin();
+        let mut command = Command::new(&self.exe);
+        command.arg(WORKER_ARG).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = match supervise::spawn(&mut command) {
             Ok(c) => c,
             Err(e) => return WorkerOutcome::Failed(format!("cannot start the worker {}: {e}", self.exe.display())),
         };
-        let pgid = child.id();
-        let outcome = watch(&mut child, request, timeout);
-        // Whatever happened, nothing the worker started outlives it.
-        kill_group(pgid);
+        let pid = child.id();
+        let forwarding = child.stderr.take().map(forward_stderr);
+        let outcome = watch(&mut child, request, deadline, timeout);
+        // The worker is not reaped yet, so its process group id cannot have
+        // been reused: kill the group, reap the worker, then sweep.
+        kill_group(pid);
         let _ = child.wait();
+        supervise::finish(pid);
+        if let Some((done, finished)) = forwarding {
+            // Every writer is gone now; let the forwarder pass on the last
+            // lines, but never wait on it for long.
+            let _ = finished.recv_timeout(Duration::from_millis(200));
+            done.store(true, Ordering::Relaxed);
+        }
+        tracing::debug!(candidate = %about, "worker done");
         outcome
     }
 }
 
-/// Feed `request` to `child` and watch it until it ends or `timeout` passes.
-fn watch(child: &mut Child, request: &Request, timeout: Duration) -> WorkerOutcome {
-    let deadline = Instant::now() + timeout;
-    if let Some(mut stdin) = child.stdin.take() {
-        // A worker that dies before reading its request is seen below.
-        match wire::encode(request) {
-            Ok(bytes) => {
-                let _ = stdin.write_all(&bytes);
+/// What the watcher learned so far.
+#[derive(Default)]
+struct Watched {
+    stage: Option<String>,
+    seen: Seen,
+    answer: Option<Answer>,
+    violation: Option<String>,
+    eof: bool,
+}
+
+impl Watched {
+    fn take(&mut self, event: Event) {
+        match event {
+            Event::Stage(s) => {
+                if self.answer.is_none() {
+                    self.seen.note(&s);
+                }
+                self.stage = Some(s);
             }
-            Err(e) => return WorkerOutcome::Failed(e),
+            Event::Answer(a) => self.answer = Some(a),
+            Event::Violation(v) => self.violation = Some(v),
+            Event::Eof => self.eof = true,
         }
+    }
+}
+
+/// Feed `request` to `child` and watch it until it ends or `deadline`
+/// passes. Never reaps the child.
+fn watch(child: &mut Child, request: &Request, deadline: Instant, timeout: Duration) -> WorkerOutcome {
+    if let Some(mut stdin) = child.stdin.take() {
+        // On a thread of its own, so that a worker that does not read its
+        // request cannot hold the watcher past the deadline; one that dies
+        // before reading it is seen below.
+        let bytes = match wire::encode(request) {
+            Ok(bytes) => bytes,
+            Err(e) => return WorkerOutcome::Failed(e),
+        };
+        std::thread::spawn(move || stdin.write_all(&bytes));
     }
     let Some(stdout) = child.stdout.take() else { return WorkerOutcome::Failed("no pipe from the worker".into()) };
     let rx = read_in_background(stdout);
-    let mut stage = None;
-    let mut answer = None;
-    let mut status = None;
-    loop {
-        match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(Msg::Stage(s)) => stage = Some(s),
-            Ok(Msg::Answer(a)) => answer = Some(a),
-            Ok(Msg::Eof) | Err(RecvTimeoutError::Disconnected) => {
-                status = wait_until(child, deadline);
-                break;
-            }
+    let mut w = Watched::default();
+    let exit = loop {
+        let now = Instant::now();
+        if now >= deadline {
+            return WorkerOutcome::TimedOut { stage: w.stage, after: timeout };
+        }
+        match rx.recv_timeout((deadline - now).min(Duration::from_millis(20))) {
+            Ok(event) => w.take(event),
+            Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(5)),
             Err(RecvTimeoutError::Timeout) => {}
         }
-        if let Ok(Some(s)) = child.try_wait() {
-            // Give the reader a moment to pass on what the worker wrote last.
-            while let Ok(msg) = rx.recv_timeout(Duration::from_millis(200)) {
-                match msg {
-                    Msg::Stage(s) => stage = Some(s),
-                    Msg::Answer(a) => answer = Some(a),
-                    Msg::Eof => break,
-                }
-            }
-            status = Some(s);
+        if let Some(v) = w.violation.take() {
+            return WorkerOutcome::BadAnswer { problem: v, stage: w.stage };
+        }
+        if let Some(exit) = peek_exit(child.id()) {
+            break exit;
+        }
+    };
+    // It ended: read what it wrote last, until the channel's end — bounded,
+    // for a descendant may hold the channel open and keep writing.
+    let until = Instant::now() + DRAIN;
+    while !w.eof && w.violation.is_none() {
+        let now = Instant::now();
+        if now >= until {
             break;
         }
-        if Instant::now() >= deadline {
-            break;
+        match rx.recv_timeout(until - now) {
+            Ok(event) => w.take(event),
+            Err(_) => break,
         }
     }
-    let Some(status) = status else { return WorkerOutcome::TimedOut { stage, after: timeout } };
-    classify(status, stage, answer)
-}
-
-/// Wait for the child until `deadline`; `None` if it is still running.
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
-    loop {
-        if let Ok(Some(s)) = child.try_wait() {
-            return Some(s);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    drop(rx);
+    classify(exit, w, request)
 }
 
 /// How a worker that ended did.
-fn classify(status: ExitStatus, stage: Option<String>, answer: Option<Result<Answer, String>>) -> WorkerOutcome {
-    match (status.signal(), answer) {
-        (Some(signal), Some(Ok(_))) => WorkerOutcome::Crashed { signal, stage: Some("exit".into()) },
-        (Some(signal), _) => WorkerOutcome::Crashed { signal, stage },
-        (None, Some(Ok(a))) if status.success() => WorkerOutcome::Answered(a),
-        (None, Some(Err(e))) => WorkerOutcome::Failed(format!("the worker's answer could not be read: {e}")),
-        (None, _) => WorkerOutcome::NoReport { code: status.code(), stage },
+fn classify(exit: Exit, w: Watched, request: &Request) -> WorkerOutcome {
+    if let Some(problem) = w.violation {
+        return WorkerOutcome::BadAnswer { problem, stage: w.stage };
+    }
+    match (exit, w.answer) {
+        (Exit::Signal(signal), Some(_)) => WorkerOutcome::Crashed { signal, stage: Some("exit".into()) },
+        (Exit::Signal(signal), None) => WorkerOutcome::Crashed { signal, stage: w.stage },
+        (Exit::Code(0), Some(a)) => match validate(request, &w.seen, a) {
+            Ok(a) => WorkerOutcome::Answered(a),
+            Err(problem) => WorkerOutcome::BadAnswer { problem, stage: w.stage },
+        },
+        (Exit::Code(code), _) => WorkerOutcome::NoReport { code: Some(code), stage: w.stage },
     }
 }
 
-/// Read the worker's protocol lines on a thread of their own, so that the
-/// watcher can keep time.
-fn read_in_background(stdout: impl Read + Send + 'static) -> Receiver<Msg> {
-    let (tx, rx) = mpsc::channel();
+/// Read the worker's protocol channel on a thread of its own, so that the
+/// watcher can keep time. The channel holds a few events at most; the
+/// thread ends at the stream's end, at a violation, or when the watcher
+/// stops listening. It is never joined: a descendant of the worker may hold
+/// the channel open until the sweep kills it.
+fn read_in_background(stdout: impl Read + Send + 'static) -> Receiver<Event> {
+    let (tx, rx) = mpsc::sync_channel(16);
     std::thread::spawn(move || {
-        let mut r = BufReader::new(stdout);
-        let mut line = Vec::new();
+        let mut frames = Frames::new(stdout);
         loop {
-            line.clear();
-            match r.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {}
-            }
-            let text = String::from_utf8_lossy(&line);
-            let msg = match wire::parse_line(text.trim_end_matches('\n')) {
-                Line::Stage(s) => Msg::Stage(s),
-                Line::Result(len) => {
-                    let mut body = vec![0; len];
-                    match r.read_exact(&mut body) {
-                        Ok(()) => Msg::Answer(wire::decode(&body)),
-                        Err(e) => Msg::Answer(Err(format!("the answer was cut short: {e}"))),
-                    }
-                }
-                Line::Other => continue,
-            };
-            if tx.send(msg).is_err() {
+            let event = frames.next_event();
+            let last = matches!(event, Event::Eof | Event::Violation(_));
+            if tx.send(event).is_err() || last {
                 return;
             }
         }
-        let _ = tx.send(Msg::Eof);
     });
     rx
 }
 
-/// The name of a signal, e.g. `SIGSEGV`; `signal N` for one without a name
-/// here.
-pub fn signal_name(signal: i32) -> String {
-    let name = match signal {
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGSYS => "SIGSYS",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGUSR2 => "SIGUSR2",
-        _ => return format!("signal {signal}"),
-    };
-    name.to_string()
-}
-
-impl WorkerOutcome {
-    /// The outcome as reports about `candidate`: the worker's own, or one
-    /// saying how it failed (with an empty conformance pass when
-    /// `with_checks`, as `check` reports refusals).
-    pub fn into_reports(self, candidate: &Candidate, with_checks: bool) -> Vec<Report> {
-        let checks = || with_checks.then(Checks::none);
-        let (status, message, stage, signal) = match self {
-            WorkerOutcome::Answered(Answer::Reports(reports)) => return reports,
-            WorkerOutcome::Answered(Answer::Inspection(_) | Answer::Bench(_)) => {
-                let msg = "the worker answered something else than reports".to_string();
-                return vec![Report::refused(candidate, "probe-failed", msg, None, None, checks())];
-            }
-            WorkerOutcome::Failed(msg) => {
-                return vec![Report::refused(candidate, "probe-unavailable", msg, None, None, checks())];
-            }
-            other => other.failure().expect("every other outcome is a failure"),
-        };
-        vec![Report::worker_failed(candidate, status, message, stage, signal, checks())]
-    }
-
-    /// For a worker that crashed, timed out or ended without a report: the
-    /// status, a message, the stage and the signal's name.
-    pub fn failure(&self) -> Option<(Status, String, Option<String>, Option<String>)> {
-        match self {
-            WorkerOutcome::Crashed { signal, stage } => {
-                let name = signal_name(*signal);
-                let msg = format!(
-                    "the plugin crashed the process checking it ({name}) {}; fix or remove the plugin",
-                    describe(stage.as_deref())
-                );
-                Some((Status::Crashed, msg, stage.clone(), Some(name)))
-            }
-            WorkerOutcome::TimedOut { stage, after } => {
-                let msg = format!(
-                    "the plugin did not finish within {} s ({}); it was killed. A plugin that hangs cannot be used; \
-                     if it is only slow, raise --timeout",
-                    after.as_secs_f64(),
-                    describe(stage.as_deref()).replacen("in ", "stuck in ", 1)
-                );
-                Some((Status::TimedOut, msg, stage.clone(), None))
-            }
-            WorkerOutcome::NoReport { code, stage } => {
-                let code = code.map_or("none".to_string(), |c| c.to_string());
-                let msg = format!(
-                    "the process checking the plugin ended {} without a report (exit status {code}): the plugin ends \
-                     the process (it calls `exit` or `_exit`)",
-                    describe(stage.as_deref())
-                );
-                Some((Status::NoReport, msg, stage.clone(), None))
-            }
-            _ => None,
-        }
-    }
-
-    /// What a registry probing a candidate makes of the outcome: `Ok` to go
-    /// on and load it here (a candidate the worker refused at loading is
-    /// refused again here, precisely), or why not.
-    pub fn verdict(&self) -> Result<(), Refusal> {
-        match self {
-            WorkerOutcome::Answered(Answer::Reports(reports)) => match reports.first() {
-                Some(r) if r.reason.as_deref() == Some("conformance-failed") => {
-                    Err(Refusal::from(IsolationRefusal::ConformanceFailed { summary: r.message.clone() }))
+/// Forward the worker's standard error to this process's, line by line
+/// (each line cut at [`MAX_LINE`] bytes), on a thread of its own, until the
+/// stream ends or the flag returned is set. The receiver hears when it
+/// ended.
+fn forward_stderr(stderr: impl Read + Send + 'static) -> (Arc<AtomicBool>, Receiver<()>) {
+    let done = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = mpsc::channel();
+    let flag = done.clone();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stderr);
+        let mut line = Vec::new();
+        while !flag.load(Ordering::Relaxed) {
+            match read_line_bounded(&mut r, &mut line, MAX_LINE) {
+                LineRead::Eof => break,
+                LineRead::Line | LineRead::TooLong => {
+                    line.push(b'\n');
+                    let _ = std::io::stderr().lock().write_all(&line);
                 }
-                _ => Ok(()),
-            },
-            WorkerOutcome::Answered(Answer::Inspection(_) | Answer::Bench(_)) => Ok(()),
-            WorkerOutcome::Crashed { signal, stage } => Err(Refusal::from(IsolationRefusal::Crashed {
-                signal: signal_name(*signal),
-                stage: describe(stage.as_deref()),
-            })),
-            WorkerOutcome::TimedOut { stage, after } => Err(Refusal::from(IsolationRefusal::TimedOut {
-                seconds: format!("{} s", after.as_secs_f64()),
-                stage: describe(stage.as_deref()),
-            })),
-            WorkerOutcome::NoReport { code, stage } => Err(Refusal::from(IsolationRefusal::NoReport {
-                status: code.map_or("none".to_string(), |c| c.to_string()),
-                stage: describe(stage.as_deref()),
-            })),
-            WorkerOutcome::Failed(problem) => {
-                Err(Refusal::from(IsolationRefusal::ProbeUnavailable { problem: problem.clone() }))
             }
         }
-    }
+        let _ = tx.send(());
+    });
+    (done, rx)
 }

@@ -4,7 +4,8 @@
 //! The parent writes one [`Request`] (CBOR) to the worker's standard input
 //! and closes it. The worker writes lines to its protocol channel: `stage
 //! NAME` before each stage, and at the end `result LEN` followed by `LEN`
-//! bytes of CBOR, one [`Answer`].
+//! bytes of CBOR, one [`Answer`]. Reading that channel, which the plugin
+//! can write to as well, is `frames.rs`'s job.
 
 use crate::discover::Candidate;
 use crate::policy::Policy;
@@ -53,6 +54,18 @@ pub struct Request {
     pub bench: Option<Vec<u8>>,
 }
 
+impl Request {
+    /// The candidate the request is about, as reports name it: the
+    /// candidate, or for a spec its library and `malloc` symbol.
+    pub fn subject(&self) -> Candidate {
+        match (&self.spec, &self.candidate) {
+            (Some(spec), _) => Candidate::new(&spec.library).with_symbol(spec.symbols.malloc.clone()),
+            (None, Some(c)) => c.clone(),
+            (None, None) => Candidate::new(""),
+        }
+    }
+}
+
 /// What a worker answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Answer {
@@ -64,17 +77,6 @@ pub enum Answer {
     /// For [`Task::Bench`]: the front end's results (opaque here; the
     /// front end validates them).
     Bench(Vec<u8>),
-}
-
-/// One line (or framed result) read from a worker.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Line {
-    /// A stage is starting.
-    Stage(String),
-    /// A result of this many bytes follows.
-    Result(usize),
-    /// Anything else (ignored).
-    Other,
 }
 
 /// Encode a value as CBOR. Writing to a `Vec` does not fail, and paths are
@@ -99,28 +101,9 @@ pub(crate) fn frame_result(answer: &Answer) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// Parse one protocol line (without its newline).
-pub(crate) fn parse_line(line: &str) -> Line {
-    if let Some(stage) = line.strip_prefix("stage ") {
-        return Line::Stage(stage.to_string());
-    }
-    match line.strip_prefix("result ").map(str::parse) {
-        Some(Ok(len)) => Line::Result(len),
-        _ => Line::Other,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lines_parse() {
-        assert_eq!(parse_line("stage check:zeroed"), Line::Stage("check:zeroed".into()));
-        assert_eq!(parse_line("result 12"), Line::Result(12));
-        assert_eq!(parse_line("result x"), Line::Other);
-        assert_eq!(parse_line("hello"), Line::Other);
-    }
 
     #[test]
     fn requests_and_answers_round_trip() {
@@ -141,8 +124,8 @@ mod tests {
         let answer = Answer::Reports(vec![report]);
         let framed = frame_result(&answer).unwrap();
         let nl = framed.iter().position(|&b| b == b'\n').unwrap();
-        let Line::Result(len) = parse_line(std::str::from_utf8(&framed[..nl]).unwrap()) else { panic!() };
-        let back: Answer = decode(&framed[nl + 1..nl + 1 + len]).unwrap();
+        assert_eq!(framed[..nl], *format!("result {}", framed.len() - nl - 1).as_bytes());
+        let back: Answer = decode(&framed[nl + 1..]).unwrap();
         assert_eq!(back, answer);
     }
 
