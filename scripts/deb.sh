@@ -8,7 +8,7 @@
 # The workspace is built first (cargo build --release --workspace: the
 # bundled plugins are not built by `cargo deb` itself), the pkg-config file
 # for prefix /usr is written to target/deb/memplug.pc, then
-# `cargo deb -p memplug --no-build` packs the assets listed under
+# `cargo deb -p memplug --no-build --strip` packs the assets listed under
 # [package.metadata.deb] in Cargo.toml.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,8 +40,8 @@ fi
 mkdir -p target/deb
 scripts/install.sh --prefix /usr --print-pc >target/deb/memplug.pc
 
-echo "== cargo deb -p memplug --no-build"
-out=$(cargo deb -p memplug --no-build)
+echo "== cargo deb -p memplug --no-build --strip"
+out=$(cargo deb -p memplug --no-build --strip)
 deb=$(printf '%s\n' "$out" | tail -n 1)
 [[ -f $deb ]] || { echo "deb.sh: cargo deb did not report a package file (it said: $out)" >&2; exit 1; }
 echo "$deb"

@@ -114,7 +114,7 @@ for f in bin/memplug include/memplug.h lib/pkgconfig/memplug.pc share/memplug/in
     [[ -f $prefix/$f ]] || fail "$prefix/$f was not installed"
 done
 for p in "${PLUGINS[@]}"; do
-    so=$prefix/lib/memplug/plugins/libmemplug_plugin_$p.so
+    so=$prefix/lib/memplug/plugins/libmemplug_$p.so
     [[ -f $so ]] || fail "$so was not installed"
     [[ $(stat -c %a "$so") == 644 ]] || fail "$so has mode $(stat -c %a "$so"), not 644"
 done
@@ -134,16 +134,15 @@ all_bundled_ok "$prefix/lib/memplug/plugins" <"$work/check.json" || fail "the in
 
 step "a C plugin built with pkg-config against the installed header"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
-cflags=$(pkg-config --cflags memplug)
+read -r -a cflags <<<"$(pkg-config --cflags memplug)"
 plugindir=$(pkg-config --variable=plugindir memplug)
-echo "pkg-config --cflags memplug: $cflags; plugindir: $plugindir"
-[[ $cflags == "-I$prefix/include" ]] || fail "pkg-config --cflags memplug is '$cflags', want -I$prefix/include"
+echo "pkg-config --cflags memplug: ${cflags[*]}; plugindir: $plugindir"
+[[ ${cflags[*]} == "-I$prefix/include" ]] || fail "pkg-config --cflags memplug is '${cflags[*]}', want -I$prefix/include"
 [[ $plugindir == "$prefix/lib/memplug/plugins" ]] || fail "plugindir is '$plugindir'"
 [[ $(pkg-config --modversion memplug) == "$(scripts/install.sh --print-pc | sed -n 's/^Version: //p')" ]] ||
     fail "pkg-config --modversion memplug does not match the workspace version"
 mkdir "$work/c"
-# shellcheck disable=SC2086 # cflags is a list of words.
-cc $cflags -shared -fPIC -O2 plugins/c/counting.c -o "$work/c/libcounting.so"
+cc "${cflags[@]}" -shared -fPIC -O2 plugins/c/counting.c -o "$work/c/libcounting.so"
 clean_env "$home" "$prefix/bin/memplug" check "$work/c/libcounting.so" || fail "memplug check of the C plugin"
 install -m 0644 "$work/c/libcounting.so" "$plugindir/"
 clean_env "$home" "$prefix/bin/memplug" check --json >"$work/check2.json" || fail "memplug check with the C plugin in plugindir"

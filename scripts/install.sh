@@ -27,7 +27,7 @@ Usage: scripts/install.sh [--prefix DIR] [--destdir DIR] [--no-build] [--strip]
 Builds memplug in release mode (cargo build --release --workspace) and
 installs, under PREFIX (default /usr/local):
   bin/memplug                                  the command (0755)
-  lib/memplug/plugins/libmemplug_plugin_*.so   the seven bundled plugins (0644)
+  lib/memplug/plugins/libmemplug_*.so   the seven bundled plugins (0644)
   include/memplug.h                            the C header for plugin authors
   lib/pkgconfig/memplug.pc                     pkg-config: --cflags, --variable=plugindir
   share/memplug/manifests/*.memplug.toml       example manifests
@@ -85,7 +85,7 @@ DIRS=(bin include lib lib/memplug lib/memplug/plugins lib/pkgconfig share share/
 # source tree.
 installed_files() {
     echo bin/memplug
-    for p in "${PLUGINS[@]}"; do echo "lib/memplug/plugins/libmemplug_plugin_$p.so"; done
+    for p in "${PLUGINS[@]}"; do echo "lib/memplug/plugins/libmemplug_$p.so"; done
     echo include/memplug.h
     echo lib/pkgconfig/memplug.pc
     for m in "$root"/examples/manifests/*.memplug.toml; do
@@ -128,6 +128,28 @@ if ((uninstall)); then
             echo "removed directory $dir"
         fi
     done < <(printf '%s\n' "${dirs[@]}" | sed '/^$/d' | sort -ru)
+    # A created directory still holding files memplug did not install stays,
+    # and stays on the list, so that --uninstall again (once they are gone)
+    # removes it.
+    kept=()
+    for rel in "${dirs[@]}"; do
+        if [[ $rel != . && -d $dest/$rel ]]; then kept+=("$rel"); fi
+    done
+    if ((${#kept[@]})); then
+        if printf '%s\n' "${dirs[@]}" | grep -qx '\.' && [[ -d $dest ]]; then kept+=(.); fi
+        for rel in share share/memplug; do
+            if [[ ! -d $dest/$rel ]]; then
+                install -d -m 0755 "$dest/$rel"
+                kept+=("$rel")
+            fi
+        done
+        {
+            echo "# directories scripts/install.sh created that held other files at --uninstall"
+            printf 'd %s\n' "${kept[@]}"
+        } >"$dest/$list"
+        echo "kept, as they hold files memplug did not install (--uninstall again removes them once empty):"
+        printf '  %s\n' "${kept[@]/#/$dest/}"
+    fi
     if ((removed)); then
         echo "memplug uninstalled from $dest ($removed files)"
     else
@@ -171,7 +193,7 @@ if ((build)); then
     (cd "$root" && cargo build --release --workspace)
 fi
 sources=("$release/memplug")
-for p in "${PLUGINS[@]}"; do sources+=("$release/libmemplug_plugin_$p.so"); done
+for p in "${PLUGINS[@]}"; do sources+=("$release/libmemplug_$p.so"); done
 for s in "${sources[@]}"; do
     [[ -f $s ]] || { echo "install.sh: $s is missing; run cargo build --release --workspace (or drop --no-build)" >&2; exit 1; }
 done
@@ -203,7 +225,7 @@ done
 echo "== installing memplug $version into $dest (prefix $prefix)"
 install -m 0755 "${strip[@]}" "$release/memplug" "$dest/bin/memplug"
 for p in "${PLUGINS[@]}"; do
-    install -m 0644 "${strip[@]}" "$release/libmemplug_plugin_$p.so" "$dest/lib/memplug/plugins/"
+    install -m 0644 "${strip[@]}" "$release/libmemplug_$p.so" "$dest/lib/memplug/plugins/"
 done
 install -m 0644 "$root/abi/include/memplug.h" "$dest/include/memplug.h"
 for m in "$root"/examples/manifests/*.memplug.toml; do
