@@ -154,6 +154,9 @@ sys.exit(0 if ok else "libcounting.so in plugindir was not found ok")' <"$work/c
 step "scripts/install.sh --uninstall"
 scripts/install.sh --prefix "$prefix" --uninstall
 [[ -f $plugindir/libcounting.so ]] || fail "--uninstall removed a plugin it did not install"
+left=$(cd "$prefix" && find . -type f | sort | tr '\n' ' ')
+[[ $left == "./lib/memplug/plugins/libcounting.so ./share/memplug/install-manifest.txt " ]] ||
+    fail "after --uninstall, $prefix holds: $left (want only the foreign plugin and the list of kept directories)"
 rm "$plugindir/libcounting.so"
 # Again: without the list of installed files now, and nothing to remove
 # except the directories, empty at last.
@@ -172,7 +175,8 @@ left=$(find "$stage/opt" -mindepth 1)
 [[ -z $left ]] || fail "--destdir --uninstall left: $left"
 
 step "scripts/deb.sh (cargo deb)"
-deb=$(scripts/deb.sh | tee /dev/stderr | tail -n 1)
+scripts/deb.sh | tee "$work/deb.out"
+deb=$(tail -n 1 "$work/deb.out")
 [[ -f $deb ]] || fail "scripts/deb.sh did not print a .deb path"
 dpkg-deb -c "$deb"
 
@@ -210,6 +214,6 @@ while IFS= read -r f; do
 done <"$work/dpkg-files.txt"
 ((${#left[@]} == 0)) || fail "dpkg -r left: ${left[*]}"
 
-step done
+step "finished"
 echo "== install-check: all passed; time per step:"
 printf '%s\n' "${times[@]}"

@@ -136,6 +136,8 @@ if ((uninstall)); then
         if [[ $rel != . && -d $dest/$rel ]]; then kept+=("$rel"); fi
     done
     if ((${#kept[@]})); then
+        echo "kept, as they hold files memplug did not install (--uninstall again removes them once empty):"
+        printf '  %s\n' "${kept[@]/#/$dest/}"
         if printf '%s\n' "${dirs[@]}" | grep -qx '\.' && [[ -d $dest ]]; then kept+=(.); fi
         for rel in share share/memplug; do
             if [[ ! -d $dest/$rel ]]; then
@@ -147,11 +149,10 @@ if ((uninstall)); then
             echo "# directories scripts/install.sh created that held other files at --uninstall"
             printf 'd %s\n' "${kept[@]}"
         } >"$dest/$list"
-        echo "kept, as they hold files memplug did not install (--uninstall again removes them once empty):"
-        printf '  %s\n' "${kept[@]/#/$dest/}"
+        echo "(their list stays in $dest/$list)"
     fi
     if ((removed)); then
-        echo "memplug uninstalled from $dest ($removed files)"
+        echo "memplug uninstalled from $dest ($removed file$( ((removed == 1)) || echo s))"
     else
         echo "memplug is not installed in $dest: nothing to remove"
     fi
