@@ -27,7 +27,7 @@ Usage: scripts/install.sh [--prefix DIR] [--destdir DIR] [--no-build] [--strip]
 Builds memplug in release mode (cargo build --release --workspace) and
 installs, under PREFIX (default /usr/local):
   bin/memplug                                  the command (0755)
-  lib/memplug/plugins/libmemplug_*.so   the seven bundled plugins (0644)
+  lib/memplug/plugins/libmemplug_*.so          the seven bundled plugins (0644)
   include/memplug.h                            the C header for plugin authors
   lib/pkgconfig/memplug.pc                     pkg-config: --cflags, --variable=plugindir
   share/memplug/manifests/*.memplug.toml       example manifests
