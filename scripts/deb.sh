@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Build the Debian package of memplug (the layout of scripts/install.sh under
+# /usr) with cargo-deb, and print its path on the last line.
+#
+#   scripts/deb.sh [--no-build]
+#
+# cargo-deb is installed (cargo install cargo-deb --locked) when missing.
+# The workspace is built first (cargo build --release --workspace: the
+# bundled plugins are not built by `cargo deb` itself), the pkg-config file
+# for prefix /usr is written to target/deb/memplug.pc, then
+# `cargo deb -p memplug --no-build --strip` packs the assets listed under
+# [package.metadata.deb] in Cargo.toml.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+build=1
+case ${1:-} in
+    "") ;;
+    --no-build) build=0 ;;
+    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "deb.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+esac
+
+if [[ -n ${CARGO_TARGET_DIR:-} && $(realpath -m "$CARGO_TARGET_DIR") != "$root/target" ]]; then
+    echo "deb.sh: the package's assets are read from $root/target; unset CARGO_TARGET_DIR" >&2
+    exit 1
+fi
+
+if ! cargo deb --version >/dev/null 2>&1; then
+    echo "== cargo-deb is missing: cargo install cargo-deb --locked"
+    cargo install cargo-deb --locked
+fi
+
+if ((build)); then
+    echo "== cargo build --release --workspace"
+    cargo build --release --workspace
+fi
+
+mkdir -p target/deb
+scripts/install.sh --prefix /usr --print-pc >target/deb/memplug.pc
+
+echo "== cargo deb -p memplug --no-build --strip"
+out=$(cargo deb -p memplug --no-build --strip)
+deb=$(printf '%s\n' "$out" | tail -n 1)
+[[ -f $deb ]] || { echo "deb.sh: cargo deb did not report a package file (it said: $out)" >&2; exit 1; }
+echo "$deb"
