@@ -6,7 +6,7 @@
 //! list (bottom first), never from one below; there are no circles.
 //! 0. [`text`] — outside text made safe to show (control characters,
 //!    bidirectional overrides and bytes that are not UTF-8 escaped), and
-//!    file names carried whole between processes;
+//!    file names carried whole between processes; imports nothing;
 //! 1. [`error`] — every error type, with its reason codes; [`stage`] — the
 //!    stages of loading and checking, announced before each runs;
 //! 2. [`validate`] — judge a handler header: pure Rust over bytes, no FFI;
@@ -14,7 +14,8 @@
 //!    name): specs, `*.memplug.toml` manifests, the role table;
 //! 4. `raw` (private) — the unsafe core: a plugin's vtable and the calls
 //!    through it, the handler core with its lock and counts, opening
-//!    libraries, the by-symbol trampolines, a buffer's memory;
+//!    libraries, the by-symbol trampolines, a buffer's memory, a worker's
+//!    process primitives and the sandbox's privilege calls;
 //! 5. [`precheck`] — before a file is opened: is it a regular file, an ELF
 //!    shared library for this machine, trusted (owner and modes of it and
 //!    every directory on its path; SHA-256 pinning)? Pure checks over
@@ -32,26 +33,31 @@
 //!     several handlers locked at once without deadlock;
 //! 11. [`handler`] — [`Handler`]'s API: dispatch, aligned requests,
 //!     instances;
-//! 11. [`alloc_api`] — [`Handler`] and [`HandlerGuard`] as allocators of
+//! 12. [`alloc_api`] — [`Handler`] and [`HandlerGuard`] as allocators of
 //!     Rust collections (`allocator_api2::alloc::Allocator`);
-//! 12. [`current`] — the process default and per-thread scoped handler;
-//! 13. `view`, `ownership` (private) and [`buffer`] — owning buffers that
+//! 13. [`current`] — the process default and per-thread scoped handler;
+//! 14. `view`, `ownership` (private) and [`buffer`] — owning buffers that
 //!     free through the handler that made them, base-object ownership of
 //!     foreign memory, and views; [`share`] — blocks handed to other
 //!     processes ([`SharedBlock`]) and attached there;
-//! 14. [`policy`] — what a registry accepts (versions, deprecations, trust)
+//! 15. [`policy`] — what a registry accepts (versions, deprecations, trust)
 //!     and whether it probes; [`check`] — the conformance pass; [`report`]
 //!     — what `check`, `list` and `inspect` say about a candidate;
-//! 15. [`probe`] — run a candidate in a worker process, under a deadline,
+//! 16. [`probe`] — run a candidate in a worker process, under a deadline,
 //!     and read its answer as untrusted input (or how it crashed, hung or
-//!     exited); then end every process it started;
-//! 16. [`cache`] — the verdict cache: unchanged files are not checked
+//!     exited); then end every process it started. Its files: `wire` (the
+//!     messages), `frames` (reading the protocol channel, bounded),
+//!     `answer` (judging an answer against its request), `runner`
+//!     (starting and watching a worker), `supervise` (the subreaper and
+//!     the sweep of a worker's descendants), `outcome` (how a worker
+//!     ended, as reports and as a verdict);
+//! 17. [`cache`] — the verdict cache: unchanged files are not checked
 //!     again, and files that crashed a worker are refused without running;
 //!     [`registry`] — install validated handlers under unique names, under
 //!     a policy (probing them first if it says so);
-//! 17. [`sandbox`] — what a worker process denies the plugin it runs (a
+//! 18. [`sandbox`] — what a worker process denies the plugin it runs (a
 //!     seccomp filter, no capabilities);
-//! 18. [`worker`] — the worker side of `probe`.
+//! 19. [`worker`] — the worker side of `probe`.
 //!
 //! The `memplug` command is a separate binary built on this public API (the
 //! default cargo feature `cli`); the library itself does not depend on
