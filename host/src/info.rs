@@ -3,9 +3,10 @@
 //! by `HandlerInfo::from_header` for plugins and
 //! `HandlerInfo::from_functions` for handlers made of plain functions.
 //!
-//! Imports `validate` and `symbols` (data only).
+//! Imports `validate`, `symbols` (data only) and `text`.
 
 use crate::symbols::Symbols;
+use crate::text::{escape, escape_os};
 use crate::validate::{ValidatedHeader, memory_kind_name};
 use std::fmt;
 use std::path::PathBuf;
@@ -47,14 +48,20 @@ impl Source {
     }
 }
 
+/// Shown escaped ([`crate::text`]): a file name or symbol from outside
+/// never draws on the terminal.
 impl fmt::Display for Source {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Source::Builtin => f.write_str("<builtin>"),
-            Source::Plugin { path, symbol } if symbol == memplug_abi::ENTRY_SYMBOL => write!(f, "{}", path.display()),
-            Source::Plugin { path, symbol } => write!(f, "{}#{symbol}", path.display()),
-            Source::Symbols { manifest: Some(m), .. } => write!(f, "{}", m.display()),
-            Source::Symbols { library, symbols, .. } => write!(f, "{library} ({} / {})", symbols.malloc, symbols.free),
+            Source::Plugin { path, symbol } if symbol == memplug_abi::ENTRY_SYMBOL => {
+                f.write_str(&escape_os(path.as_os_str()))
+            }
+            Source::Plugin { path, symbol } => write!(f, "{}#{}", escape_os(path.as_os_str()), escape(symbol)),
+            Source::Symbols { manifest: Some(m), .. } => f.write_str(&escape_os(m.as_os_str())),
+            Source::Symbols { library, symbols, .. } => {
+                write!(f, "{} ({} / {})", escape(library), escape(&symbols.malloc), escape(&symbols.free))
+            }
         }
     }
 }

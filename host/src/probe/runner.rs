@@ -231,8 +231,11 @@ fn forward_stderr(stderr: impl Read + Send + 'static) -> (Arc<AtomicBool>, Recei
             match read_line_bounded(&mut r, &mut line, MAX_LINE) {
                 LineRead::Eof => break,
                 LineRead::Line | LineRead::TooLong => {
-                    line.push(b'\n');
-                    let _ = std::io::stderr().lock().write_all(&line);
+                    // A plugin's text, escaped like everything shown from a
+                    // plugin: no control sequence reaches the terminal.
+                    let mut shown = crate::text::escape_bytes(&line);
+                    shown.push('\n');
+                    let _ = std::io::stderr().lock().write_all(shown.as_bytes());
                 }
             }
         }

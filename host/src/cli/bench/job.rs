@@ -137,6 +137,9 @@ pub(crate) fn run(
             return Err(Failure::refused("probe-failed", "the worker answered an inspection".into()));
         }
         WorkerOutcome::Failed(problem) => return Err(Failure::refused("probe-unavailable", problem)),
+        WorkerOutcome::BadAnswer { problem, .. } => {
+            return Err(Failure::refused(memplug::probe::BAD_ANSWER, memplug::probe::bad_answer_message(&problem)));
+        }
         other => {
             let Some((status, message, stage, signal)) = other.failure() else {
                 return Err(Failure::refused("probe-failed", "the worker ended oddly".into()));
