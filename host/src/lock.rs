@@ -154,6 +154,14 @@ fn check_order(sorted: &[Handler]) -> Result<(), LockError> {
     })
 }
 
+/// The error of a call that would have to wait for `wanted`'s lock while
+/// this thread holds other handlers' locks.
+pub(crate) fn would_block(wanted: &'static str) -> LockError {
+    let mut held: Vec<&'static str> = HELD.with(|h| h.borrow().iter().map(|&(_, n)| n).collect());
+    held.dedup();
+    LockError::WouldBlock { wanted, held }
+}
+
 /// Exclusive access to one handler for as long as it lives.
 ///
 /// Made by [`Handler::lock`] or [`lock_all`]. While a guard exists, this
@@ -193,7 +201,11 @@ impl HandlerGuard {
         !self.handler.state.raw.is_thread_safe()
     }
 
-    /// Statistics, if the plugin reports them (see [`Handler::stats`]).
+    /// Statistics, if the plugin reports them (see [`Handler::stats`]):
+    /// `None` too for an instance that is destroyed — the guard holds the
+    /// lock, not the instance, which goes when its owner is dropped and its
+    /// last block freed, even while a guard of it lives. Never waits: this
+    /// thread holds the lock.
     pub fn stats(&self) -> Option<memplug_abi::MemplugStats> {
         self.held.stats()
     }
