@@ -29,9 +29,9 @@ fn pair64(t: Option<&Tracking>, n: usize) {
 
 fn batch(t: Option<&Tracking>, sizes: &[usize], blocks: &mut Vec<*mut u8>) {
     for &s in sizes {
-        // SAFETY: libc malloc has no preconditions.
         blocks.push(match t {
             Some(t) => t.malloc(s),
+            // SAFETY: libc malloc has no preconditions.
             None => unsafe { libc::malloc(s) as *mut u8 },
         });
     }
