@@ -29,6 +29,7 @@ export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0${L
 # Instrumented code runs 2-3x slower: more time before a watchdog fires.
 export MEMPLUG_WATCHDOG_SECS="${MEMPLUG_WATCHDOG_SECS:-300}"
 
+echo "== tests under AddressSanitizer (scripts/asan.sh)"
 start=$SECONDS
 cargo test --workspace --target x86_64-unknown-linux-gnu --target-dir target/asan --lib --bins --tests "$@"
 echo "== asan: clean ($((SECONDS - start)) s)"

@@ -103,23 +103,11 @@
 //!    thread holds no lock (case 2). A thread that holds a guard of A and
 //!    makes such a call on B takes B's lock if that needs no wait (it is
 //!    free, or this thread's); if another thread holds it, the call is
-//!    **not made** and returns the error [`LockError::WouldBlock`] (code
-//!    `would-block`): as `InstanceError::Lock` from `instantiate`,
-//!    `ShareError::Lock` from `share`/`attach`, and from
-//!    [`Handler::stats_checked`]; [`Handler::stats`] returns `None`. Make
-//!    the call before taking the guards, or lock B with A in one
-//!    [`lock_all`] and use B's guard ([`HandlerGuard::stats`] never waits).
-//!
-//! ```
-//! use memplug::current;
-//!
-//! let (a, b) = (current::builtin(), current::default_handler());
-//! let guard = a.lock();
-//! // Never waits for `b`'s lock while `a`'s is held: with `b`'s lock taken
-//! // by another thread this is `Err(LockError::WouldBlock { .. })`.
-//! let _ = b.stats_checked();
-//! drop(guard);
-//! ```
+//!    **not made** and fails with [`LockError::WouldBlock`] (code
+//!    `would-block`; wrapped in `InstanceError::Lock` and
+//!    `ShareError::Lock`; [`Handler::stats`] returns `None`,
+//!    [`Handler::stats_checked`] the error). Make the call before taking
+//!    the guards, or lock B with A in one [`lock_all`] and use B's guard.
 //!
 //! So two threads that each hold a guard and drop the other handler's
 //! memory — collections built on plugin memory make that an everyday
