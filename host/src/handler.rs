@@ -39,7 +39,8 @@ use crate::handle::HandlerState;
 use crate::info::HandlerInfo;
 use crate::load::Prepared;
 use crate::lock::{self, HandlerGuard};
-use crate::raw::dispatch::{InstanceOwner, RawHandler};
+use crate::raw::dispatch::{CreateError, InstanceOwner, RawHandler};
+use crate::raw::user::Refused;
 pub use crate::raw::vtable::DirectCalls;
 use std::fmt;
 use std::ptr::NonNull;
@@ -76,14 +77,22 @@ impl Handler {
     ///
     /// The returned [`Instance`] owns the instance: `destroy` runs after it
     /// is dropped and the last buffer of the instance is freed.
+    ///
+    /// Errors: `no-options` (no `create`), `bad-options` (the plugin's
+    /// refusal), `instance-destroyed` when `self` is an instance that is
+    /// destroyed already, and `would-block` when this thread holds another
+    /// handler's lock and `self`'s is taken by another thread (see
+    /// [the lock rules](crate::lock)).
     pub fn instantiate(&self, options: &str) -> Result<Instance, InstanceError> {
         if !self.takes_options() {
             return Err(InstanceError::NoOptions { name: self.name().to_string() });
         }
-        let raw = self.raw().create(options, self.name()).map_err(|message| InstanceError::BadOptions {
-            name: self.name().to_string(),
-            options: options.to_string(),
-            message,
+        let raw = self.raw().create(options, self.name()).map_err(|e| match e {
+            CreateError::Plugin(message) => {
+                InstanceError::BadOptions { name: self.name().to_string(), options: options.to_string(), message }
+            }
+            CreateError::Call(Refused::Gone) => InstanceError::Destroyed { name: self.name().to_string() },
+            CreateError::Call(Refused::WouldBlock) => InstanceError::Lock(lock::would_block(self.name())),
         })?;
         let mut info = self.info().clone();
         info.alignment = raw.alignment();
@@ -165,8 +174,22 @@ impl Handler {
 
     /// Statistics, if the plugin reports them (the ABI 1.1 `stats` field, or
     /// a 1.0 plugin's `_stats` companion of its entry function).
+    ///
+    /// `None` when the plugin reports none, for an instance that is
+    /// destroyed (the plugin is not called), and when the call would have to
+    /// wait for this handler's lock while this thread holds another
+    /// handler's (see [the lock rules](crate::lock));
+    /// [`stats_checked`](Handler::stats_checked) tells the last case apart.
     pub fn stats(&self) -> Option<memplug_abi::MemplugStats> {
-        self.raw().stats()
+        self.stats_checked().ok().flatten()
+    }
+
+    /// [`Handler::stats`], returning [`LockError::WouldBlock`] (code
+    /// `would-block`) instead of `None` when this thread holds another
+    /// handler's lock and this one is taken by another thread. A thread that
+    /// holds no lock waits for it, as any call does.
+    pub fn stats_checked(&self) -> Result<Option<memplug_abi::MemplugStats>, LockError> {
+        self.raw().stats().map_err(|_| lock::would_block(self.name()))
     }
 
     /// Allocate `size` bytes (uninitialised). See the module docs for `size == 0`.

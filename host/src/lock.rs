@@ -73,8 +73,10 @@
 //! ```
 //!
 //! # The rules that keep it deadlock-free
-//! A thread waits for a handler's lock in three cases only, and none of them
-//! can close a cycle of threads waiting for each other:
+//! But for the one case left to the caller (below), a thread waits for a
+//! handler's lock in two cases only (1 and 2), and neither can close a
+//! cycle of threads waiting for each other; frees (3) and every other call
+//! (4) never wait while the thread holds a lock:
 //! 1. **Guards are taken in one [`lock_all`] call**, in the global order. A
 //!    thread that already holds guards may lock again only handlers it
 //!    already holds (which never waits: the lock is reentrant): asking for a
@@ -95,6 +97,18 @@
 //!    behind). A queued block stays counted until it is really freed, so an
 //!    instance is destroyed only after its last pending block is freed.
 //!
+//! 4. **Other calls never wait while holding a lock.** Everything else that
+//!    needs a handler's lock — [`Handler::stats`], [`Handler::instantiate`],
+//!    [`Handler::share`] and [`Handler::attach`] — waits for it only if this
+//!    thread holds no lock (case 2). A thread that holds a guard of A and
+//!    makes such a call on B takes B's lock if that needs no wait (it is
+//!    free, or this thread's); if another thread holds it, the call is
+//!    **not made** and fails with [`LockError::WouldBlock`] (code
+//!    `would-block`; wrapped in `InstanceError::Lock` and
+//!    `ShareError::Lock`; [`Handler::stats`] returns `None`,
+//!    [`Handler::stats_checked`] the error). Make the call before taking
+//!    the guards, or lock B with A in one [`lock_all`] and use B's guard.
+//!
 //! So two threads that each hold a guard and drop the other handler's
 //! memory — collections built on plugin memory make that an everyday
 //! pattern — both go on; the blocks are freed when the guards are dropped.
@@ -109,7 +123,18 @@
 //! drop(guard);
 //! ```
 //!
-//! The one case left to the caller: **allocating** per call from a
+//! # Instances
+//! Every call into an instance — allocation, free, statistics, `create`,
+//! `locate`, `resolve` — counts as a user of it for its length, so none
+//! reaches a destroyed one: the instance goes when its [`Instance`](crate::Instance)
+//! owner is dropped and its last block freed, and a guard does not keep it
+//! alive (the guard holds the lock, not the instance). After that, on its
+//! handler, allocation fails with `instance-gone`, [`HandlerGuard::stats`]
+//! and [`Handler::stats`] return `None`, `instantiate` fails with
+//! `instance-destroyed`, and `share`/`attach` with `instance-gone`.
+//!
+//! # The one case left to the caller
+//! **Allocating** per call from a
 //! non-thread-safe handler B while holding a guard of another one A waits
 //! for B's lock (an allocation cannot be put off), which can deadlock against
 //! a thread that holds B and allocates from A. Lock both with [`lock_all`]
@@ -154,6 +179,14 @@ fn check_order(sorted: &[Handler]) -> Result<(), LockError> {
     })
 }
 
+/// The error of a call that would have to wait for `wanted`'s lock while
+/// this thread holds other handlers' locks.
+pub(crate) fn would_block(wanted: &'static str) -> LockError {
+    let mut held: Vec<&'static str> = HELD.with(|h| h.borrow().iter().map(|&(_, n)| n).collect());
+    held.dedup();
+    LockError::WouldBlock { wanted, held }
+}
+
 /// Exclusive access to one handler for as long as it lives.
 ///
 /// Made by [`Handler::lock`] or [`lock_all`]. While a guard exists, this
@@ -193,7 +226,11 @@ impl HandlerGuard {
         !self.handler.state.raw.is_thread_safe()
     }
 
-    /// Statistics, if the plugin reports them (see [`Handler::stats`]).
+    /// Statistics, if the plugin reports them (see [`Handler::stats`]):
+    /// `None` too for an instance that is destroyed — the guard holds the
+    /// lock, not the instance, which goes when its owner is dropped and its
+    /// last block freed, even while a guard of it lives. Never waits: this
+    /// thread holds the lock.
     pub fn stats(&self) -> Option<memplug_abi::MemplugStats> {
         self.held.stats()
     }

@@ -40,12 +40,14 @@
 //! attaching is `unsafe`: the caller promises that the processes take turns
 //! (e.g. a worker writes its slice and exits before the parent reads it).
 //!
-//! Imports `handler`, `buffer`, `raw` and `error`.
+//! Imports `handler`, `lock`, `buffer`, `raw` and `error`.
 
 use crate::buffer::{Buffer, Ownership};
 use crate::error::ShareError;
 use crate::handler::{Handler, Instance};
-use crate::raw::share::Retained;
+use crate::lock;
+use crate::raw::share::{Retained, ShareCall};
+use crate::raw::user::Refused;
 use memplug_abi::{ATTACH_CAP, MemplugLocation, SEGMENT_CAP};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -180,25 +182,33 @@ impl Handler {
     /// ([`Registry::attach`](crate::Registry::attach)). The plugin only
     /// compares `ptr` with its memory, so any address is safe to ask about:
     /// one it did not make is refused (`locate-refused`). Errors:
-    /// `not-shareable` for a handler without ABI 1.2 `locate`/`resolve`.
+    /// `not-shareable` for a handler without ABI 1.2 `locate`/`resolve`,
+    /// `instance-gone` for a destroyed instance, `would-block` when this
+    /// thread holds another handler's lock and this one is taken (see
+    /// [the lock rules](crate::lock)).
     pub fn share(&self, ptr: *const u8, len: usize) -> Result<SharedBlock, ShareError> {
         let raw = &self.state.raw;
         if !raw.is_shareable() {
             return Err(ShareError::NotShareable { handler: self.name().into() });
         }
-        let located = raw.locate(ptr, len).map_err(|status| ShareError::LocateRefused {
-            handler: self.name().into(),
-            addr: ptr as usize,
-            len,
-            problem: match status {
-                memplug_abi::SHARE_FOREIGN => "it is not memory this handler made; share a block it allocated".into(),
-                memplug_abi::SHARE_UNAVAILABLE => {
-                    "this instance cannot share now (see the plugin's documentation)".into()
-                }
-                other => format!("the plugin's `locate` failed with status {other}"),
+        let loc = raw.locate(ptr, len).map_err(|e| match e {
+            ShareCall::Call(Refused::Gone) => ShareError::InstanceGone { handler: self.name().into() },
+            ShareCall::Call(Refused::WouldBlock) => ShareError::Lock(lock::would_block(self.name())),
+            ShareCall::Status(status) => ShareError::LocateRefused {
+                handler: self.name().into(),
+                addr: ptr as usize,
+                len,
+                problem: match status {
+                    memplug_abi::SHARE_FOREIGN => {
+                        "it is not memory this handler made; share a block it allocated".into()
+                    }
+                    memplug_abi::SHARE_UNAVAILABLE => {
+                        "this instance cannot share now (see the plugin's documentation)".into()
+                    }
+                    other => format!("the plugin's `locate` failed with status {other}"),
+                },
             },
         })?;
-        let loc = located.ok_or_else(|| ShareError::InstanceGone { handler: self.name().into() })?;
         SharedBlock::from_location(*self, &loc, len)
     }
 
@@ -245,7 +255,11 @@ unsafe fn attach_with(h: Handler, block: &SharedBlock, owner: Option<Arc<Instanc
     }
     let loc = block.location()?;
     let retained = raw.retain().map_err(|_| ShareError::InstanceGone { handler: h.name().into() })?;
-    let ptr = raw.resolve(&loc).map_err(|status| refused(status, resolve_problem(status, block)))?;
+    let ptr = raw.resolve(&loc).map_err(|e| match e {
+        ShareCall::Call(Refused::Gone) => ShareError::InstanceGone { handler: h.name().into() },
+        ShareCall::Call(Refused::WouldBlock) => ShareError::Lock(lock::would_block(h.name())),
+        ShareCall::Status(status) => refused(status, resolve_problem(status, block)),
+    })?;
     let base = Attachment { _retained: retained, _owner: owner };
     // SAFETY: `resolve` succeeded, so by the ABI `ptr` is the address of the
     // block's `length` bytes in this process, mapped (hence initialised

@@ -2,8 +2,9 @@
 //! what code that hands blocks to other processes, or attaches to them,
 //! sees.
 //!
-//! Imports nothing from the rest of the crate.
+//! Imports its sibling `usage` (the lock's error) only.
 
+use super::usage::LockError;
 use thiserror::Error;
 
 /// Why a block could not be shared ([`Handler::share`]) or attached
@@ -102,14 +103,18 @@ pub enum ShareError {
         /// The handler's name.
         handler: String,
     },
+    /// The handler's lock could not be taken without a wait that could
+    /// deadlock ([`LockError::WouldBlock`]).
+    #[error(transparent)]
+    Lock(#[from] LockError),
 }
 
 impl ShareError {
     /// The stable reason code: `not-shareable`, `foreign-memory`,
     /// `locate-refused`, `bad-location`, `bad-handle`, `unknown-handler`,
     /// `attach-failed`, `other-segment`, `stale-handle`,
-    /// `segment-size-mismatch`, `out-of-range`, `resolve-failed` or
-    /// `instance-gone`.
+    /// `segment-size-mismatch`, `out-of-range`, `resolve-failed`,
+    /// `instance-gone`, or the lock's code (`would-block`).
     pub fn code(&self) -> &'static str {
         match self {
             ShareError::NotShareable { .. } => "not-shareable",
@@ -127,6 +132,7 @@ impl ShareError {
                 _ => "resolve-failed",
             },
             ShareError::InstanceGone { .. } => "instance-gone",
+            ShareError::Lock(e) => e.code(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Errors of using the host's API the wrong way: a policy string (a
 //! version requirement, a trust level, a digest, an allowlist) that does
-//! not parse, a lock that would break the global lock order. What the
+//! not parse, a lock that would break the global lock order or would
+//! have to be waited for while holding others. What the
 //! programmer embedding memplug sees.
 //!
 //! Imports nothing from the rest of the crate.
@@ -109,13 +110,31 @@ pub enum LockError {
         /// The handlers whose locks this thread holds through guards.
         held: Vec<&'static str>,
     },
+    /// A call that needs a handler's lock (statistics, making an instance,
+    /// sharing or attaching a block) found it taken by another thread while
+    /// this thread holds other handlers' locks: waiting could deadlock, so
+    /// the call was not made.
+    #[error(
+        "handler `{wanted}`'s lock is taken by another thread, and this thread holds the lock of {held}: waiting \
+         for it could deadlock, so the call was not made. Make the call before taking those guards (or after \
+         dropping them), or lock `{wanted}` together with them in one `memplug::lock::lock_all` call and use its \
+         guard",
+        held = held.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    )]
+    WouldBlock {
+        /// The handler whose lock was needed.
+        wanted: &'static str,
+        /// The handlers whose locks this thread holds through guards.
+        held: Vec<&'static str>,
+    },
 }
 
 impl LockError {
-    /// The stable reason code: `lock-order-violation`.
+    /// The stable reason code: `lock-order-violation` or `would-block`.
     pub fn code(&self) -> &'static str {
         match self {
             LockError::OrderViolation { .. } => "lock-order-violation",
+            LockError::WouldBlock { .. } => "would-block",
         }
     }
 }

@@ -13,6 +13,9 @@
 //!   (`life.rs`); when both are gone its `destroy` runs, once, and it
 //!   refuses further allocations.
 //!
+//! - every call that is not an allocation or a free (`stats`, `create`,
+//!   `locate`, `resolve`) is counted as a user of the instance, so it never
+//!   reaches a destroyed one, and follows the no-wait rule (`user.rs`);
 //! - a thread that holds any handler's lock never waits for another
 //!   handler's lock to *free* a block: it frees it at once if the lock is
 //!   free (or its own), and otherwise hands it to the handler's queue of
@@ -31,6 +34,7 @@ use super::barrier;
 use super::held::{Held, holds_any_lock, plain_block};
 use super::life::Life;
 use super::pending::{Deferred, HandlerLock, PendingBlock};
+use super::user::Refused;
 use super::vtable::VTable;
 use crate::error::AllocError;
 use memplug_abi::MemplugStats;
@@ -68,11 +72,14 @@ impl RawHandler {
     /// Make an instance through the plugin's `create` with `options`: a new
     /// core with the same functions and the instance's `ctx` and alignment,
     /// whose life is counted (see [`take_owner`](RawHandler::take_owner)).
-    /// The plugin's message on failure.
-    pub(crate) fn create(&self, options: &str, name: &'static str) -> Result<RawHandler, String> {
-        let held = self.lock();
-        // SAFETY: `held` serialises the call (it holds the lock, if any).
-        let (ctx, alignment) = unsafe { held.vtable().create(options, self.alignment) }?;
+    /// The call is made as `user.rs` says: [`CreateError::Call`] if this is
+    /// a destroyed instance, or if the lock would have to be waited for
+    /// while this thread holds another; the plugin's message on failure.
+    pub(crate) fn create(&self, options: &str, name: &'static str) -> Result<RawHandler, CreateError> {
+        // SAFETY: `call` serialises the call (it holds the lock, if any) and
+        // keeps this instance's `ctx` (if it is one) alive during it.
+        let made = self.call(|v| unsafe { v.create(options, self.alignment) }).map_err(CreateError::Call)?;
+        let (ctx, alignment) = made.map_err(CreateError::Plugin)?;
         let lock = self.lock.as_ref().map(|_| HandlerLock::new());
         let life = Some(Life::new());
         Ok(RawHandler { direct: false, vtable: self.vtable.with_ctx(ctx), alignment, name, lock, life })
@@ -241,14 +248,17 @@ impl RawHandler {
         unsafe { self.lock().realloc_aligned(ptr, old, new, alignment) }
     }
 
-    /// The plugin's statistics, if it reports them; `None` for an instance
-    /// that is gone (its `ctx` is destroyed), counted as a user meanwhile so
-    /// that it cannot go during the call.
-    pub(crate) fn stats(&self) -> Option<MemplugStats> {
-        self.enter_block().ok()?;
-        let stats = self.lock().stats();
-        self.leave_block();
-        stats
+    /// The plugin's statistics, if it reports them (`Ok(None)` if it does
+    /// not, or for a destroyed instance), made as `user.rs` says:
+    /// `Err(WouldBlock)` rather than waiting for the lock while this thread
+    /// holds another.
+    pub(crate) fn stats(&self) -> Result<Option<MemplugStats>, Refused> {
+        // SAFETY: `call` serialises the call and keeps the instance alive.
+        match self.call(|v| unsafe { v.stats() }) {
+            Ok(stats) => Ok(stats),
+            Err(Refused::Gone) => Ok(None),
+            Err(Refused::WouldBlock) => Err(Refused::WouldBlock),
+        }
     }
 
     #[cold]
@@ -287,6 +297,15 @@ impl RawHandler {
         // this exactly when `Life` decided the destruction, which it does once.
         self.now_or_later(Deferred::Destroy, |held| unsafe { held.destroy() });
     }
+}
+
+/// Why [`RawHandler::create`] made no instance.
+#[derive(Debug)]
+pub(crate) enum CreateError {
+    /// The call was not made (`user.rs`).
+    Call(Refused),
+    /// The plugin refused: its message.
+    Plugin(String),
 }
 
 /// The owner's reference of an instance (see [`RawHandler::take_owner`]);

@@ -16,6 +16,7 @@ use super::aligned::{align_within, block_start, over_allocation};
 use super::barrier;
 use super::dispatch::RawHandler;
 use super::pending::{Deferred, PendingBlock};
+use super::user::Refused;
 use super::vtable::VTable;
 use crate::error::AllocError;
 use memplug_abi::MemplugStats;
@@ -140,9 +141,15 @@ impl<'a> Held<'a> {
         unsafe { self.raw.vtable.destroy() }
     }
 
-    /// The functions of the handler this holds.
-    pub(super) fn vtable(&self) -> &VTable {
-        &self.raw.vtable
+    /// Run `call` with the plugin's functions, counted as a user of the
+    /// instance for its length (`user.rs`): the one way, under a held lock,
+    /// to call the plugin but to allocate and free. [`Refused::Gone`] (and
+    /// no call) for an instance that is destroyed.
+    pub(super) fn call<R>(&self, call: impl FnOnce(&VTable) -> R) -> Result<R, Refused> {
+        let _user = self.raw.user().ok_or(Refused::Gone)?;
+        Ok(call(&self.raw.vtable))
+        // `_user` goes here, under the lock: if it was the instance's last
+        // user, `destroy` runs now, on this thread (the lock is reentrant).
     }
 
     /// Count a block, make it with `call`, undo the count if the plugin
@@ -270,10 +277,12 @@ impl<'a> Held<'a> {
         Ok(q)
     }
 
-    /// The plugin's statistics, if it reports them.
+    /// The plugin's statistics, if it reports them; `None` too for an
+    /// instance that is destroyed (the plugin is not called).
     pub(crate) fn stats(&self) -> Option<MemplugStats> {
-        // SAFETY: this `Held` serialises the call.
-        unsafe { self.raw.vtable.stats() }
+        // SAFETY: this `Held` serialises the call, and `call` keeps the
+        // instance (its `ctx`) alive during it.
+        self.call(|v| unsafe { v.stats() }).ok().flatten()
     }
 }
 

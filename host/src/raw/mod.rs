@@ -14,6 +14,9 @@
 //!   that could not wait for the lock), and `barrier`, the asymmetric
 //!   barrier between queuing and releasing; `aligned` — host
 //!   over-allocation for large alignments;
+//!   `user` — every other call into a plugin (`stats`, `create`,
+//!   `locate`, `resolve`): counted as a user of the instance, under the
+//!   lock taken by the no-wait rule;
 //!   `share` — the ABI 1.2 calls that share blocks with other processes,
 //!   and the count that keeps an attached instance alive;
 //! - `library` — opening libraries (never closed), calling entry functions,
@@ -46,4 +49,5 @@ pub(crate) mod sandbox;
 pub(crate) mod share;
 pub(crate) mod static_ref;
 pub(crate) mod symbols;
+pub(crate) mod user;
 pub(crate) mod vtable;

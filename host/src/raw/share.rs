@@ -9,6 +9,7 @@
 //! Imports `error` and its siblings in `raw`; nothing above `raw`.
 
 use super::dispatch::RawHandler;
+use super::user::{Refused, User};
 use crate::error::AllocError;
 use memplug_abi::MemplugLocation;
 use std::ptr::NonNull;
@@ -19,28 +20,23 @@ impl RawHandler {
         self.vtable.is_shareable()
     }
 
-    /// Where the `size` bytes at `ptr` live, by the plugin's `locate`; its
-    /// status on failure. `ptr` may be any address (the plugin only
-    /// compares it). `Ok(None)` for an instance that is gone; it is counted
-    /// as a user during the call, so that it cannot go meanwhile.
-    pub(crate) fn locate(&self, ptr: *const u8, size: usize) -> Result<Option<MemplugLocation>, i32> {
-        if self.enter_block().is_err() {
-            return Ok(None);
-        }
-        let held = self.lock();
-        // SAFETY: `held` serialises the call; `locate` never dereferences `ptr`.
-        let found = unsafe { held.vtable().locate(ptr, size) };
-        drop(held);
-        self.leave_block();
-        found.map(Some)
+    /// Where the `size` bytes at `ptr` live, by the plugin's `locate`: the
+    /// plugin's status on failure. `ptr` may be any address (the plugin only
+    /// compares it). The call is made as `user.rs` says (counted as a user,
+    /// no wait for the lock while holding another): `Err(Call(..))` when it
+    /// is not made.
+    pub(crate) fn locate(&self, ptr: *const u8, size: usize) -> Result<MemplugLocation, ShareCall> {
+        // SAFETY: `call` serialises the call and keeps the instance alive;
+        // `locate` never dereferences `ptr`.
+        self.call(|v| unsafe { v.locate(ptr, size) }).map_err(ShareCall::Call)?.map_err(ShareCall::Status)
     }
 
     /// The address in this process of the range `location` describes, by
-    /// the plugin's `resolve`; its status on failure.
-    pub(crate) fn resolve(&self, location: &MemplugLocation) -> Result<NonNull<u8>, i32> {
-        let held = self.lock();
-        // SAFETY: `held` serialises the call.
-        unsafe { held.vtable().resolve(location) }
+    /// the plugin's `resolve`: its status on failure; made as
+    /// [`locate`](RawHandler::locate) is.
+    pub(crate) fn resolve(&self, location: &MemplugLocation) -> Result<NonNull<u8>, ShareCall> {
+        // SAFETY: `call` serialises the call and keeps the instance alive.
+        self.call(|v| unsafe { v.resolve(location) }).map_err(ShareCall::Call)?.map_err(ShareCall::Status)
     }
 
     /// Count one more user of this handler's memory, as a live block
@@ -48,19 +44,20 @@ impl RawHandler {
     /// of its segment) while a [`Retained`] lives. For a handler that is
     /// not an instance nothing is counted (it is never destroyed).
     pub(crate) fn retain(&'static self) -> Result<Retained, AllocError> {
-        self.enter_block()?;
-        Ok(Retained { raw: self })
+        self.user().ok_or(AllocError::InstanceGone { handler: self.name })
     }
 }
 
-/// One counted user of an instance (see [`RawHandler::retain`]); dropping
-/// it lets the instance go, once its owner and its blocks are gone too.
-pub(crate) struct Retained {
-    raw: &'static RawHandler,
+/// Why [`RawHandler::locate`] or [`RawHandler::resolve`] found nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShareCall {
+    /// The call was not made (`user.rs`).
+    Call(Refused),
+    /// The plugin's non-zero `SHARE_*` status.
+    Status(i32),
 }
 
-impl Drop for Retained {
-    fn drop(&mut self) {
-        self.raw.leave_block();
-    }
-}
+/// One counted user of an instance that lives as long as memory reached
+/// through it (see [`RawHandler::retain`]); dropping it lets the instance
+/// go, once its owner and its blocks are gone too.
+pub(crate) type Retained = User<'static>;

@@ -2,20 +2,27 @@
 //! block recording a secret tag and the block's size — NumPy's test "secret
 //! data allocator", made a debugging tool.
 //!
-//! - A free (or realloc) of a pointer whose prefix lacks the tag — one this
-//!   allocator did not make, or already freed — is reported on stderr,
-//!   counted in `bad_frees`, and **not** passed to libc (the block leaks
-//!   rather than corrupting the heap).
+//! - A free (or realloc) of a pointer that is not a live block of this
+//!   allocator — one it did not make, or already freed — is reported on
+//!   stderr, counted in `bad_frees`, and **not** passed to libc (the block
+//!   leaks rather than corrupting the heap).
 //! - A free or realloc whose size differs from the recorded one is reported,
 //!   counted in `size_mismatches`, and then served with the recorded size.
 //! - Live bytes, live blocks, peak bytes and total allocations are kept in
 //!   atomics and exported through the ABI 1.1 `stats` field, which the host
 //!   reads as `Handler::stats`.
 //!
-//! Reading the prefix of a foreign pointer assumes the 16 bytes before it are
-//! readable, which holds for heap memory (as in NumPy's test allocator).
+//! Whether a pointer is a live block is known without reading any memory:
+//! the allocator keeps the set of its live blocks (`registry.rs`), and reads
+//! a prefix only after finding its pointer there — so a foreign pointer,
+//! even one at the start of a page with nothing mapped before it, is
+//! counted and refused, never dereferenced. The set costs a short, sharded
+//! lock per allocation and free: this is a debugging allocator.
+
+mod registry;
 
 use memplug_abi::{Allocator, FLAG_THREAD_SAFE, MemplugStats, export_handler};
+use registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Bytes in front of every block: the tag and the size, 16 to keep blocks
@@ -33,6 +40,8 @@ pub struct Tracking {
     live_count: AtomicU64,
     bad_frees: AtomicU64,
     size_mismatches: AtomicU64,
+    /// The user pointers of the live blocks.
+    live: Registry,
 }
 
 impl Tracking {
@@ -48,37 +57,43 @@ impl Tracking {
         self.live_count.fetch_sub(1, Relaxed);
     }
 
-    /// Tag a fresh base block of `PREFIX + size` bytes; return the user pointer.
+    /// Tag a fresh base block of `PREFIX + size` bytes and register it;
+    /// return the user pointer.
     ///
     /// # Safety
     /// `base` is non-null and holds at least `PREFIX` bytes, 16-byte aligned.
-    unsafe fn finish(base: *mut u8, size: usize) -> *mut u8 {
+    unsafe fn finish(&self, base: *mut u8, size: usize) -> *mut u8 {
         // SAFETY: per the contract, two aligned u64 fit at `base`.
-        unsafe {
+        let ptr = unsafe {
             (base as *mut u64).write(TAG);
             (base as *mut u64).add(1).write(size as u64);
             base.add(PREFIX)
-        }
+        };
+        self.live.insert(ptr as usize);
+        ptr
     }
 
-    /// The base block and recorded size of `ptr`, if it carries the tag.
-    /// Reports and counts what is wrong otherwise.
-    ///
-    /// # Safety
-    /// The `PREFIX` bytes before `ptr` are readable (true for any heap block).
-    unsafe fn check(&self, what: &str, ptr: *mut u8, size: usize) -> Option<(*mut u8, usize)> {
-        // SAFETY: per the contract the prefix is readable; a u64 read is
-        // aligned because every block this allocator hands out is 16-aligned.
+    /// The base block and recorded size of `ptr` if it is a live block of
+    /// this allocator, which it then takes out of the set of live blocks
+    /// (the caller frees or resizes it, or puts it back with `keep`).
+    /// Reports and counts what is wrong otherwise, reading nothing.
+    fn take(&self, what: &str, ptr: *mut u8, size: usize) -> Option<(*mut u8, usize)> {
+        if !self.live.remove(ptr as usize) {
+            self.bad_frees.fetch_add(1, Relaxed);
+            eprintln!(
+                "memplug tracking: {what} of {ptr:p} ({size} bytes) refused: not a live block of this allocator \
+                 (never made by it, or freed already); the block is left alone"
+            );
+            return None;
+        }
+        // SAFETY: `ptr` was registered by `finish`: it is the user pointer
+        // of a live block whose prefix (two aligned u64) this allocator
+        // wrote, and taking it out of the set made it this caller's alone.
         let (base, tag, recorded) = unsafe {
             let base = ptr.sub(PREFIX);
             (base, (base as *const u64).read(), (base as *const u64).add(1).read() as usize)
         };
-        if tag != TAG {
-            self.bad_frees.fetch_add(1, Relaxed);
-            let why = if tag == FREED { "already freed" } else { "not made by this allocator" };
-            eprintln!("memplug tracking: {what} of {ptr:p} ({size} bytes) refused: {why}; the block is left alone");
-            return None;
-        }
+        debug_assert_eq!(tag, TAG, "a registered block carries the tag");
         if recorded != size {
             self.size_mismatches.fetch_add(1, Relaxed);
             eprintln!(
@@ -110,7 +125,7 @@ impl Allocator for Tracking {
         }
         self.track_alloc(size);
         // SAFETY: `base` holds `total >= PREFIX` bytes, malloc-aligned (16).
-        unsafe { Self::finish(base, size) }
+        unsafe { self.finish(base, size) }
     }
 
     fn calloc(&self, nelem: usize, elsize: usize) -> *mut u8 {
@@ -127,32 +142,35 @@ impl Allocator for Tracking {
         }
         self.track_alloc(size);
         // SAFETY: as in `malloc`.
-        unsafe { Self::finish(base, size) }
+        unsafe { self.finish(base, size) }
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, old_size: usize, new_size: usize) -> *mut u8 {
-        // SAFETY: the host passes heap blocks; their prefix is readable.
-        let Some((base, recorded)) = (unsafe { self.check("realloc", ptr, old_size) }) else {
+        let Some((base, recorded)) = self.take("realloc", ptr, old_size) else {
             return std::ptr::null_mut();
+        };
+        // On failure the old block is untouched and still live.
+        let keep = || {
+            self.live.insert(ptr as usize);
+            std::ptr::null_mut()
         };
         let Some(total) = new_size.checked_add(PREFIX) else {
-            return std::ptr::null_mut();
+            return keep();
         };
-        // SAFETY: `base` is a live libc block (it carries the tag).
+        // SAFETY: `base` is a live libc block (it was registered).
         let nbase = unsafe { libc::realloc(base as *mut libc::c_void, total) } as *mut u8;
         if nbase.is_null() {
-            return nbase;
+            return keep();
         }
         self.track_free(recorded);
         self.track_alloc(new_size);
         self.total_allocations.fetch_sub(1, Relaxed); // a resize is not a new allocation
         // SAFETY: `nbase` holds `total >= PREFIX` bytes, malloc-aligned.
-        unsafe { Self::finish(nbase, new_size) }
+        unsafe { self.finish(nbase, new_size) }
     }
 
     unsafe fn free(&self, ptr: *mut u8, size: usize) {
-        // SAFETY: the host passes heap blocks; their prefix is readable.
-        let Some((base, recorded)) = (unsafe { self.check("free", ptr, size) }) else {
+        let Some((base, recorded)) = self.take("free", ptr, size) else {
             return;
         };
         // SAFETY: `base` is our live block; mark it freed, then release it.
