@@ -9,7 +9,7 @@
 //! name).
 //!
 //! Run with `cargo bench --bench layout` (`ROUNDS=N` for more rounds). The
-//! figures are in BENCHMARKS.md.
+//! figures are in docs/src/benchmarks.md.
 
 mod common;
 
