@@ -40,7 +40,7 @@ fi
 echo
 echo "Machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), \
 $(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), \
-$(. /etc/os-release && echo "$PRETTY_NAME"), $(rustc --version | cut -d' ' -f1-2), \
+$(sed -n 's/^PRETTY_NAME="\(.*\)"$/\1/p' /etc/os-release), $(rustc --version | cut -d' ' -f1-2), \
 load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
