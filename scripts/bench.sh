@@ -3,7 +3,10 @@
 # printing the Markdown tables the page shows.
 #
 #   scripts/bench.sh            # the full run: the figures of record (about 15 minutes)
-#   scripts/bench.sh --quick    # every table, fewer rounds and smaller sizes (CI; a few minutes)
+#   scripts/bench.sh --quick    # every table, fewer rounds and smaller sizes (CI; under a minute)
+#
+# Both build first (the workspace in release mode, the benches, and the
+# Python environment if it is missing).
 #
 # Needs what scripts/test-all.sh installs: libmimalloc2.0 and
 # libtcmalloc-minimal4 (allocators by symbol name), python3-venv (the NumPy
