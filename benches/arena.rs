@@ -19,7 +19,7 @@
 //!
 //! Run with `cargo bench --bench arena`; the arena plugin is a
 //! dev-dependency, so cargo builds `libmemplug_arena.so` next to the bench
-//! executable. The figures are in BENCHMARKS.md.
+//! executable. The figures are in docs/src/benchmarks.md.
 
 mod common;
 
@@ -146,7 +146,7 @@ fn arena_alloc_free(c: &mut Criterion) {
     assert_eq!((s.live_count, s.bad_frees, s.size_mismatches), (0, 0, 0));
 }
 
-/// Rounds of the interleaved summary.
+/// Rounds of the interleaved summary (`ROUNDS=n` changes it).
 const ROUNDS: usize = 400;
 /// Iterations per two-thread measurement (amortises starting the partner).
 const TWO_THREAD_ITERS: u64 = 20;
@@ -173,8 +173,9 @@ fn interleaved_summary(hosted: Handler, unlocked: impl Fn()) {
         ("two_threads_per_op", Box::new(|| two_threads(TWO_THREAD_ITERS, hosted, per_op) / TWO_THREAD_ITERS as u32)),
         ("two_threads_batch_1000", Box::new(|| two_threads(TWO_THREAD_ITERS, hosted, batch) / TWO_THREAD_ITERS as u32)),
     ];
-    let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(ROUNDS); variants.len()];
-    for _ in 0..ROUNDS {
+    let rounds = common::rounds(ROUNDS);
+    let mut samples: Vec<Vec<Duration>> = vec![Vec::with_capacity(rounds); variants.len()];
+    for _ in 0..rounds {
         for (i, (_, run)) in variants.iter().enumerate() {
             samples[i].push(run());
         }
@@ -188,18 +189,21 @@ fn interleaved_summary(hosted: Handler, unlocked: impl Fn()) {
             r
         })
         .collect();
-    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    // Per pair of one thread: an iteration is `BATCH` pairs.
+    let ns = |d: Duration| d.as_secs_f64() * 1e9 / BATCH as f64;
     println!(
-        "\ninterleaved summary ({ROUNDS} rounds; one iteration = {BATCH} pairs of alloc+free of {SIZE} B per thread)"
+        "\ninterleaved summary ({rounds} rounds; one iteration = {BATCH} pairs of alloc+free of {SIZE} B per thread; \
+         ratio = median of per-round variant / unlocked_direct)"
     );
-    println!("{:<24} {:>10} {:>10} {:>14} {:>16}", "variant", "min", "median", "ratio (median)", "ratio (IQR)");
+    println!("| variant | min ns/pair | median ns/pair | ratio | ratio IQR |");
+    println!("|---|---:|---:|---:|---:|");
     for (((name, _), v), r) in variants.iter().zip(samples.iter_mut()).zip(&ratios) {
         v.sort();
         let q = |f: f64| r[((r.len() - 1) as f64 * f) as usize];
         println!(
-            "{name:<24} {:>8.2}us {:>8.2}us {:>13.2}x {:>7.2}-{:.2}x",
-            us(v[0]),
-            us(v[v.len() / 2]),
+            "| {name} | {:.2} | {:.2} | {:.2} | {:.2}–{:.2} |",
+            ns(v[0]),
+            ns(v[v.len() / 2]),
             q(0.5),
             q(0.25),
             q(0.75)

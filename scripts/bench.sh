@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Every benchmark of record (docs/src/benchmarks.md), one after another, each
+# printing the Markdown tables the page shows.
+#
+#   scripts/bench.sh            # the full run: the figures of record (about 15 minutes)
+#   scripts/bench.sh --quick    # every table, fewer rounds and smaller sizes (CI; under a minute)
+#
+# Both build first (the workspace in release mode, the benches, and the
+# Python environment if it is missing).
+#
+# Needs what scripts/test-all.sh installs: libmimalloc2.0 and
+# libtcmalloc-minimal4 (allocators by symbol name), python3-venv (the NumPy
+# benchmarks' environment, made by scripts/py-env.sh) and valgrind (the
+# instruction count; full run only). Runs every benchmark even if one fails,
+# then exits 1 naming the ones that failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+case "${1:-}" in
+    --quick) quick=1 ;;
+    "") ;;
+    *) echo "usage: scripts/bench.sh [--quick]" >&2; exit 2 ;;
+esac
+# The number of rounds (or any setting): the full run's, or the quick run's.
+pick() { if ((quick)); then echo "$2"; else echo "$1"; fi; }
+
+target=${CARGO_TARGET_DIR:-target}
+venv=${MEMPLUG_VENV:-$target/py-venv}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failed=()
+begin=$SECONDS
+
+if ((quick)); then
+    echo "# memplug benchmarks: QUICK RUN (fewer rounds, smaller sizes)"
+    echo
+    echo "The figures of a quick run are NOT figures of record: it checks that every benchmark"
+    echo "runs and prints its table. The figures of record are in docs/src/benchmarks.md (full run)."
+else
+    echo "# memplug benchmarks: full run"
+fi
+echo
+echo "Machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//'), \
+$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo), \
+$(sed -n 's/^PRETTY_NAME="\(.*\)"$/\1/p' /etc/os-release), $(rustc --version | cut -d' ' -f1-2), \
+load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo
+
+echo "== building (release: the workspace, then the benches)" >&2
+cargo build --release --workspace --quiet
+cargo bench --no-run --quiet
+
+# section TITLE COMMAND...: run one benchmark under a heading, note a failure.
+section() {
+    local title=$1 t0=$SECONDS
+    shift
+    echo "## $title"
+    echo
+    echo "\$ $*"
+    echo
+    if "$@"; then
+        echo "($((SECONDS - t0)) s)"
+    else
+        echo "FAILED: $title (exit $?)"
+        failed+=("$title")
+    fi
+    echo
+}
+
+# cargo_bench NAME ROUNDS [CRITERION ARGS...]: one bench of benches/.
+cargo_bench() {
+    local name=$1 rounds=$2
+    shift 2
+    ROUNDS=$rounds cargo bench --quiet --bench "$name" -- "$@"
+}
+
+section "Dispatch: one 64-byte allocation + free" \
+    cargo_bench dispatch_interleaved "$(pick 300 30)"
+section "Allocators by symbol name vs the system plugin" \
+    cargo_bench allocators "$(pick 200 20)"
+
+# The arena: criterion's group, then the interleaved summary (the figures of record).
+arena_args=()
+((quick)) && arena_args=(--warm-up-time 0.1 --measurement-time 0.3 --sample-size 10)
+arena() {
+    cargo_bench arena "$(pick 400 40)" "${arena_args[@]}" &&
+        python3 scripts/bench_tables.py criterion "$target/criterion/arena_alloc_free_64_x1000" 1000
+}
+section "Locking a handler that is not thread-safe: the arena" arena
+
+section "Crash isolation: loading a plugin directly vs probed in a worker" \
+    cargo_bench probe "$(pick 30 5)"
+section "The abi_stable layout check of Rust plugins" \
+    cargo_bench layout "$(pick 100 10)"
+section "The verdict cache, cold vs warm" \
+    cargo_bench cache "$(pick 10 2)"
+section "Huge pages: hugepage vs system on a 256 MiB array" \
+    cargo_bench hugepage "$(pick 15 3)"
+section "What guard costs" \
+    cargo_bench guard "$(pick 60 5)"
+section "Shared memory: shm vs system, and handing a block over" \
+    cargo_bench shm "$(pick 60 5)"
+section "Rust collections on a Handler vs the global allocator" \
+    cargo_bench collections "$(pick 60 5)"
+
+# memplug bench: the four plugins of the page's table (default_allocator is the baseline).
+memplug_bench() {
+    local quick_flag=()
+    ((quick)) && quick_flag=(--quick)
+    "$target/release/memplug" bench "$target/release" \
+        --handler system --handler aligned --handler tracking --handler arena "${quick_flag[@]}"
+}
+section "memplug bench" memplug_bench
+
+# The NumPy bridge: the Python environment first.
+if scripts/py-env.sh --reuse >&2; then
+    py="$venv/bin/python"
+    numpy_bridge() {
+        "$py" python/bench/numpy_bridge.py --rounds "$(pick 100 5)" --json "$tmp/numpy.json" >&2 &&
+            python3 scripts/bench_tables.py numpy "$tmp/numpy.json"
+    }
+    section "The NumPy bridge vs NumPy's default handler" numpy_bridge
+    share() {
+        "$py" python/bench/share.py --rounds "$(pick 30 2)" --mib "$(pick 256 64)" --json "$tmp/share.json" >&2 &&
+            python3 scripts/bench_tables.py share "$tmp/share.json"
+    }
+    section "Handing a NumPy array to worker processes" share
+    if ((quick)); then
+        echo "## Instructions per NumPy create+delete"
+        echo
+        echo "SKIPPED in a quick run (valgrind: about 3 minutes); scripts/bench.sh without --quick runs it:"
+        echo "python/bench/instructions.sh $py large; python/bench/instructions.sh $py small"
+        echo
+    else
+        instructions() {
+            python/bench/instructions.sh "$py" large | tee "$tmp/large.txt" >&2 &&
+                python/bench/instructions.sh "$py" small | tee "$tmp/small.txt" >&2 &&
+                python3 scripts/bench_tables.py instructions "$tmp/large.txt" "$tmp/small.txt"
+        }
+        section "Instructions per NumPy create+delete" instructions
+    fi
+else
+    echo "FAILED: the Python environment (scripts/py-env.sh); the NumPy benchmarks did not run"
+    failed+=("the Python environment")
+fi
+
+echo "Total: $((SECONDS - begin)) s$( ((quick)) && echo " (quick run: not figures of record)")"
+if ((${#failed[@]})); then
+    printf 'FAILED: %s\n' "${failed[@]}" >&2
+    exit 1
+fi
