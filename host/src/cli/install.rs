@@ -182,7 +182,8 @@ pub(crate) fn uninstall(name: &str, system: bool, policy: Policy, isolation: &Is
             })
             .collect();
         let reports: Vec<Report> = jobs::run(requests, isolation).into_iter().flatten().collect();
-        let answered: Vec<PathBuf> = reports.into_iter().filter(|r| r.name.as_deref() == Some(name)).map(|r| r.path).collect();
+        let answered: Vec<PathBuf> =
+            reports.into_iter().filter(|r| r.name.as_deref() == Some(name)).map(|r| r.path).collect();
         // A worker's answer only picks among the files listed here.
         if let Some(stray) = answered.iter().find(|p| !files.contains(p)) {
             return fail(&format!(

@@ -114,9 +114,10 @@ fn ld_cache() -> &'static HashMap<String, PathBuf> {
         } else {
             None
         };
-        let out = std::process::Command::new("ldconfig").arg("-p").output().or_else(|_| {
-            std::process::Command::new("/sbin/ldconfig").arg("-p").output()
-        });
+        let out = std::process::Command::new("ldconfig")
+            .arg("-p")
+            .output()
+            .or_else(|_| std::process::Command::new("/sbin/ldconfig").arg("-p").output());
         if let Ok(out) = out {
             for (name, path, flags) in parse_ldconfig_p(&String::from_utf8_lossy(&out.stdout)) {
                 if arch.is_none_or(|a| flags.contains(a)) {
