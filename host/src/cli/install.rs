@@ -119,15 +119,15 @@ fn movable_manifest(file: &Path) -> Result<(), String> {
 }
 
 /// The files of `dir` `uninstall` may remove: regular files (by `lstat`:
-/// not symlinks) directly in it, named as plugins or manifests (not
-/// hidden), in name order; and the symlinks so named, which it leaves.
+/// not symlinks) directly in it, named as plugins or manifests, in name
+/// order; and the symlinks so named, which it leaves.
 fn own_listing(dir: &Path) -> std::io::Result<(Vec<PathBuf>, Vec<PathBuf>)> {
     let (mut files, mut links) = (Vec::new(), Vec::new());
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        if name.starts_with('.') || !(name.ends_with(".so") || is_manifest_name(name)) {
+        if !(name.ends_with(".so") || is_manifest_name(name)) {
             continue;
         }
         let kind = fs::symlink_metadata(entry.path())?.file_type();
