@@ -48,7 +48,7 @@ pub const RACY_NS: i128 = 2_000_000_000;
 pub const MAX_LIBRARIES: usize = 64;
 
 /// The identity of a file's contents, as cheap to read as a `stat`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FileId {
     /// Size in bytes.
     pub size: u64,
@@ -84,7 +84,7 @@ impl FileId {
 }
 
 /// One file as it was when an entry was recorded.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct FileKey {
     /// Its `stat`.
     pub id: FileId,
@@ -109,7 +109,7 @@ impl FileKey {
 }
 
 /// A library a file brings in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Library {
     /// The name asked for (a soname or a path).
     pub name: String,
@@ -128,8 +128,15 @@ pub struct Key {
     pub file: FileKey,
     /// What it asks the loader for (a manifest: its library).
     pub needs: Dependencies,
-    /// Every library brought in, in the order they are found.
+    /// Every library brought in, in the order they are found. (In the
+    /// cache file, each entry names them by index into one table of the
+    /// file's libraries, which many entries share.)
+    #[serde(skip)]
     pub libraries: Vec<Library>,
+    /// Where [`libraries`](Key::libraries) are in the cache file's table
+    /// (only while it is written or read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) stored: Vec<u32>,
 }
 
 impl Key {
@@ -222,7 +229,7 @@ impl State {
                 Library { name, path, file, needs: needs.unwrap_or_default() }
             })
             .collect();
-        Some(Key { file, needs, libraries })
+        Some(Key { file, needs, libraries, stored: Vec::new() })
     }
 
     /// If `candidate` and its libraries are unchanged since `key`: the key
@@ -248,7 +255,7 @@ impl State {
             .iter()
             .map(|l| Library { file: l.path.as_ref().and_then(|p| renewed.get(p)).cloned(), ..l.clone() })
             .collect();
-        Some(Key { file, needs: key.needs.clone(), libraries })
+        Some(Key { file, needs: key.needs.clone(), libraries, stored: Vec::new() })
     }
 }
 

@@ -2,6 +2,7 @@
 //! version or host version, or not owned by this user alone), and merge
 //! changes into it under its lock, replacing it atomically.
 
+use super::key::Library;
 use super::{Entry, EntryKey, FORMAT, HOST};
 use crate::probe::wire;
 use crate::raw::os::euid;
@@ -14,12 +15,14 @@ use std::path::{Path, PathBuf};
 
 const MAGIC: &str = "memplug-verdicts";
 
-/// The file's layout.
+/// The file's layout: the entries, and the libraries their keys name (by
+/// index: one copy of the C library's key, not one per entry).
 #[derive(Serialize, Deserialize)]
 struct CacheFile {
     format: String,
     version: u32,
     entries: Vec<Entry>,
+    libraries: Vec<Library>,
 }
 
 /// The file's first fields, read before its entries (whose layout depends
@@ -62,7 +65,21 @@ pub(super) fn merge(file: &Path, changed: Vec<(Option<Entry>, EntryKey)>) -> io:
         };
     }
     merged.retain(|(path, ..), _| path.exists());
-    let out = CacheFile { format: MAGIC.into(), version: FORMAT, entries: merged.into_values().collect() };
+    let mut libraries: Vec<Library> = Vec::new();
+    let mut index: std::collections::HashMap<Library, u32> = std::collections::HashMap::new();
+    let mut entries: Vec<Entry> = merged.into_values().collect();
+    for e in &mut entries {
+        e.key.stored = std::mem::take(&mut e.key.libraries)
+            .into_iter()
+            .map(|l| {
+                *index.entry(l.clone()).or_insert_with(|| {
+                    libraries.push(l);
+                    (libraries.len() - 1) as u32
+                })
+            })
+            .collect();
+    }
+    let out = CacheFile { format: MAGIC.into(), version: FORMAT, entries, libraries };
     let tmp = file.with_extension(format!("tmp.{}", std::process::id()));
     let mut f = fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&tmp)?;
     f.write_all(&wire::encode(&out))?;
@@ -94,5 +111,18 @@ fn read(file: &Path) -> Option<Vec<Entry>> {
             return None;
         }
     }
-    wire::decode::<CacheFile>(&bytes).map(|f| f.entries).map_err(corrupt).ok()
+    let file = wire::decode::<CacheFile>(&bytes).map_err(corrupt).ok()?;
+    let mut entries = file.entries;
+    for e in &mut entries {
+        let stored = std::mem::take(&mut e.key.stored);
+        let libraries = stored.iter().map(|&i| file.libraries.get(i as usize).cloned()).collect::<Option<Vec<_>>>();
+        match libraries {
+            Some(l) => e.key.libraries = l,
+            None => {
+                corrupt("an entry names a library the file does not hold".into());
+                return None;
+            }
+        }
+    }
+    Some(entries)
 }
