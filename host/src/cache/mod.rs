@@ -24,7 +24,8 @@
 //!
 //! Imports `report`, `probe` (tasks), `policy`, `discover`, `dirs`,
 //! `precheck` (the digest, the loader's search), `symbols` (a manifest's
-//! library) and `error`; `store.rs` reads and writes the file.
+//! library), `raw` (the user id) and `error`; `store.rs` reads and writes
+//! the file.
 
 pub mod key;
 mod store;
