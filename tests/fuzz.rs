@@ -1,8 +1,8 @@
 //! Property-based fuzzing of the pure checks (stable Rust, `proptest`): the
-//! header validator, the ELF checks, the trust rules, the allowlist and
-//! account-file parsers and the reader of a worker's answer never panic on
-//! arbitrary input, and agree with simple oracles on inputs made from valid
-//! ones.
+//! header validator, the ELF checks and dependency reader, the trust rules,
+//! the allowlist and account-file parsers and the reader of a worker's
+//! answer never panic on arbitrary input, and agree with simple oracles on
+//! inputs made from valid ones.
 //!
 //! `cargo test` runs a bounded number of cases (proptest's default, 256 per
 //! property: a few seconds). A longer run:
@@ -122,6 +122,32 @@ proptest! {
         prop_assert_eq!(code(&examine_changed(&[], usize::MAX)), "ok");
         let _ = examine_changed(&changes, usize::MAX);
         let _ = examine_changed(&changes, cut);
+    }
+
+    #[test]
+    fn the_dependency_reader_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = elf::dependencies_bytes(&bytes);
+        let mut elfish = b"\x7fELF\x02\x01\x01".to_vec();
+        elfish.extend(&bytes);
+        let _ = elf::dependencies_bytes(&elfish);
+    }
+
+    #[test]
+    fn the_dependency_reader_survives_changes_to_a_real_library(
+        changes in proptest::collection::vec((prop_oneof![0usize..4096, 0usize..1 << 22], any::<u8>()), 1..8),
+        cut in prop_oneof![0usize..8192, Just(usize::MAX)],
+    ) {
+        let real = elf::dependencies_bytes(real_elf()).expect("the real library's dependencies");
+        prop_assert!(real.needed.iter().any(|n| n.starts_with("libc.so")), "{:?}", real);
+        let mut bytes = real_elf().to_vec();
+        for &(at, value) in &changes {
+            if let Some(b) = bytes.get_mut(at) {
+                *b = value;
+            }
+        }
+        let _ = elf::dependencies_bytes(&bytes);
+        bytes.truncate(cut);
+        let _ = elf::dependencies_bytes(&bytes);
     }
 
     #[test]

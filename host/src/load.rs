@@ -71,6 +71,7 @@ pub(crate) fn prepare_manifest(path: &Path, trust: &Trust) -> Result<Prepared, R
 /// it is named by path), find every function: a handler ready to install.
 /// `manifest` is the file the spec came from, if any.
 pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust: &Trust) -> Result<Prepared, Refusal> {
+    spec.check_library()?;
     let name = validate::check_name(spec.name.as_bytes(), spec.name.len() < memplug_abi::NAME_CAP)?;
     let version = validate::check_version(spec.version.as_deref().unwrap_or("0.0.0").as_bytes(), true)?;
     let alignment = match spec.alignment {

@@ -147,7 +147,7 @@ impl Registry {
                 precheck::check_candidate(&c.path, &policy.trust)?;
             }
         }
-        if let (Some(cache), Some(c)) = (&cache, candidate) {
+        if let (Some(cache), Some(c)) = (&mut cache, candidate) {
             match cache.lookup(c, &ctx, checker) {
                 Lookup::KnownBad(entry) => return Err(entry.refusal().expect("a known-bad entry has a refusal")),
                 Lookup::Hit(reports) if probe.is_some() => {
@@ -163,7 +163,10 @@ impl Registry {
             }
         }
         let (Some(settings), Some(worker)) = (probe, worker) else { return Ok(()) };
-        let id = candidate.and_then(|c| FileId::of(&c.path).ok());
+        let key = match (&mut cache, candidate) {
+            (Some(cache), Some(c)) => cache.key(c),
+            _ => None,
+        };
         let request = Request {
             task: Task::Check,
             candidate: candidate.cloned(),
@@ -175,8 +178,8 @@ impl Registry {
         let started = std::time::Instant::now();
         let outcome = worker.run(&request, settings.timeout);
         tracing::debug!(elapsed = ?started.elapsed(), outcome = ?outcome.verdict(), "probed in a worker process");
-        if let (Some(cache), Some(c), Some(id)) = (&mut cache, candidate, id) {
-            cache.record(c, &ctx, id, checker, &outcome.clone().into_reports(c, true));
+        if let (Some(cache), Some(c), Some(key)) = (&mut cache, candidate, key) {
+            cache.record(c, &ctx, key, checker, &outcome.clone().into_reports(c, true));
             if let Err(e) = cache.save() {
                 tracing::warn!(cache = %cache.file().display(), error = %e, "cannot write the verdict cache");
             }

@@ -273,11 +273,41 @@ impl SymbolSpec {
     /// Parse a manifest's text. Errors are [`Refusal::BadManifest`] with the
     /// parser's line and column.
     pub fn parse_manifest(text: &str) -> Result<SymbolSpec, Refusal> {
-        toml::from_str::<SymbolSpec>(text).map_err(|e| {
+        let spec = toml::from_str::<SymbolSpec>(text).map_err(|e| {
             // toml reports a span for every error it finds in a document;
             // without one, the problem is the document as a whole (line 1).
             let (line, column) = e.span().map_or((1, 1), |span| line_col(text, span.start));
             Refusal::BadManifest { line, column, message: e.message().trim().to_string() }
+        })?;
+        spec.check_library().map_err(|refusal| match refusal {
+            Refusal::BadManifest { message, .. } => {
+                let at = text.lines().scan(0, |off, l| {
+                    let start = *off;
+                    *off += l.len() + 1;
+                    Some((start, l))
+                });
+                let start = at.filter(|(_, l)| l.trim_start().starts_with("library")).map(|(s, _)| s).next();
+                let (line, column) = line_col(text, start.unwrap_or(0));
+                Refusal::BadManifest { line, column, message }
+            }
+            other => other,
+        })?;
+        Ok(spec)
+    }
+
+    /// Refuse an empty (or blank) `library` (`bad-manifest`): the dynamic
+    /// loader would take it for the host program itself.
+    pub fn check_library(&self) -> Result<(), Refusal> {
+        if !self.library.trim().is_empty() {
+            return Ok(());
+        }
+        Err(Refusal::BadManifest {
+            line: 1,
+            column: 1,
+            message: "`library` is empty, which the dynamic loader would take for the host program itself: write \
+                      the library's path (`library = \"/usr/lib/libfoo.so\"`) or its soname (`library = \
+                      \"libfoo.so.1\"`)"
+                .to_string(),
         })
     }
 

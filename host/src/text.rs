@@ -140,6 +140,26 @@ pub mod path_serde {
     }
 }
 
+/// `#[serde(with = "crate::text::opt_path_serde")]` for an `Option<PathBuf>`,
+/// each path written as [`path_serde`] writes it.
+pub mod opt_path_serde {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::path::PathBuf;
+
+    #[derive(Serialize, Deserialize)]
+    struct P(#[serde(with = "super::path_serde")] PathBuf);
+
+    /// Write `path`.
+    pub fn serialize<S: Serializer>(path: &Option<PathBuf>, s: S) -> Result<S::Ok, S::Error> {
+        path.as_ref().map(|p| P(p.clone())).serialize(s)
+    }
+
+    /// Read an optional path.
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+        Ok(Option::<P>::deserialize(d)?.map(|p| p.0))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

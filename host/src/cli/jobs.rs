@@ -29,20 +29,20 @@ pub(crate) fn run(requests: Vec<Request>, isolation: &IsolationArgs) -> Vec<Vec<
     let mut reports: Vec<Option<Vec<Report>>> = Vec::new();
     let mut misses = Vec::new();
     for request in requests {
-        match cached(&cache, &request, checker, isolation.rescan) {
+        match cached(&mut cache, &request, checker, isolation.rescan) {
             Some(r) => reports.push(Some(r)),
             None => {
                 reports.push(None);
-                let id = request.candidate.as_ref().and_then(|c| FileId::of(&c.path).ok());
-                misses.push((reports.len() - 1, id, request));
+                let key = request.candidate.as_ref().and_then(|c| cache.key(c));
+                misses.push((reports.len() - 1, key, request));
             }
         }
     }
     let ran = run_workers(misses.iter().map(|(_, _, r)| r.clone()).collect(), isolation);
-    for ((slot, id, request), got) in misses.into_iter().zip(ran) {
-        if let (Some(candidate), Some(id)) = (&request.candidate, id) {
+    for ((slot, key, request), got) in misses.into_iter().zip(ran) {
+        if let (Some(candidate), Some(key)) = (&request.candidate, key) {
             let ctx = context(request.task, &request.policy, &request.options);
-            cache.record(candidate, &ctx, id, checker, &got);
+            cache.record(candidate, &ctx, key, checker, &got);
         }
         reports[slot] = Some(got);
     }
@@ -55,7 +55,7 @@ pub(crate) fn run(requests: Vec<Request>, isolation: &IsolationArgs) -> Vec<Vec<
 /// What the verdict cache says of `request`: the reports of an earlier run
 /// on the unchanged file, or a `known-bad` refusal of one that crashed, hung
 /// or exited its worker; `None` to run it (`rescan`, or nothing usable).
-fn cached(cache: &VerdictCache, request: &Request, checker: Option<FileId>, rescan: bool) -> Option<Vec<Report>> {
+fn cached(cache: &mut VerdictCache, request: &Request, checker: Option<FileId>, rescan: bool) -> Option<Vec<Report>> {
     let candidate = request.candidate.as_ref()?;
     // The file checks run every time (they need no plugin code, and a
     // `chmod` of a directory changes no file): a refusal is not cached.

@@ -15,7 +15,10 @@
 //!    are read, at most [`MAX_DYNAMIC`] bytes of it.
 //!
 //! What only the loader can tell (a missing dependency, an undefined symbol,
-//! an ABI variant encoded in `e_flags`) is left to it.
+//! an ABI variant encoded in `e_flags`) is left to it. [`dependencies`]
+//! reads what a library asks the loader to load with it (`DT_NEEDED`,
+//! `DT_RUNPATH`, `DT_RPATH`), for the verdict cache's key; finding those
+//! files is [`super::resolve`]'s (I/O).
 //!
 //! Imports only `error`.
 
@@ -37,6 +40,14 @@ const PT_DYNAMIC: u32 = 2;
 const DT_NULL: u64 = 0;
 const DT_FLAGS_1: u64 = 0x6fff_fffb;
 const DF_1_PIE: u64 = 0x0800_0000;
+const PT_LOAD: u32 = 1;
+const DT_NEEDED: u64 = 1;
+const DT_STRTAB: u64 = 5;
+const DT_STRSZ: u64 = 10;
+const DT_RPATH: u64 = 15;
+const DT_RUNPATH: u64 = 29;
+/// The most of a dynamic string table read for the names of dependencies.
+pub const MAX_STRTAB: usize = 1 << 20;
 
 /// What an ELF file is built for: word size, byte order and machine
 /// (`e_machine`).
@@ -327,6 +338,91 @@ pub fn examine(
     };
     check_type(path, header.e_type, flags)?;
     Ok(Elf { target: header.target })
+}
+
+/// What a library asks the dynamic loader to load with it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Dependencies {
+    /// `DT_NEEDED`, in order: sonames, or paths (with a `/`).
+    pub needed: Vec<String>,
+    /// `DT_RPATH` (searched first, unless there is a `DT_RUNPATH`).
+    pub rpath: Option<String>,
+    /// `DT_RUNPATH` (searched after `LD_LIBRARY_PATH`).
+    pub runpath: Option<String>,
+}
+
+/// The dependencies of an ELF shared library of `len` bytes, read through
+/// `read` as for [`examine`]; `None` when they cannot be read (not ELF, a
+/// range past the end, a string table no `PT_LOAD` segment maps, a name
+/// outside it). A library without a dynamic section has none.
+pub fn dependencies(len: u64, read: &mut dyn FnMut(u64, usize) -> Option<Vec<u8>>) -> Option<Dependencies> {
+    let mut get = |offset: u64, n: usize| {
+        offset.checked_add(n as u64).filter(|&end| end <= len)?;
+        read(offset, n).filter(|b| b.len() == n)
+    };
+    let header = parse_header(Path::new(""), &get(0, usize::try_from(len).ok()?.min(HEADER_LEN))?).ok()?;
+    let (phoff, phlen) = program_headers(Path::new(""), &header).ok()?;
+    let phdrs = get(phoff, phlen)?;
+    let Some((offset, n)) = dynamic_segment(&header, &phdrs) else { return Some(Dependencies::default()) };
+    let n = usize::try_from(len.saturating_sub(offset)).unwrap_or(usize::MAX).min(n);
+    let dynamic = get(offset, n)?;
+    let class64 = header.target.class64;
+    let r = Reader { bytes: &dynamic, little: header.target.little_endian };
+    let (size, half) = if class64 { (16, 8) } else { (8, 4) };
+    let (mut needed, mut strtab, mut strsz, mut rpath, mut runpath) = (Vec::new(), None, None, None, None);
+    for off in (0..dynamic.len() / size).map(|i| i * size) {
+        let value = r.word(off + half, class64);
+        match r.word(off, class64) {
+            DT_NULL => break,
+            DT_NEEDED => needed.push(value),
+            DT_STRTAB => strtab = Some(value),
+            DT_STRSZ => strsz = Some(value),
+            DT_RPATH => rpath = Some(value),
+            DT_RUNPATH => runpath = Some(value),
+            _ => {}
+        }
+    }
+    if needed.is_empty() && rpath.is_none() && runpath.is_none() {
+        return Some(Dependencies::default());
+    }
+    let start = file_offset(&header, &phdrs, strtab?)?;
+    let n = usize::try_from(strsz?.min(len.saturating_sub(start))).ok()?.min(MAX_STRTAB);
+    let table = get(start, n)?;
+    let string = |at: u64| {
+        let rest = table.get(usize::try_from(at).ok()?..)?;
+        let end = rest.iter().position(|&b| b == 0)?;
+        Some(String::from_utf8_lossy(&rest[..end]).into_owned())
+    };
+    Some(Dependencies {
+        needed: needed.into_iter().map(string).collect::<Option<_>>()?,
+        rpath: rpath.map(string).map_or(Some(None), |s| s.map(Some))?,
+        runpath: runpath.map(string).map_or(Some(None), |s| s.map(Some))?,
+    })
+}
+
+/// The file offset of virtual address `vaddr`, through the `PT_LOAD`
+/// segment that maps it.
+fn file_offset(header: &Header, phdrs: &[u8], vaddr: u64) -> Option<u64> {
+    let class64 = header.target.class64;
+    let r = Reader { bytes: phdrs, little: header.target.little_endian };
+    let size = if class64 { 56 } else { 32 };
+    (0..phdrs.len() / size).map(|i| i * size).filter(|&off| r.u32(off) == PT_LOAD).find_map(|off| {
+        let (offset, start, filesz) = if class64 {
+            (r.u64(off + 8), r.u64(off + 16), r.u64(off + 32))
+        } else {
+            (r.word(off + 4, false), r.word(off + 8, false), r.word(off + 16, false))
+        };
+        let inside = vaddr.checked_sub(start).filter(|&d| d < filesz)?;
+        offset.checked_add(inside)
+    })
+}
+
+/// [`dependencies`] of a whole file in memory.
+pub fn dependencies_bytes(file: &[u8]) -> Option<Dependencies> {
+    dependencies(file.len() as u64, &mut |offset, n| {
+        let start = usize::try_from(offset).ok()?;
+        file.get(start..start.checked_add(n)?).map(<[u8]>::to_vec)
+    })
 }
 
 /// [`examine`] over the whole file in memory.

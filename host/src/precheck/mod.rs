@@ -42,11 +42,13 @@
 //! ```
 //!
 //! `elf`, `trust` and the allowlist parsing in `digest` are pure functions
-//! over bytes and facts (fuzzed in `tests/fuzz.rs`); this file and `walk.rs`
+//! over bytes and facts (fuzzed in `tests/fuzz.rs`); this file, `walk.rs`
+//! and `resolve.rs` (where the loader would find a library's dependencies)
 //! do the I/O. Imports `error` and `raw` (the effective user id).
 
 pub mod digest;
 pub mod elf;
+pub mod resolve;
 pub mod trust;
 mod walk;
 

@@ -11,8 +11,11 @@
 //! someone else (not owned by this user, or writable by others).
 //!
 //! An entry is keyed by the file's path and entry symbol, and is used only
-//! while the file's size, modification time, inode, device, mode and owner
-//! are the same, and the host's version is. The file checks that need no
+//! while the file and every library it brings in are unchanged (see [`key`]:
+//! a `stat` with both times in nanoseconds, and the SHA-256 compared
+//! whenever the `stat` leaves any doubt), and the host's version is the
+//! same. A file that changed is checked again — one refused as `known-bad`
+//! included. The file checks that need no
 //! plugin code (file type, ELF, trust: [`crate::precheck`]) are not cached:
 //! they run every time, before the cache is consulted. A good verdict (the reports) is also
 //! tied to what was asked — the task (`check`, `list`), the policy and the
@@ -20,58 +23,30 @@
 //! holds whatever is asked.
 //!
 //! Imports `report`, `probe` (tasks), `policy`, `discover`, `dirs`,
-//! `precheck` (the digest), `raw` (the user id) and `error`.
+//! `precheck` (the digest, the loader's search), `symbols` (a manifest's
+//! library), `raw` (the user id) and `error`; `store.rs` reads and writes
+//! the file.
+
+pub mod key;
+mod store;
 
 use crate::discover::Candidate;
 use crate::precheck::Digest;
 use crate::probe::wire;
-use crate::raw::os::euid;
 use crate::report::{Report, Status};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 pub use crate::dirs::CACHE_ENV;
-/// The format version of the cache file.
-const FORMAT: u32 = 1;
+pub use key::{FileId, Key};
+
+/// The format version of the cache file (a file of another is ignored).
+const FORMAT: u32 = 2;
 /// The version of this host: entries of another are ignored.
 const HOST: &str = concat!(env!("CARGO_PKG_VERSION"), "+abi", "1.2");
-
-/// The identity of a file's contents, as cheap to read as a `stat`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FileId {
-    /// Size in bytes.
-    pub size: u64,
-    /// Modification time, seconds and nanoseconds since the epoch.
-    pub mtime: (i64, i64),
-    /// Inode number.
-    pub ino: u64,
-    /// Device number.
-    pub dev: u64,
-    /// Mode bits (a `chmod` changes no contents, but can change a verdict).
-    pub mode: u32,
-    /// Owner.
-    pub uid: u32,
-}
-
-impl FileId {
-    /// The identity of the file at `path` (following symlinks).
-    pub fn of(path: &Path) -> io::Result<FileId> {
-        let m = fs::metadata(path)?;
-        Ok(FileId {
-            size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ino: m.ino(),
-            dev: m.dev(),
-            mode: m.mode(),
-            uid: m.uid(),
-        })
-    }
-}
 
 /// What checking a file concluded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,10 +74,8 @@ pub struct Entry {
     pub path: PathBuf,
     /// The entry symbol.
     pub symbol: String,
-    /// The file as it was when checked.
-    pub id: FileId,
-    /// Its SHA-256, as hex.
-    pub digest: String,
+    /// The file and its libraries as they were when checked.
+    pub key: Key,
     /// The host version that checked it.
     pub host: String,
     /// The executable that checked it (the worker), as it was: a good
@@ -117,14 +90,6 @@ pub struct Entry {
     pub verdict: Verdict,
 }
 
-/// The file's layout.
-#[derive(Serialize, Deserialize)]
-struct CacheFile {
-    format: String,
-    version: u32,
-    entries: Vec<Entry>,
-}
-
 /// What a lookup found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Lookup {
@@ -136,13 +101,17 @@ pub enum Lookup {
     Miss,
 }
 
+type EntryKey = (PathBuf, String, String);
+
 /// The verdict cache (see the module docs).
 #[derive(Debug)]
 pub struct VerdictCache {
     file: PathBuf,
-    entries: BTreeMap<(PathBuf, String, String), Entry>,
+    entries: BTreeMap<EntryKey, Entry>,
     /// Keys changed since opening, written by [`save`](VerdictCache::save).
-    changed: Vec<(PathBuf, String, String)>,
+    changed: Vec<EntryKey>,
+    /// What this process has seen of files and libraries.
+    state: key::State,
 }
 
 impl VerdictCache {
@@ -156,13 +125,8 @@ impl VerdictCache {
     /// of another version or not safely owned is ignored, with a warning.
     pub fn open(file: impl Into<PathBuf>) -> VerdictCache {
         let file = file.into();
-        let entries = read(&file)
-            .into_iter()
-            .flatten()
-            .filter(|e| e.host == HOST)
-            .map(|e| ((e.path.clone(), e.symbol.clone(), e.context.clone()), e))
-            .collect();
-        VerdictCache { file, entries, changed: Vec::new() }
+        let entries = store::entries(&file);
+        VerdictCache { file, entries, changed: Vec::new(), state: key::State::default() }
     }
 
     /// Where the cache is kept.
@@ -172,38 +136,60 @@ impl VerdictCache {
 
     /// What the cache says of `candidate` asked with `context` (see
     /// [`context`]) of the worker executable `checker`
-    /// ([`FileId::of`] it).
-    pub fn lookup(&self, candidate: &Candidate, context: &str, checker: Option<FileId>) -> Lookup {
-        let Ok(id) = FileId::of(&candidate.path) else { return Lookup::Miss };
+    /// ([`FileId::of`] it). An entry whose key a digest proved still good
+    /// is renewed (written by [`save`](VerdictCache::save)).
+    pub fn lookup(&mut self, candidate: &Candidate, context: &str, checker: Option<FileId>) -> Lookup {
         let key = |ctx: &str| (candidate.path.clone(), candidate.symbol.clone(), ctx.to_string());
-        if let Some(e) = self.entries.get(&key("")).filter(|e| e.id == id) {
-            return Lookup::KnownBad(Box::new(e.clone()));
+        if let Some(e) = self.usable(candidate, key("")) {
+            return Lookup::KnownBad(Box::new(e));
         }
-        match self.entries.get(&key(context)).filter(|e| e.id == id && e.checker.is_some() && e.checker == checker) {
-            Some(Entry { verdict: Verdict::Reports(r), .. }) => Lookup::Hit(r.clone()),
+        if self.entries.get(&key(context)).is_none_or(|e| e.checker.is_none() || e.checker != checker) {
+            return Lookup::Miss;
+        }
+        match self.usable(candidate, key(context)) {
+            Some(Entry { verdict: Verdict::Reports(r), .. }) => Lookup::Hit(r),
             _ => Lookup::Miss,
         }
     }
 
-    /// Remember what checking `candidate` with `context` gave. A worker that
-    /// crashed, hung or exited makes a bad verdict for any context; other
-    /// reports are kept for this context, and a file that changed since is
-    /// not recorded.
+    /// The entry at `at` if its key still holds (renewing the key).
+    fn usable(&mut self, candidate: &Candidate, at: EntryKey) -> Option<Entry> {
+        let entry = self.entries.get_mut(&at)?;
+        let now = self.state.verify(candidate, &entry.key)?;
+        if now != entry.key {
+            entry.key = now;
+            self.changed.push(at);
+        }
+        Some(entry.clone())
+    }
+
+    /// The key of `candidate` as it is now: take it before checking the
+    /// file, and give it to [`record`](VerdictCache::record) after. `None`
+    /// when it cannot be made (then nothing is recorded).
+    pub fn key(&mut self, candidate: &Candidate) -> Option<Key> {
+        self.state.key(candidate)
+    }
+
+    /// Remember what checking `candidate` with `context` gave, the file
+    /// keyed as `key` was before the check. A worker that crashed, hung or
+    /// exited makes a bad verdict for any context; other reports are kept
+    /// for this context. Nothing is recorded when the file or one of its
+    /// libraries changed since `key` was taken.
     pub fn record(
         &mut self,
         candidate: &Candidate,
         context: &str,
-        id: FileId,
+        key: Key,
         checker: Option<FileId>,
         reports: &[Report],
     ) {
-        if FileId::of(&candidate.path).ok() != Some(id) {
-            return; // it changed while it was being checked
+        if !key.holds(candidate) {
+            tracing::debug!(candidate = %candidate, "changed while it was being checked; not caching the verdict");
+            return;
         }
         if reports.iter().any(|r| r.reason.as_deref() == Some(crate::probe::BAD_ANSWER)) {
             return; // an answer not to be trusted is not remembered either
         }
-        let Ok(digest) = File::open(&candidate.path).and_then(Digest::of_reader) else { return };
         let bad = reports.iter().find(|r| matches!(r.status, Status::Crashed | Status::TimedOut | Status::NoReport));
         let (ctx, verdict) = match bad {
             Some(r) => (
@@ -220,24 +206,23 @@ impl VerdictCache {
         let entry = Entry {
             path: candidate.path.clone(),
             symbol: candidate.symbol.clone(),
-            id,
-            digest: digest.to_string(),
+            key,
             host: HOST.to_string(),
             checker,
             context: ctx.clone(),
             checked: now(),
             verdict,
         };
-        let key = (entry.path.clone(), entry.symbol.clone(), ctx);
+        let at = (entry.path.clone(), entry.symbol.clone(), ctx);
         if bad.is_none() {
-            // A good check of the same file clears an old bad verdict.
-            let bad_key = (entry.path.clone(), entry.symbol.clone(), String::new());
-            if self.entries.remove(&bad_key).is_some() {
-                self.changed.push(bad_key);
+            // A good check of the file clears an old bad verdict.
+            let bad_at = (entry.path.clone(), entry.symbol.clone(), String::new());
+            if self.entries.remove(&bad_at).is_some() {
+                self.changed.push(bad_at);
             }
         }
-        self.entries.insert(key.clone(), entry);
-        self.changed.push(key);
+        self.entries.insert(at.clone(), entry);
+        self.changed.push(at);
     }
 
     /// Write the changes: under the cache's lock, merge them into the file as
@@ -248,36 +233,8 @@ impl VerdictCache {
         if self.changed.is_empty() {
             return Ok(());
         }
-        let dir = self.file.parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf);
-        fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)?;
-        let lock = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(self.file.with_extension("lock"))?;
-        lock.lock()?;
-        let mut merged: BTreeMap<_, Entry> = read(&self.file)
-            .into_iter()
-            .flatten()
-            .filter(|e| e.host == HOST)
-            .map(|e| ((e.path.clone(), e.symbol.clone(), e.context.clone()), e))
-            .collect();
-        for key in self.changed.drain(..) {
-            match self.entries.get(&key) {
-                Some(e) => merged.insert(key, e.clone()),
-                None => merged.remove(&key),
-            };
-        }
-        merged.retain(|(path, ..), _| path.exists());
-        let file =
-            CacheFile { format: "memplug-verdicts".into(), version: FORMAT, entries: merged.into_values().collect() };
-        let tmp = self.file.with_extension(format!("tmp.{}", std::process::id()));
-        let mut out = fs::OpenOptions::new().create(true).truncate(true).write(true).mode(0o600).open(&tmp)?;
-        out.write_all(&wire::encode(&file).map_err(io::Error::other)?)?;
-        out.sync_all()?;
-        fs::rename(&tmp, &self.file)?;
-        lock.unlock()
+        let changed: Vec<_> = self.changed.drain(..).map(|k| (self.entries.get(&k).cloned(), k)).collect();
+        store::merge(&self.file, changed)
     }
 }
 
@@ -320,28 +277,6 @@ pub fn context(task: crate::probe::Task, policy: &crate::policy::Policy, options
     policy.probe = None;
     policy.cache = None;
     Digest::of(&wire::encode(&(task, policy, options)).unwrap_or_else(String::into_bytes)).to_string()
-}
-
-/// The entries of a cache file, or `None` (with a warning) when it cannot
-/// be used.
-fn read(file: &Path) -> Option<Vec<Entry>> {
-    let meta = fs::metadata(file).ok()?;
-    if meta.uid() != euid() || meta.permissions().mode() & 0o022 != 0 {
-        tracing::warn!(cache = %file.display(), "ignoring the verdict cache: it is not owned by this user alone");
-        return None;
-    }
-    let bytes = fs::read(file).ok()?;
-    match wire::decode::<CacheFile>(&bytes) {
-        Ok(f) if f.format == "memplug-verdicts" && f.version == FORMAT => Some(f.entries),
-        Ok(f) => {
-            tracing::info!(cache = %file.display(), version = f.version, "ignoring a verdict cache of another version");
-            None
-        }
-        Err(e) => {
-            tracing::warn!(cache = %file.display(), error = %e, "ignoring a corrupt verdict cache; it will be rebuilt");
-            None
-        }
-    }
 }
 
 fn now() -> u64 {
