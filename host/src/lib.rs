@@ -48,7 +48,9 @@
 //! 16. [`cache`] — the verdict cache: unchanged files are not checked
 //!     again, and files that crashed a worker are refused without running;
 //!     [`registry`] — install validated handlers under unique names, under
-//!     a policy (probing them first if it says so);
+//!     a policy (probing them first if it says so); [`global`] — a
+//!     `#[global_allocator]` whose handler an environment variable names at
+//!     start-up, with the bootstrap arena that serves while it loads;
 //! 17. [`sandbox`] — what a worker process denies the plugin it runs (a
 //!     seccomp filter, no capabilities);
 //! 18. [`worker`] — the worker side of `probe`.
@@ -110,6 +112,7 @@ pub mod report;
 pub mod probe;
 pub mod cache;
 pub mod registry;
+pub mod global;
 pub mod sandbox;
 pub mod worker;
 
