@@ -102,7 +102,8 @@ pub enum Status {
     /// The variable names a handler that could not be used: the system
     /// allocator, for the rest of the process.
     Failed {
-        /// The variable's value.
+        /// The variable's value, with control characters and bytes that
+        /// are not UTF-8 escaped.
         value: String,
         /// Why.
         error: GlobalError,
@@ -157,14 +158,12 @@ impl Global {
     #[cold]
     #[inline(never)]
     fn decide(&self) {
-        let outcome = std::panic::catch_unwind(|| choose(self.var)).unwrap_or_else(|panic| {
-            let value = std::env::var(self.var).unwrap_or_default();
-            Err((value, GlobalError::Panicked { message: panic_message(&*panic) }))
+        let status = std::panic::catch_unwind(|| choose(self.var)).unwrap_or_else(|panic| Status::Failed {
+            value: value_of(self.var),
+            error: GlobalError::Panicked { message: panic_message(&*panic) },
         });
-        let status = match outcome {
-            Ok(None) => Status::System,
-            Err((value, error)) => Status::Failed { value, error },
-            Ok(Some((value, h))) => {
+        let status = match status {
+            Status::Handler(h) => {
                 let word = if h.is_thread_safe() { HANDLER } else { LOCKED };
                 // No allocation from here to the final store, so that no
                 // block can come from the system allocator in between.
@@ -174,8 +173,10 @@ impl Global {
                     return;
                 }
                 // Tainted: system blocks exist, so the system allocator it is.
-                Status::Failed { value, error: GlobalError::BootstrapExhausted { arena: bootstrap::ARENA_SIZE } }
+                let error = GlobalError::BootstrapExhausted { arena: bootstrap::ARENA_SIZE };
+                Status::Failed { value: value_of(self.var), error }
             }
+            other => other,
         };
         if let Status::Failed { value, error } = &status {
             report(self.var, value, error);
@@ -201,7 +202,7 @@ impl std::fmt::Debug for Global {
 fn report(var: &str, value: &str, error: &GlobalError) {
     let line = format!(
         "memplug: {var}={}: {}: {}; using the system allocator\n",
-        crate::text::escape(value),
+        value,
         error.code(),
         crate::text::escape(&error.to_string())
     );
@@ -216,16 +217,22 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
-/// Read `var` and load what it names: `Ok(None)` when it is unset or empty.
-fn choose(var: &str) -> Result<Option<(String, Handler)>, (String, GlobalError)> {
-    let Some(raw) = std::env::var_os(var) else { return Ok(None) };
-    if raw.is_empty() {
-        return Ok(None);
-    }
-    let Some(value) = raw.to_str().map(str::to_string) else {
-        return Err((crate::text::escape_os(&raw), GlobalError::BadValue));
+/// Read `var` and load what it names: [`Status::System`] when it is unset
+/// or empty.
+fn choose(var: &str) -> Status {
+    let Some(raw) = std::env::var_os(var).filter(|v| !v.is_empty()) else { return Status::System };
+    let Some(value) = raw.to_str() else {
+        return Status::Failed { value: crate::text::escape_os(&raw), error: GlobalError::BadValue };
     };
-    load(&value).map(|h| Some((value.clone(), h))).map_err(|e| (value, e))
+    match load(value) {
+        Ok(h) => Status::Handler(h),
+        Err(error) => Status::Failed { value: crate::text::escape_os(&raw), error },
+    }
+}
+
+/// The variable's value, as the message shows it.
+fn value_of(var: &str) -> String {
+    std::env::var_os(var).map(|v| crate::text::escape_os(&v)).unwrap_or_default()
 }
 
 /// The registry `Global` loads into, under the environment's policy
@@ -284,7 +291,8 @@ fn find(registry: &Registry, name: &str) -> Result<Handler, GlobalError> {
             Err(_) => {}
         }
     }
-    Err(refused.map_or(GlobalError::NotFound { name: name.to_string(), candidates: candidates.len() }, GlobalError::Load))
+    Err(refused
+        .map_or(GlobalError::NotFound { name: name.to_string(), candidates: candidates.len() }, GlobalError::Load))
 }
 
 #[cfg(test)]
