@@ -108,6 +108,10 @@ fn options_make_an_instance_and_bad_options_fall_back() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.starts_with(&format!("memplug: {VAR}=arena:bogus=1: bad-options: ")), "{err}");
     assert!(stdout(&o).contains("handler: none"));
+    // A thread-safe instance (served through the handler's `Allocator`
+    // impl, every block 4096-aligned).
+    let out = stdout(&run("global_env", Some("aligned:alignment=4096"), &[]));
+    assert!(out.contains("handler: aligned"), "{out}");
     let o = run("global_env", Some("tracking:x=1"), &[]);
     assert!(String::from_utf8_lossy(&o.stderr).contains(": no-options: "));
 }
@@ -120,8 +124,17 @@ fn a_plugin_path_names_the_handler() {
 }
 
 #[test]
+fn a_manifest_path_names_the_handler() {
+    let manifest = support::root().join("examples/manifests/libc.memplug.toml");
+    let o = run("global_env", Some(manifest.to_str().unwrap()), &[]);
+    let out = stdout(&o);
+    assert!(out.contains("status: handler "), "{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
 fn threads_racing_the_first_allocation_are_served() {
-    for value in ["tracking", "arena:region_size=256k", "nosuch"] {
+    for value in ["tracking", "arena:region_size=256k", "aligned:alignment=4096", "nosuch"] {
         for _ in 0..5 {
             let o = run("global_race", Some(value), &[]);
             let out = stdout(&o);

@@ -5,7 +5,8 @@
 //!
 //! Imports its parent, `handler`, `raw` and allocator-api2.
 
-use super::{FINISHING, Global, HANDLER, LOADING, LOCKED, SYSTEM, TAINTED, UNSET};
+use super::{DIRECT, FINISHING, Global, HANDLER, LOADING, LOCKED, SYSTEM, TAINTED, UNSET};
+use crate::handler::DirectCalls;
 use crate::handler::Handler;
 use crate::raw::bootstrap;
 use allocator_api2::alloc::Allocator;
@@ -61,7 +62,16 @@ impl Global {
         }
     }
 
-    /// Every allocation outside the two fast states.
+    /// The plugin's direct calls and their alignment (state *direct* only).
+    #[inline(always)]
+    fn direct(&self) -> (DirectCalls, usize) {
+        match self.chosen.get().and_then(|c| c.direct) {
+            Some(d) => d,
+            None => unreachable!("the direct state is published after its calls"),
+        }
+    }
+
+    /// Every allocation outside the fast states.
     #[cold]
     #[inline(never)]
     #[allow(unsafe_code)]
@@ -93,7 +103,7 @@ impl Global {
                     let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
                     return handler_alloc(self.final_handler(), layout, zeroed);
                 }
-                HANDLER => return handler_alloc(self.final_handler(), layout, zeroed),
+                HANDLER | DIRECT => return handler_alloc(self.final_handler(), layout, zeroed),
                 // SYSTEM
                 _ => {
                     // SAFETY: `GlobalAlloc::alloc`'s contract: a non-zero size.
@@ -106,12 +116,23 @@ impl Global {
     #[inline(always)]
     #[allow(unsafe_code)]
     fn alloc_any(&self, layout: Layout, zeroed: bool) -> *mut u8 {
-        match self.state.load(Ordering::Acquire) {
+        let state = self.state.load(Ordering::Acquire);
+        if state == SYSTEM {
             // SAFETY: `GlobalAlloc::alloc`'s contract: a non-zero size.
-            SYSTEM => unsafe { bootstrap::system_alloc(layout, zeroed) },
-            HANDLER => handler_alloc(self.final_handler(), layout, zeroed),
-            _ => self.alloc_slow(layout, zeroed),
+            return unsafe { bootstrap::system_alloc(layout, zeroed) };
         }
+        if state == DIRECT && !zeroed {
+            let (calls, alignment) = self.direct();
+            if layout.align() <= alignment {
+                // SAFETY: `GlobalAlloc::alloc`'s contract: a non-zero size;
+                // the block has the handler's alignment, which is enough.
+                return unsafe { calls.malloc(layout.size()) };
+            }
+        }
+        if state == HANDLER || state == DIRECT {
+            return handler_alloc(self.final_handler(), layout, zeroed);
+        }
+        self.alloc_slow(layout, zeroed)
     }
 
     /// Free a block that is not in the arena.
@@ -121,7 +142,26 @@ impl Global {
     #[inline(always)]
     #[allow(unsafe_code)]
     unsafe fn dealloc_made(&self, ptr: *mut u8, layout: Layout) {
-        match self.state.load(Ordering::Acquire) {
+        let state = self.state.load(Ordering::Acquire);
+        if state == SYSTEM {
+            // SAFETY: outside the arena, in this state, a block is the system's.
+            return unsafe { bootstrap::system_dealloc(ptr, layout) };
+        }
+        match state {
+            DIRECT => {
+                let (calls, alignment) = self.direct();
+                if layout.align() <= alignment {
+                    // SAFETY: outside the arena, a block was made by the
+                    // handler; with this alignment it is a plain block of
+                    // `layout.size()` bytes (from `calls.malloc` or the
+                    // handler's `Allocator` impl, which made it with `alloc`).
+                    unsafe { calls.free(NonNull::new_unchecked(ptr), layout.size()) }
+                } else {
+                    // SAFETY: outside the arena, a block was made by the
+                    // handler through its `Allocator` impl's aligned path.
+                    unsafe { handler_dealloc(self.final_handler(), ptr, layout) }
+                }
+            }
             // SAFETY: outside the arena, a block was made by the final
             // allocator: the handler, in these states.
             HANDLER => unsafe { handler_dealloc(self.final_handler(), ptr, layout) },
@@ -146,7 +186,10 @@ impl Global {
 // is served through its `Allocator` impl, which returns blocks of at least
 // the layout's size and alignment and frees them with the same layout;
 // the arena aligns each block as asked; the system allocator is
-// `std::alloc::System`. A handler that is not thread-safe is called only
+// `std::alloc::System`. In the *direct* state, plain blocks (alignment
+// within the handler's) are made and freed with the plugin's own `malloc`
+// and `free`, which are the calls the `Allocator` impl makes for them too,
+// so either may free the other's. A handler that is not thread-safe is called only
 // under `serial` (and its own lock). Nothing here unwinds: loading runs
 // under `catch_unwind`.
 #[allow(unsafe_code)]
@@ -184,8 +227,8 @@ unsafe impl GlobalAlloc for Global {
             return q;
         }
         match self.state.load(Ordering::Acquire) {
-            // SAFETY: outside the arena, in this state, a block is the handler's.
-            HANDLER => unsafe { handler_realloc(self.final_handler(), ptr, layout, new_size) },
+            // SAFETY: outside the arena, in these states, a block is the handler's.
+            HANDLER | DIRECT => unsafe { handler_realloc(self.final_handler(), ptr, layout, new_size) },
             LOCKED => {
                 let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
                 // SAFETY: as above.

@@ -50,7 +50,7 @@ mod global_alloc;
 
 use crate::discover::{self, Candidate};
 use crate::error::GlobalError;
-use crate::handler::{Handler, Instance};
+use crate::handler::{DirectCalls, Handler, Instance};
 use crate::policy::Policy;
 use crate::raw::bootstrap;
 use crate::registry::Registry;
@@ -73,6 +73,9 @@ const SYSTEM: u8 = 3;
 const HANDLER: u8 = 4;
 /// Final: a handler called under `Global`'s lock.
 const LOCKED: u8 = 5;
+/// Final: a thread-safe handler whose plain `malloc` and `free` are called
+/// straight ([`Handler::direct_calls`]); the rest as in [`HANDLER`].
+const DIRECT: u8 = 7;
 
 /// A global allocator chosen at start-up by an environment variable (see
 /// the [module docs](self)).
@@ -88,6 +91,9 @@ pub struct Global {
 struct Chosen {
     status: Status,
     handler: Option<Handler>,
+    /// In the *direct* state: the plugin's `malloc` and `free`, and the
+    /// alignment their blocks have.
+    direct: Option<(DirectCalls, usize)>,
 }
 
 /// What a [`Global`] serves the process from.
@@ -164,11 +170,16 @@ impl Global {
         });
         let status = match status {
             Status::Handler(h) => {
-                let word = if h.is_thread_safe() { HANDLER } else { LOCKED };
+                let direct = h.direct_calls().map(|d| (d, h.alignment()));
+                let word = match (direct, h.is_thread_safe()) {
+                    (Some(_), _) => DIRECT,
+                    (None, true) => HANDLER,
+                    (None, false) => LOCKED,
+                };
                 // No allocation from here to the final store, so that no
                 // block can come from the system allocator in between.
                 if self.state.compare_exchange(LOADING, FINISHING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                    let _ = self.chosen.set(Chosen { status: Status::Handler(h), handler: Some(h) });
+                    let _ = self.chosen.set(Chosen { status: Status::Handler(h), handler: Some(h), direct });
                     self.state.store(word, Ordering::Release);
                     return;
                 }
@@ -181,7 +192,7 @@ impl Global {
         if let Status::Failed { value, error } = &status {
             report(self.var, value, error);
         }
-        let _ = self.chosen.set(Chosen { status, handler: None });
+        let _ = self.chosen.set(Chosen { status, handler: None, direct: None });
         self.state.store(SYSTEM, Ordering::Release);
     }
 
