@@ -140,7 +140,13 @@ fn threads_racing_the_first_allocation_are_served() {
             let out = stdout(&o);
             assert!(out.contains("pending at start: true"), "{out}");
             assert!(out.contains("checksum: 21510"), "{out}");
-            if value != "nosuch" {
+            let name = value.split(':').next().unwrap();
+            if name == "nosuch" {
+                assert!(out.contains("handler: none"), "{out}");
+            } else {
+                assert!(out.contains(&format!("handler: {name}")), "{out}");
+            }
+            if ["tracking", "arena"].contains(&name) {
                 assert!(out.contains(", 0, 0))"), "no bad frees or size mismatches: {out}");
             }
         }
