@@ -7,7 +7,6 @@
 //! cargo run --release --example global_env                                       # the system allocator
 //! MEMPLUG_EXAMPLE_ALLOCATOR=tracking cargo run --release --example global_env     # the bundled `tracking`
 //! MEMPLUG_EXAMPLE_ALLOCATOR=arena:region_size=1m cargo run --release --example global_env
-//! cargo run --release --example global_env -- threads    # eight threads race the first allocation
 //! ```
 //!
 //! A name that cannot be used is reported on stderr in one line, and the
@@ -15,7 +14,6 @@
 
 use memplug::global::{Global, Status};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 #[global_allocator]
 static GLOBAL: Global = Global::from_env("MEMPLUG_EXAMPLE_ALLOCATOR");
@@ -37,40 +35,11 @@ fn work(seed: usize) -> usize {
     words.len() + text.len() + big.len()
 }
 
-/// `threads` mode: threads made without Rust's allocator (`pthread_create`)
-/// wait for a signal, then all allocate at once with the main thread, so
-/// that loading the handler races their first allocations.
-fn race() -> usize {
-    const THREADS: usize = 8;
-    static GO: AtomicBool = AtomicBool::new(false);
-    static SUM: AtomicUsize = AtomicUsize::new(0);
-    extern "C" fn run(arg: *mut libc::c_void) -> *mut libc::c_void {
-        while !GO.load(Ordering::Acquire) {
-            std::hint::spin_loop();
-        }
-        SUM.fetch_add(work(arg as usize), Ordering::Relaxed);
-        std::ptr::null_mut()
-    }
-    let mut ids: [libc::pthread_t; THREADS] = [0; THREADS];
-    for (i, id) in ids.iter_mut().enumerate() {
-        // SAFETY: `run` is a C-ABI function that ignores nothing it may not;
-        // `id` is a valid place for the thread's id; default attributes.
-        let rc = unsafe { libc::pthread_create(id, std::ptr::null(), run, i as *mut libc::c_void) };
-        assert_eq!(rc, 0, "pthread_create");
-    }
-    GO.store(true, Ordering::Release);
-    let mine = work(THREADS);
-    for id in ids {
-        // SAFETY: a thread this function created and has not joined.
-        assert_eq!(unsafe { libc::pthread_join(id, std::ptr::null_mut()) }, 0, "pthread_join");
-    }
-    mine + SUM.load(Ordering::Relaxed)
-}
-
 fn main() {
+    // The Rust runtime allocates before `main`, so this is `false`: the
+    // choice was made then.
     let pending_at_start = *GLOBAL.status() == Status::Pending;
-    let threads = std::env::args().nth(1).as_deref() == Some("threads");
-    let sum = if threads { race() } else { work(0) };
+    let sum = work(0);
     println!("decided at the first allocation: {pending_at_start}");
     println!("checksum: {sum}");
     match GLOBAL.status() {

@@ -40,8 +40,33 @@
 //! [`Handler`] serves it: sized frees, the aligned path for alignments
 //! above the handler's). A free adds the arena's range check.
 //!
-//! A handler that is not thread-safe is called under a futex lock of
-//! `Global`'s own (which never allocates) around the handler's lock.
+//! For a thread-safe handler that is not an instance, blocks within its
+//! alignment go straight to the plugin's `malloc` and `free`
+//! ([`Handler::direct_calls`]); everything else (zeroed blocks, resizing,
+//! larger alignments) goes through the `Allocator` impl. A handler that is
+//! not thread-safe is called under a futex lock of `Global`'s own (which
+//! never allocates) around the handler's lock.
+//!
+//! # Limits
+//! - Loading happens inside the first allocation, so it runs no worker
+//!   process (no probe, whatever the policy) and no conformance pass:
+//!   check a plugin with `memplug check` before naming it. A file the
+//!   verdict cache knows crashed a worker is still refused (`known-bad`).
+//! - A name is looked for first among the candidates whose file name
+//!   matches it (`libmemplug_NAME.so`, `libNAME.so`, `NAME.so`,
+//!   `NAME.memplug.toml`); only if none of them is that handler are the
+//!   others loaded (running their constructors) to find it.
+//! - The arena holds 8 MiB of address space; loading the bundled plugins
+//!   takes about 200 KiB of it (about 3 MiB when a name matches no file and
+//!   every candidate is loaded). Its blocks are never reused.
+//! - Using the handler of a `Global` also directly (through
+//!   [`handler`](Global::handler)) is fine for a thread-safe handler; for
+//!   one that is not, do it only from the thread that allocates, as the
+//!   handler's own lock may then be contended from inside the allocator.
+//! - The first allocation must not happen while this thread holds a lock
+//!   memplug's loading takes (its registries' locks, the environment's);
+//!   in practice the first allocation happens in the Rust runtime before
+//!   `main`.
 //!
 //! Imports `registry`, `discover`, `handler`, `policy`, `text`, `raw` and
 //! `error`.
