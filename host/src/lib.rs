@@ -54,7 +54,9 @@
 //! 17. [`cache`] — the verdict cache: unchanged files are not checked
 //!     again, and files that crashed a worker are refused without running;
 //!     [`registry`] — install validated handlers under unique names, under
-//!     a policy (probing them first if it says so);
+//!     a policy (probing them first if it says so); [`global`] — a
+//!     `#[global_allocator]` whose handler an environment variable names at
+//!     start-up, with the bootstrap arena that serves while it loads;
 //! 18. [`sandbox`] — what a worker process denies the plugin it runs (a
 //!     seccomp filter, no capabilities);
 //! 19. [`worker`] — the worker side of `probe`.
@@ -116,6 +118,7 @@ pub mod report;
 pub mod probe;
 pub mod cache;
 pub mod registry;
+pub mod global;
 pub mod sandbox;
 pub mod worker;
 

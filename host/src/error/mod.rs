@@ -13,11 +13,14 @@
 //!   attaching one, failed;
 //! - [`PolicyError`], [`LockError`] (`usage.rs`) — the API was used the
 //!   wrong way;
+//! - [`GlobalError`] (`global.rs`) — the handler a global allocator's
+//!   environment variable names could not be used;
 //! - [`SandboxError`] (`sandbox.rs`) — a worker process could not sandbox
 //!   itself as `MEMPLUG_SANDBOX` asks.
 //!
 //! This module is the bottom of the crate: it imports nothing from it.
 
+mod global;
 mod instance;
 mod isolation;
 mod loader;
@@ -27,6 +30,7 @@ mod sandbox;
 mod share;
 mod usage;
 
+pub use global::GlobalError;
 pub use instance::InstanceError;
 pub use isolation::IsolationRefusal;
 pub use memory::{AllocError, BufferError};

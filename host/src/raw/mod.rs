@@ -27,6 +27,8 @@
 //! - `sandbox` — a worker's `PR_SET_NO_NEW_PRIVS` and dropping its
 //!   capabilities;
 //! - `bytes` — the memory of a buffer and the slices over it;
+//! - `bootstrap` — the bootstrap arena of the global allocator, and the
+//!   system allocator's calls;
 //! - `static_ref` — an atomically swapped `&'static`, for the default
 //!   handler;
 //! - `os` — the process's effective user id, for the trust checks.
@@ -36,6 +38,7 @@
 
 pub(crate) mod aligned;
 pub(crate) mod barrier;
+pub(crate) mod bootstrap;
 pub(crate) mod builtin;
 pub(crate) mod bytes;
 pub(crate) mod dispatch;
