@@ -209,6 +209,13 @@ pub(crate) unsafe fn init() {
         remove_from_preload();
     }
     s.path = env(c"MEMPLUG_RUN_PLUGIN");
+    if s.path.is_null() {
+        // Not started by `memplug run` (e.g. opened by a `memplug check`
+        // of a directory holding this file): stay quiet, libc serves.
+        let _ = s.why.write_str("MEMPLUG_RUN_PLUGIN is not set");
+        MODE.store(LIBC, Ordering::Release);
+        return;
+    }
     // SAFETY: the caller runs this once, single-threaded.
     match unsafe { load(s) } {
         Ok(p) => {
@@ -317,9 +324,6 @@ fn fail(s: &mut Setup, why: &str) -> Result<Plugin, ()> {
 /// # Safety
 /// As [`init`].
 unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
-    if s.path.is_null() {
-        return fail(s, "MEMPLUG_RUN_PLUGIN is not set (start programs with `memplug run`)");
-    }
     if !same_file(s.path) {
         return fail(s, "the file changed after memplug checked it (run `memplug run` again)");
     }
