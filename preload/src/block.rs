@@ -33,7 +33,7 @@ pub(crate) unsafe fn write(user: *mut u8, total: usize, offset: usize) {
 /// The `HEADER` bytes before `user` are readable (true of every pointer a
 /// malloc-compatible allocator hands out).
 pub(crate) unsafe fn read(user: *const u8) -> Option<(usize, usize)> {
-    if (user as usize) % HEADER != 0 || (user as usize) < HEADER {
+    if !(user as usize).is_multiple_of(HEADER) || (user as usize) < HEADER {
         return None;
     }
     // SAFETY: the caller says these bytes are readable.

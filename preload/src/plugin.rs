@@ -9,9 +9,7 @@ use core::cell::{Cell, UnsafeCell};
 use core::ffi::{CStr, c_char, c_int, c_void};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicU8, Ordering};
-use memplug_abi::{
-    CallocFn, EntryFn, FreeFn, MallocFn, MemplugInstance, MemplugStats, ReallocFn, StatsFn,
-};
+use memplug_abi::{CallocFn, EntryFn, FreeFn, MallocFn, MemplugInstance, MemplugStats, ReallocFn, StatsFn};
 
 /// Exit status of the program when the plugin cannot be used under
 /// `--strict` (`MEMPLUG_RUN_STRICT=1`).
@@ -192,8 +190,8 @@ fn sym(handle: *mut c_void, name: &CStr) -> *mut c_void {
 pub(crate) unsafe fn init() {
     // SAFETY: single-threaded, before anyone reads SETUP (the caller's promise).
     let s = unsafe { &mut *SETUP.0.get() };
-    // SAFETY (transmutes below): each symbol is libc's function of that
-    // signature, or null (None).
+    // SAFETY: each symbol is libc's function of that signature, or null
+    // (None); the transmutes only give the addresses their types.
     unsafe {
         s.libc = Libc {
             malloc: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"malloc")),

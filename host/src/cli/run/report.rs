@@ -126,14 +126,20 @@ impl RunReport {
             None => row("heap", "no report: the program ended without running its exit handlers".into()),
             Some(h) => {
                 let n = |k: &str| h.counts.get(k).copied().unwrap_or(0);
-                row("served by", h.served_by.clone() + &h.why.as_ref().map(|w| format!(" ({})", esc(w))).unwrap_or_default());
+                row(
+                    "served by",
+                    h.served_by.clone() + &h.why.as_ref().map(|w| format!(" ({})", esc(w))).unwrap_or_default(),
+                );
                 row("allocated", format!("{} blocks, {} bytes", n("allocated_blocks"), n("allocated_bytes")));
                 row("freed", format!("{} blocks, {} bytes", n("freed_blocks"), n("freed_bytes")));
                 row("live at exit", format!("{} blocks, {} bytes", n("live_blocks"), n("live_bytes")));
                 row("peak", format!("{} bytes", n("peak_bytes")));
                 row("reallocs", n("reallocs").to_string());
                 row("aligned requests", n("aligned_requests").to_string());
-                row("foreign frees", format!("{} (not made by the handler; leaked, never passed to it)", n("foreign_frees")));
+                row(
+                    "foreign frees",
+                    format!("{} (not made by the handler; leaked, never passed to it)", n("foreign_frees")),
+                );
                 row("failed requests", n("failed_requests").to_string());
                 row("bootstrap arena", format!("{} blocks, {} bytes", n("bootstrap_blocks"), n("bootstrap_bytes")));
                 if let Some(p) = &h.plugin_stats {
