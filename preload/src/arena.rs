@@ -57,3 +57,20 @@ pub(crate) fn contains(p: *const u8) -> bool {
 pub(crate) fn used() -> usize {
     NEXT.load(Ordering::Relaxed)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_aligned_after_their_header_and_recognised() {
+        for align in [16, 64, 4096] {
+            let raw = take(100, align, 16);
+            assert!(!raw.is_null());
+            assert_eq!((raw as usize + 16) % align, 0);
+            assert!(contains(raw) && contains(raw.wrapping_add(115)));
+        }
+        assert!(!contains(core::ptr::null()));
+        assert!(take(SIZE + 1, 16, 16).is_null(), "more than the arena holds fails, never overruns");
+    }
+}

@@ -51,3 +51,35 @@ pub(crate) unsafe fn clear(user: *mut u8) {
     // SAFETY: the caller says the block is live and its header ours.
     unsafe { core::ptr::write_unaligned(user.sub(HEADER / 2).cast::<usize>(), 0) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_reads_back_and_is_spoiled_by_clear() {
+        let mut buf = [0u64; 8];
+        let base = buf.as_mut_ptr().cast::<u8>();
+        // SAFETY: 64 bytes, 8-aligned; user at +16 (16-aligned when base is).
+        let user = unsafe { base.add(HEADER + (16 - base as usize % 16) % 16) };
+        // SAFETY: the header lies in `buf`.
+        unsafe { write(user, 40, HEADER) };
+        // SAFETY: readable, in `buf`.
+        assert_eq!(unsafe { read(user) }, Some((40, HEADER)));
+        // SAFETY: as above.
+        unsafe { clear(user) };
+        // SAFETY: as above.
+        assert_eq!(unsafe { read(user) }, None, "a second free is foreign");
+    }
+
+    #[test]
+    fn foreign_pointers_are_not_ours() {
+        let buf = [0x5au64; 8];
+        let p = buf.as_ptr().cast::<u8>();
+        // SAFETY: the bytes before each pointer lie in `buf`.
+        for user in [unsafe { p.add(16) }, unsafe { p.add(17) }, unsafe { p.add(32) }] {
+            // SAFETY: as above.
+            assert_eq!(unsafe { read(user) }, None);
+        }
+    }
+}
