@@ -252,3 +252,25 @@ fn a_plugin_that_cannot_load_in_the_program_falls_back_to_libc_or_stops() {
     assert!(out.stdout.is_empty());
     assert!(text(&out.stderr).contains("--strict"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn an_allocator_manifest_serves_through_its_c_functions() {
+    let dir = plugin_dir();
+    let prog = program(dir.path());
+    let mut names = vec!["libc"];
+    if Path::new("/lib/x86_64-linux-gnu/libmimalloc.so.2").exists() || Path::new("/usr/lib/libmimalloc.so.2").exists() {
+        names.push("mimalloc");
+    }
+    for name in names {
+        let manifest = format!("{name}.memplug.toml");
+        std::fs::copy(support::root().join("examples/manifests").join(&manifest), dir.path().join(&manifest)).unwrap();
+        same_as_direct(dir.path(), name, &prog, &["threads"]);
+        let (out, v) = report_json(dir.path(), name, &[prog.to_str().unwrap(), "leaks", "2"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert_eq!(v["heap"]["served_by"], "plugin", "{name}: {v}");
+        assert!(v["heap"]["counts"]["live_blocks"].as_u64().unwrap() >= 2, "{name}: {v}");
+    }
+    let out = run(dir.path(), "libc:x=1", &[], &["/bin/true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("[run-manifest]"), "{}", text(&out.stderr));
+}

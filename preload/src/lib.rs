@@ -15,6 +15,8 @@
 //!   the handler's block (aligned requests), sealed so that a pointer this
 //!   library did not make is counted as a foreign free and never reaches the
 //!   plugin;
+//! - `symbols` makes a handler of a library's plain C functions (an
+//!   allocator manifest);
 //! - `heap` routes each request; `stats` counts, and the destructor writes
 //!   the report `memplug run --report` prints.
 //!
@@ -30,6 +32,7 @@ mod block;
 mod heap;
 mod plugin;
 mod stats;
+mod symbols;
 
 use core::ffi::{c_int, c_void};
 use core::fmt::Write;

@@ -322,6 +322,23 @@ fn fail(s: &mut Setup, why: &str) -> Result<Plugin, ()> {
 /// # Safety
 /// As [`init`].
 unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
+    let library = env(c"MEMPLUG_RUN_LIBRARY");
+    if !library.is_null() {
+        // SAFETY: the caller's promise (once, single-threaded).
+        return match unsafe { crate::symbols::load(library) } {
+            Ok(p) => {
+                let name = env(c"MEMPLUG_RUN_NAME");
+                if !name.is_null() {
+                    // SAFETY: getenv's answer is NUL-terminated.
+                    let n = unsafe { CStr::from_ptr(name) }.to_bytes();
+                    let k = n.len().min(s.name.len() - 1);
+                    s.name[..k].copy_from_slice(&n[..k]);
+                }
+                Ok(p)
+            }
+            Err(why) => fail(s, why),
+        };
+    }
     if !same_file(s.path) {
         return fail(s, "the file changed after memplug checked it (run `memplug run` again)");
     }

@@ -12,6 +12,7 @@ use super::jobs;
 use memplug::Candidate;
 use memplug::probe::{Request, Task};
 use memplug::report::Report;
+use memplug::symbols::{Role, SymbolSpec};
 use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
@@ -89,14 +90,13 @@ pub(crate) enum RunError {
         /// Refusals of files whose name mentions the handler's.
         refused: String,
     },
-    /// The handler is an allocator manifest.
-    #[error(
-        "[run-manifest] {what} is an allocator manifest; `memplug run` takes plugin libraries. \
-         The program was not started."
-    )]
+    /// Options for an allocator manifest, or a manifest that cannot be read.
+    #[error("[run-manifest] {what}: {problem}. The program was not started.")]
     Manifest {
         /// What was asked for.
         what: String,
+        /// What is wrong.
+        problem: String,
     },
     /// The interposer is missing.
     #[error(
@@ -132,6 +132,9 @@ pub(crate) struct Chosen {
     pub(crate) report: Report,
     /// Options for its instance (empty: none).
     pub(crate) options: String,
+    /// The allocator manifest, when the handler is made of a library's C
+    /// functions.
+    pub(crate) manifest: Option<SymbolSpec>,
 }
 
 /// Run `memplug run`.
@@ -156,7 +159,8 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
         ld.push(":");
         ld.push(old);
     }
-    let plugin = &chosen.report.path;
+    // Absolute, so that programs it starts in other directories find it too.
+    let plugin = &std::fs::canonicalize(&chosen.report.path).unwrap_or_else(|_| chosen.report.path.clone());
     cmd.env("LD_PRELOAD", ld)
         .env("MEMPLUG_RUN_PRELOAD", &preload)
         .env("MEMPLUG_RUN_PLUGIN", plugin)
@@ -166,8 +170,13 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
         .env("MEMPLUG_RUN_NO_CHILDREN", if args.no_children { "1" } else { "0" })
         .env_remove("MEMPLUG_RUN_OWNER")
         .env_remove("MEMPLUG_RUN_REPORT");
-    if let Some(id) = file_id(plugin) {
-        cmd.env("MEMPLUG_RUN_FILE_ID", id);
+    match &chosen.manifest {
+        Some(spec) => manifest_env(&mut cmd, spec),
+        None => {
+            if let Some(id) = file_id(plugin) {
+                cmd.env("MEMPLUG_RUN_FILE_ID", id);
+            }
+        }
     }
     if let Some(f) = &report_file {
         cmd.env("MEMPLUG_RUN_REPORT", f);
@@ -270,10 +279,15 @@ fn choose(args: &RunArgs, policy: &memplug::Policy) -> Result<Chosen, RunError> 
     refused_unless_ok(&base, &what)?;
     let candidate = Candidate { path: base.path.clone(), symbol: base.symbol.clone() };
     if candidate.is_manifest() {
-        return Err(RunError::Manifest { what });
+        let manifest = |problem: String| RunError::Manifest { what: what.clone(), problem };
+        if !options.is_empty() {
+            return Err(manifest("an allocator manifest takes no options".into()));
+        }
+        let spec = SymbolSpec::read_manifest(&base.path).map_err(|e| manifest(e.to_string()))?;
+        return Ok(Chosen { report: base, options, manifest: Some(spec) });
     }
     if options.is_empty() {
-        return Ok(Chosen { report: base, options });
+        return Ok(Chosen { report: base, options, manifest: None });
     }
     let name = base.name.clone().unwrap_or_default();
     let again = jobs::run(vec![request(candidate, vec![(name.clone(), options.clone())])], &args.isolation);
@@ -281,7 +295,7 @@ fn choose(args: &RunArgs, policy: &memplug::Policy) -> Result<Chosen, RunError> 
     match instance {
         Some(r) => {
             refused_unless_ok(&r, &format!("{what}:{options}"))?;
-            Ok(Chosen { report: base, options })
+            Ok(Chosen { report: base, options, manifest: None })
         }
         None => Err(RunError::Refused {
             what: format!("`{what}:{options}`"),
@@ -316,6 +330,25 @@ fn not_found(name: &str, reports: &[Report], extra: &[PathBuf]) -> RunError {
     dirs.extend(memplug::discover::search_path());
     let searched = dirs.iter().map(|d| memplug::text::escape_os(d.as_os_str())).collect::<Vec<_>>().join(", ");
     RunError::NotFound { name: name.to_string(), searched, refused }
+}
+
+/// The environment that names a manifest's library and functions to the
+/// interposer.
+fn manifest_env(cmd: &mut Command, spec: &SymbolSpec) {
+    let library = match (&spec.base_dir, spec.library.contains('/') && !spec.library.starts_with('/')) {
+        (Some(dir), true) => dir.join(&spec.library).into_os_string(),
+        _ => OsString::from(&spec.library),
+    };
+    cmd.env("MEMPLUG_RUN_LIBRARY", library)
+        .env("MEMPLUG_RUN_NAME", &spec.name)
+        .env("MEMPLUG_RUN_THREAD_SAFE", if spec.thread_safe { "1" } else { "0" });
+    for role in Role::ALL {
+        let var = format!("MEMPLUG_RUN_SYM_{}", role.key().to_ascii_uppercase());
+        match spec.symbols.get(role) {
+            Some(symbol) => cmd.env(var, symbol),
+            None => cmd.env_remove(var),
+        };
+    }
 }
 
 /// The identity the interposer compares before loading the plugin:
