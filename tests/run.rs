@@ -274,3 +274,14 @@ fn an_allocator_manifest_serves_through_its_c_functions() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("[run-manifest]"), "{}", text(&out.stderr));
 }
+
+#[test]
+fn a_pointer_the_handler_did_not_make_is_counted_and_never_reaches_it() {
+    let dir = plugin_dir();
+    let prog = program(dir.path());
+    let (out, v) = report_json(dir.path(), "tracking", &[prog.to_str().unwrap(), "foreign"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "freed a foreign pointer\n");
+    assert_eq!(v["heap"]["counts"]["foreign_frees"], 1, "{v}");
+    assert_eq!(v["heap"]["plugin_stats"]["bad_frees"], 0, "tracking never saw it: {v}");
+}
