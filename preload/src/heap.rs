@@ -9,6 +9,9 @@ use crate::plugin::{self, LIBC, READY};
 use crate::{arena, stats};
 use core::ffi::c_void;
 
+/// The largest alignment served: the header keeps the offset in 32 bits.
+const MAX_ALIGN: usize = 1 << 31;
+
 /// Set `errno`.
 fn set_errno(e: i32) {
     // SAFETY: __errno_location is this thread's errno, always valid.
@@ -26,6 +29,9 @@ fn nomem() -> *mut c_void {
 /// means the default), zeroed if `zero`.
 pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
     let align = align.max(HEADER);
+    if align > MAX_ALIGN {
+        return nomem();
+    }
     if align > HEADER {
         stats::ALIGNED.add(1);
     }
