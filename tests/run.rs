@@ -285,3 +285,24 @@ fn a_pointer_the_handler_did_not_make_is_counted_and_never_reaches_it() {
     assert_eq!(v["heap"]["counts"]["foreign_frees"], 1, "{v}");
     assert_eq!(v["heap"]["plugin_stats"]["bad_frees"], 0, "tracking never saw it: {v}");
 }
+
+#[test]
+fn a_run_inside_a_run_uses_its_own_handler() {
+    let dir = plugin_dir();
+    let manifest = "libc.memplug.toml";
+    std::fs::copy(support::root().join("examples/manifests").join(manifest), dir.path().join(manifest)).unwrap();
+    let prog = program(dir.path());
+    let inner_report = dir.path().join("inner.json");
+    let me = env!("CARGO_BIN_EXE_memplug");
+    let inner = [me, "run", "--handler", "tracking", "--report-json", inner_report.to_str().unwrap(), "--"];
+    let mut argv: Vec<&str> = inner.to_vec();
+    argv.extend([prog.to_str().unwrap(), "leaks", "1"]);
+    let (out, outer) = report_json(dir.path(), "libc", &argv);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "leaked 1\n");
+    assert_eq!(outer["handler"], "libc");
+    let v: Value = serde_json::from_slice(&std::fs::read(&inner_report).unwrap()).unwrap();
+    assert_eq!(v["handler"], "tracking", "{v}");
+    assert_eq!(v["heap"]["served_by"], "plugin", "{v}");
+    assert!(v["heap"]["plugin_stats"]["live_count"].as_u64().unwrap() >= 1, "tracking served the inner program: {v}");
+}

@@ -161,15 +161,19 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     }
     // Absolute, so that programs it starts in other directories find it too.
     let plugin = &std::fs::canonicalize(&chosen.report.path).unwrap_or_else(|_| chosen.report.path.clone());
+    // What an enclosing `memplug run` set is not this run's.
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("MEMPLUG_RUN_") {
+            cmd.env_remove(key);
+        }
+    }
     cmd.env("LD_PRELOAD", ld)
         .env("MEMPLUG_RUN_PRELOAD", &preload)
         .env("MEMPLUG_RUN_PLUGIN", plugin)
         .env("MEMPLUG_RUN_SYMBOL", &chosen.report.symbol)
         .env("MEMPLUG_RUN_OPTIONS", &chosen.options)
         .env("MEMPLUG_RUN_STRICT", if args.strict { "1" } else { "0" })
-        .env("MEMPLUG_RUN_NO_CHILDREN", if args.no_children { "1" } else { "0" })
-        .env_remove("MEMPLUG_RUN_OWNER")
-        .env_remove("MEMPLUG_RUN_REPORT");
+        .env("MEMPLUG_RUN_NO_CHILDREN", if args.no_children { "1" } else { "0" });
     match &chosen.manifest {
         Some(spec) => manifest_env(&mut cmd, spec),
         None => {
@@ -343,11 +347,9 @@ fn manifest_env(cmd: &mut Command, spec: &SymbolSpec) {
         .env("MEMPLUG_RUN_NAME", &spec.name)
         .env("MEMPLUG_RUN_THREAD_SAFE", if spec.thread_safe { "1" } else { "0" });
     for role in Role::ALL {
-        let var = format!("MEMPLUG_RUN_SYM_{}", role.key().to_ascii_uppercase());
-        match spec.symbols.get(role) {
-            Some(symbol) => cmd.env(var, symbol),
-            None => cmd.env_remove(var),
-        };
+        if let Some(symbol) = spec.symbols.get(role) {
+            cmd.env(format!("MEMPLUG_RUN_SYM_{}", role.key().to_ascii_uppercase()), symbol);
+        }
     }
 }
 
