@@ -306,3 +306,17 @@ fn a_run_inside_a_run_uses_its_own_handler() {
     assert_eq!(v["heap"]["served_by"], "plugin", "{v}");
     assert!(v["heap"]["plugin_stats"]["live_count"].as_u64().unwrap() >= 1, "tracking served the inner program: {v}");
 }
+
+#[test]
+fn a_plugin_that_crashes_its_check_never_starts_the_program() {
+    let dir = plugin_dir();
+    let crashy = support::misbehaving(dir.path(), "crashy", 3, 1, 0); // SIGSEGV in its first malloc
+    let marker = dir.path().join("started");
+    let prog = program(dir.path());
+    let out =
+        run(dir.path(), crashy.to_str().unwrap(), &[], &[prog.to_str().unwrap(), "touch", marker.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("SIGSEGV") && err.contains("not started"), "{err}");
+    assert!(!marker.exists(), "the program ran");
+}
