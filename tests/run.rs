@@ -90,6 +90,12 @@ fn output_and_exit_status_are_the_programs() {
     assert_eq!(text(&out.stderr), "", "nothing extra on stderr without --report");
     let out = run(dir.path(), "tracking", &[], &["sh", "-c", "exit 3"]);
     assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    // Shells end with `_exit`, which the interposer also reports on.
+    let (out, v) = report_json(dir.path(), "tracking", &["sh", "-c", "exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    assert_eq!(v["exit_status"], 3);
+    assert!(v["signal"].is_null());
+    assert_eq!(v["heap"]["served_by"], "plugin", "{v}");
 }
 
 #[test]
@@ -319,4 +325,15 @@ fn a_plugin_that_crashes_its_check_never_starts_the_program() {
     let err = text(&out.stderr);
     assert!(err.contains("SIGSEGV") && err.contains("not started"), "{err}");
     assert!(!marker.exists(), "the program ran");
+}
+
+#[test]
+fn only_the_program_writes_the_report_not_a_forked_child() {
+    let dir = plugin_dir();
+    let prog = program(dir.path());
+    // The child exits normally, the program then aborts: no report at all.
+    let (out, v) = report_json(dir.path(), "tracking", &[prog.to_str().unwrap(), "forkexit"]);
+    assert_eq!(out.status.code(), Some(134), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "child exited 0\n");
+    assert!(v["heap"].is_null(), "the forked child's report is not the program's: {v}");
 }

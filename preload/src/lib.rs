@@ -250,7 +250,8 @@ extern "C" fn start() {
 /// The destructor: write the report, if this process owns it.
 extern "C" fn finish() {
     let setup = plugin::setup();
-    if setup.report.is_null() {
+    // SAFETY: getpid has no preconditions.
+    if setup.report.is_null() || setup.owner != unsafe { libc::getpid() } {
         return;
     }
     let mut out = stats::Text::new();
@@ -264,6 +265,27 @@ extern "C" fn finish() {
             libc::close(fd);
         }
     }
+}
+
+/// `_exit` (and `_Exit`): write the report first — shells such as dash end
+/// with `_exit`, which runs no destructors — then end the process.
+#[unsafe(no_mangle)]
+pub extern "C" fn _exit(status: c_int) -> ! {
+    finish();
+    // SAFETY: exit_group ends every thread of the process; it has no other
+    // precondition (libc's `_exit` cannot be called by name here: the name
+    // is this function).
+    unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    loop {
+        // SAFETY: as above; exit_group does not return.
+        unsafe { libc::syscall(libc::SYS_exit, status) };
+    }
+}
+
+/// C99's `_Exit`: the same as `_exit`.
+#[unsafe(no_mangle)]
+pub extern "C" fn _Exit(status: c_int) -> ! {
+    _exit(status)
 }
 
 /// The report: the handler, how it served, the counts, the plugin's own

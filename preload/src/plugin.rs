@@ -78,6 +78,9 @@ pub(crate) struct Setup {
     pub(crate) version: [u8; 64],
     /// `MEMPLUG_RUN_REPORT`, if this process writes the report.
     pub(crate) report: *const c_char,
+    /// The pid that writes it (a forked child, which inherits `report`,
+    /// does not).
+    pub(crate) owner: libc::pid_t,
     /// `MEMPLUG_RUN_PLUGIN`.
     pub(crate) path: *const c_char,
     /// Why the plugin is not used (for the report).
@@ -97,6 +100,7 @@ static SETUP: Cell0 = Cell0(UnsafeCell::new(Setup {
     name: [0; 128],
     version: [0; 64],
     report: core::ptr::null(),
+    owner: 0,
     path: core::ptr::null(),
     why: Text::new(),
 }));
@@ -235,8 +239,7 @@ pub(crate) unsafe fn init() {
             };
             stderr(msg.bytes());
             if strict {
-                // SAFETY: ending the process at once is always sound.
-                unsafe { libc::_exit(STRICT_EXIT) };
+                crate::_exit(STRICT_EXIT);
             }
             MODE.store(LIBC, Ordering::Release);
         }
@@ -270,6 +273,7 @@ fn claim_report(s: &mut Setup) {
     }
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
+    s.owner = pid;
     let mut mine = Text::new();
     let _ = write!(mine, "{pid}\0");
     let owner = env(c"MEMPLUG_RUN_OWNER");
