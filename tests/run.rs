@@ -337,3 +337,21 @@ fn only_the_program_writes_the_report_not_a_forked_child() {
     assert_eq!(text(&out.stdout), "child exited 0\n");
     assert!(v["heap"].is_null(), "the forked child's report is not the program's: {v}");
 }
+
+#[test]
+fn a_static_program_is_warned_about_and_still_runs() {
+    let dir = plugin_dir();
+    let src = dir.path().join("static.c");
+    std::fs::write(&src, "#include <stdio.h>\nint main(void) { puts(\"static\"); return 4; }\n").unwrap();
+    let exe = dir.path().join("static");
+    let built = Command::new(support::cc()).arg("-static").arg("-o").arg(&exe).arg(&src).output().unwrap();
+    if !built.status.success() {
+        eprintln!("no static libc here; skipped: {}", text(&built.stderr));
+        return;
+    }
+    let (out, v) = report_json(dir.path(), "tracking", &[exe.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(4));
+    assert_eq!(text(&out.stdout), "static\n");
+    assert!(text(&out.stderr).contains("statically linked"), "{}", text(&out.stderr));
+    assert!(v["heap"].is_null(), "{v}");
+}

@@ -5,6 +5,7 @@
 //! with the program's status (128 + the signal's number when a signal ended
 //! it). `report.rs` reads what the interposer wrote at exit and shows it.
 
+mod program;
 mod report;
 
 use super::args::{IsolationArgs, PolicyArgs};
@@ -151,6 +152,9 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return refuse(&e),
     };
+    if let Some(why) = program::why_not_preloaded(&args.program[0]) {
+        eprintln!("memplug: warning: {why}; the handler will not serve it");
+    }
     let report_file = (args.report || args.report_json.is_some()).then(report::temp_file).flatten();
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);

@@ -123,7 +123,12 @@ impl RunReport {
         );
         let mut row = |k: &str, v: String| out.push_str(&format!("  {k:<22} {v}\n"));
         match &self.heap {
-            None => row("heap", "no report: the program ended without running its exit handlers".into()),
+            None => row(
+                "heap",
+                "no report: the program was killed, or the interposer did not run in it \
+                 (a static or set-user-ID program)"
+                    .into(),
+            ),
             Some(h) => {
                 let n = |k: &str| h.counts.get(k).copied().unwrap_or(0);
                 row(
