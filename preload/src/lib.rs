@@ -17,8 +17,11 @@
 //!   plugin;
 //! - `symbols` makes a handler of a library's plain C functions (an
 //!   allocator manifest);
-//! - `heap` routes each request; `stats` counts, and the destructor writes
-//!   the report `memplug run --report` prints.
+//! - `env` reads what `memplug run` put in the environment (which process
+//!   writes the report, `--no-children`, whether the file is unchanged);
+//! - `heap` routes each request; `stats` counts, and the destructor (or
+//!   `_exit`, which this library also exports) writes the report
+//!   `memplug run --report` prints, in the process that owns it only.
 //!
 //! Nothing here allocates with Rust's allocator: this library *is* the
 //! allocator. A panic cannot unwind out of the `extern "C"` entry points
@@ -29,6 +32,7 @@
 
 mod arena;
 mod block;
+mod env;
 mod heap;
 mod plugin;
 mod stats;
@@ -298,7 +302,7 @@ fn write_report(out: &mut stats::Text, setup: &plugin::Setup) -> core::fmt::Resu
     writeln!(out, "handler {}", c(&setup.name))?;
     writeln!(out, "version {}", c(&setup.version))?;
     out.write_str("plugin ")?;
-    plugin::write_c(out, setup.path)?;
+    env::write_c(out, setup.path)?;
     out.write_str("\n")?;
     if served == "libc" {
         writeln!(out, "why {}", core::str::from_utf8(setup.why.bytes()).unwrap_or("?"))?;
