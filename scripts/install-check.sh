@@ -132,6 +132,11 @@ clean_env "$home" "$prefix/bin/memplug" check --json >"$work/check.json" || {
 }
 all_bundled_ok "$prefix/lib/memplug/plugins" <"$work/check.json" || fail "the installed plugins are not all ok"
 
+step "installed memplug run finds its interposer in lib/memplug"
+[[ $(stat -c %a "$prefix/lib/memplug/libmemplug_preload.so") == 644 ]] || fail "lib/memplug/libmemplug_preload.so is not mode 644"
+ran=$(clean_env "$home" "$prefix/bin/memplug" run --handler tracking -- /bin/echo run-ok) || fail "memplug run (installed in $prefix)"
+[[ $ran == run-ok ]] || fail "memplug run printed '$ran', want run-ok"
+
 step "a C plugin built with pkg-config against the installed header"
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig
 read -r -a cflags <<<"$(pkg-config --cflags memplug)"

@@ -28,6 +28,7 @@ Builds memplug in release mode (cargo build --release --workspace) and
 installs, under PREFIX (default /usr/local):
   bin/memplug                                  the command (0755)
   lib/memplug/plugins/libmemplug_*.so          the seven bundled plugins (0644)
+  lib/memplug/libmemplug_preload.so            the interposer of `memplug run` (0644)
   include/memplug.h                            the C header for plugin authors
   lib/pkgconfig/memplug.pc                     pkg-config: --cflags, --variable=plugindir
   share/memplug/manifests/*.memplug.toml       example manifests
@@ -86,6 +87,7 @@ DIRS=(bin include lib lib/memplug lib/memplug/plugins lib/pkgconfig share share/
 installed_files() {
     echo bin/memplug
     for p in "${PLUGINS[@]}"; do echo "lib/memplug/plugins/libmemplug_$p.so"; done
+    echo lib/memplug/libmemplug_preload.so
     echo include/memplug.h
     echo lib/pkgconfig/memplug.pc
     for m in "$root"/examples/manifests/*.memplug.toml; do
@@ -195,6 +197,7 @@ if ((build)); then
 fi
 sources=("$release/memplug")
 for p in "${PLUGINS[@]}"; do sources+=("$release/libmemplug_$p.so"); done
+sources+=("$release/libmemplug_preload.so")
 for s in "${sources[@]}"; do
     [[ -f $s ]] || { echo "install.sh: $s is missing; run cargo build --release --workspace (or drop --no-build)" >&2; exit 1; }
 done
@@ -228,6 +231,7 @@ install -m 0755 "${strip[@]}" "$release/memplug" "$dest/bin/memplug"
 for p in "${PLUGINS[@]}"; do
     install -m 0644 "${strip[@]}" "$release/libmemplug_$p.so" "$dest/lib/memplug/plugins/"
 done
+install -m 0644 "${strip[@]}" "$release/libmemplug_preload.so" "$dest/lib/memplug/"
 install -m 0644 "$root/abi/include/memplug.h" "$dest/include/memplug.h"
 for m in "$root"/examples/manifests/*.memplug.toml; do
     install -m 0644 "$m" "$dest/share/memplug/manifests/"

@@ -1,5 +1,5 @@
 //! The command line: parsing, and dispatch to one file per command
-//! (`check.rs`, `list.rs`, `inspect.rs`, and `bench/`); `table.rs` renders
+//! (`check.rs`, `list.rs`, `inspect.rs`, `bench/` and `run/`); `table.rs` renders
 //! reports as a table, `args.rs` holds the arguments shared by several
 //! commands.
 
@@ -11,6 +11,7 @@ mod install;
 mod jobs;
 mod list;
 mod paths;
+mod run;
 mod sys;
 mod table;
 
@@ -131,6 +132,11 @@ enum Command {
     /// workloads, side by side with the built-in default_allocator: one
     /// table per workload with ns per operation and the ratio.
     Bench(Box<bench::BenchArgs>),
+    /// Check a handler, then run PROGRAM with its heap (malloc, free,
+    /// operator new, ...) on it: the interposer is preloaded (LD_PRELOAD).
+    /// Exits with the program's status (128 + the signal's number if one
+    /// ended it); 2 if the handler is refused (the program is not started).
+    Run(Box<run::RunArgs>),
 }
 
 /// Which plugin directory `install` and `uninstall` use.
@@ -204,6 +210,7 @@ fn run(cli: Cli) -> ExitCode {
             }
         }
         Command::Bench(args) => bench::run(*args),
+        Command::Run(args) => run::run(*args),
     }
 }
 

@@ -1,0 +1,368 @@
+//! The handler the program runs on: loaded once, in this library's
+//! constructor, from what `memplug run` put in the environment; or, when
+//! that fails, libc's allocator (found with `dlsym(RTLD_NEXT, ...)`). The
+//! calls into the plugin, under a lock when it is not thread-safe (taken and
+//! released around `fork()`).
+
+use crate::env::{claim_report, env, flag, remove_from_preload, same_file, write_c};
+use crate::stats::Text;
+use core::cell::{Cell, UnsafeCell};
+use core::ffi::{CStr, c_char, c_int, c_void};
+use core::fmt::Write;
+use core::sync::atomic::{AtomicU8, Ordering};
+use memplug_abi::{CallocFn, EntryFn, FreeFn, MallocFn, MemplugInstance, MemplugStats, ReallocFn, StatsFn};
+
+/// Exit status of the program when the plugin cannot be used under
+/// `--strict` (`MEMPLUG_RUN_STRICT=1`).
+pub(crate) const STRICT_EXIT: c_int = 125;
+
+/// Before the constructor: the bootstrap arena serves.
+pub(crate) const BOOT: u8 = 0;
+/// The plugin is ready: it serves.
+pub(crate) const READY: u8 = 2;
+/// The plugin could not be used: libc serves.
+pub(crate) const LIBC: u8 = 3;
+
+/// Which allocator serves now.
+static MODE: AtomicU8 = AtomicU8::new(BOOT);
+
+/// Which allocator serves now.
+pub(crate) fn mode() -> u8 {
+    MODE.load(Ordering::Acquire)
+}
+
+/// The handler's functions, copied from its struct.
+#[derive(Clone, Copy)]
+pub(crate) struct Plugin {
+    /// Passed back to every function.
+    pub(crate) ctx: *mut c_void,
+    /// `malloc(ctx, size)`.
+    pub(crate) malloc: MallocFn,
+    /// `calloc(ctx, n, size)`, if it has one.
+    pub(crate) calloc: Option<CallocFn>,
+    /// `realloc(ctx, ptr, old, new)`, if it has one.
+    pub(crate) realloc: Option<ReallocFn>,
+    /// `free(ctx, ptr, size)`.
+    pub(crate) free: FreeFn,
+    /// Its statistics, if it keeps them.
+    pub(crate) stats: Option<StatsFn>,
+    /// Whether calls may run at the same time.
+    pub(crate) thread_safe: bool,
+}
+
+/// libc's allocator, for when the plugin cannot be used.
+#[derive(Clone, Copy)]
+pub(crate) struct Libc {
+    /// `malloc`.
+    pub(crate) malloc: Option<unsafe extern "C" fn(usize) -> *mut c_void>,
+    /// `calloc`.
+    pub(crate) calloc: Option<unsafe extern "C" fn(usize, usize) -> *mut c_void>,
+    /// `realloc`.
+    pub(crate) realloc: Option<unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void>,
+    /// `free`.
+    pub(crate) free: Option<unsafe extern "C" fn(*mut c_void)>,
+    /// `posix_memalign`.
+    pub(crate) memalign: Option<unsafe extern "C" fn(*mut *mut c_void, usize, usize) -> c_int>,
+    /// `malloc_usable_size`.
+    pub(crate) usable: Option<unsafe extern "C" fn(*mut c_void) -> usize>,
+}
+
+/// What the constructor sets up, read-only once `MODE` leaves `BOOT`.
+pub(crate) struct Setup {
+    /// The handler, valid when `MODE` is `READY`.
+    pub(crate) plugin: Option<Plugin>,
+    /// libc's functions, valid when `MODE` is `LIBC`.
+    pub(crate) libc: Libc,
+    /// The handler's name and version, NUL-padded.
+    pub(crate) name: [u8; 128],
+    /// The handler's version.
+    pub(crate) version: [u8; 64],
+    /// `MEMPLUG_RUN_REPORT`, if this process writes the report.
+    pub(crate) report: *const c_char,
+    /// The pid that writes it (a forked child, which inherits `report`,
+    /// does not).
+    pub(crate) owner: libc::pid_t,
+    /// `MEMPLUG_RUN_PLUGIN`.
+    pub(crate) path: *const c_char,
+    /// Why the plugin is not used (for the report).
+    pub(crate) why: Text,
+}
+
+/// The setup, behind a cell written only by the constructor.
+struct Cell0(UnsafeCell<Setup>);
+
+// SAFETY: written only by the constructor, before `MODE` is released to
+// other values with `Release`; read only after an `Acquire` load of it.
+unsafe impl Sync for Cell0 {}
+
+static SETUP: Cell0 = Cell0(UnsafeCell::new(Setup {
+    plugin: None,
+    libc: Libc { malloc: None, calloc: None, realloc: None, free: None, memalign: None, usable: None },
+    name: [0; 128],
+    version: [0; 64],
+    report: core::ptr::null(),
+    owner: 0,
+    path: core::ptr::null(),
+    why: Text::new(),
+}));
+
+/// The setup, once the constructor has run.
+pub(crate) fn setup() -> &'static Setup {
+    // SAFETY: the constructor's writes happened before MODE left BOOT; the
+    // callers check the mode (Acquire) first, and nothing writes after.
+    unsafe { &*SETUP.0.get() }
+}
+
+/// The lock for handlers that are not thread-safe: a pthread mutex, which
+/// allocates nothing.
+struct Lock(UnsafeCell<libc::pthread_mutex_t>);
+
+// SAFETY: a pthread mutex is made to be shared between threads.
+unsafe impl Sync for Lock {}
+
+static LOCK: Lock = Lock(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+
+thread_local! {
+    /// Whether this thread is inside a plugin call (its re-entrant requests
+    /// go to the bootstrap arena instead of recursing).
+    static IN_CALL: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Whether this thread is inside a plugin call.
+pub(crate) fn in_call() -> bool {
+    IN_CALL.with(Cell::get)
+}
+
+/// Call into the plugin: under the lock unless it is thread-safe, marked as
+/// inside a call.
+#[inline]
+pub(crate) fn call<R>(p: &Plugin, f: impl FnOnce(&Plugin) -> R) -> R {
+    IN_CALL.with(|c| c.set(true));
+    let r = if p.thread_safe {
+        f(p)
+    } else {
+        // SAFETY: LOCK is a valid, initialised mutex for the whole process.
+        unsafe { libc::pthread_mutex_lock(LOCK.0.get()) };
+        let r = f(p);
+        // SAFETY: this thread locked it just above.
+        unsafe { libc::pthread_mutex_unlock(LOCK.0.get()) };
+        r
+    };
+    IN_CALL.with(|c| c.set(false));
+    r
+}
+
+/// `fork()` prepare: hold the lock, so no thread is inside the plugin.
+extern "C" fn before_fork() {
+    // SAFETY: LOCK is a valid mutex.
+    unsafe { libc::pthread_mutex_lock(LOCK.0.get()) };
+}
+
+/// `fork()` in the parent: release it.
+extern "C" fn after_fork_parent() {
+    // SAFETY: `before_fork` locked it in this thread.
+    unsafe { libc::pthread_mutex_unlock(LOCK.0.get()) };
+}
+
+/// `fork()` in the child: a fresh, unlocked mutex (the child has one thread).
+extern "C" fn after_fork_child() {
+    // SAFETY: the child is single-threaded here; nobody else uses LOCK.
+    unsafe { LOCK.0.get().write(libc::PTHREAD_MUTEX_INITIALIZER) };
+}
+
+/// Write `bytes` to stderr.
+pub(crate) fn stderr(bytes: &[u8]) {
+    // SAFETY: the buffer is valid for its length.
+    unsafe { libc::write(2, bytes.as_ptr().cast(), bytes.len()) };
+}
+
+/// `dlsym(handle, name)` as an address.
+fn sym(handle: *mut c_void, name: &CStr) -> *mut c_void {
+    // SAFETY: `name` is NUL-terminated; handle is RTLD_NEXT or a dlopen handle.
+    unsafe { libc::dlsym(handle, name.as_ptr()) }
+}
+
+/// Set up: called once, by the constructor, before any other thread.
+///
+/// # Safety
+/// Called once, single-threaded, before `MODE` leaves `BOOT`.
+pub(crate) unsafe fn init() {
+    // SAFETY: single-threaded, before anyone reads SETUP (the caller's promise).
+    let s = unsafe { &mut *SETUP.0.get() };
+    // SAFETY: each symbol is libc's function of that signature, or null
+    // (None); the transmutes only give the addresses their types.
+    unsafe {
+        s.libc = Libc {
+            malloc: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"malloc")),
+            calloc: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"calloc")),
+            realloc: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"realloc")),
+            free: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"free")),
+            memalign: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"posix_memalign")),
+            usable: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"malloc_usable_size")),
+        };
+    }
+    claim_report(s);
+    if flag(c"MEMPLUG_RUN_NO_CHILDREN") {
+        remove_from_preload();
+    }
+    s.path = env(c"MEMPLUG_RUN_PLUGIN");
+    if s.path.is_null() {
+        // Not started by `memplug run` (e.g. opened by a `memplug check`
+        // of a directory holding this file): stay quiet, libc serves.
+        let _ = s.why.write_str("MEMPLUG_RUN_PLUGIN is not set");
+        MODE.store(LIBC, Ordering::Release);
+        return;
+    }
+    // SAFETY: the caller runs this once, single-threaded.
+    match unsafe { load(s) } {
+        Ok(p) => {
+            s.plugin = Some(p);
+            // SAFETY: the three handlers are plain functions that stay valid.
+            unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_parent), Some(after_fork_child)) };
+            MODE.store(READY, Ordering::Release);
+        }
+        Err(()) => {
+            let strict = flag(c"MEMPLUG_RUN_STRICT");
+            let mut msg = Text::new();
+            let _ = write!(msg, "memplug run: cannot use the plugin ");
+            let _ = write_c(&mut msg, s.path);
+            let _ = msg.write_str(": ");
+            let _ = msg.write_str(core::str::from_utf8(s.why.bytes()).unwrap_or("?"));
+            let _ = match strict {
+                true => writeln!(msg, "; stopping (--strict)"),
+                false => writeln!(msg, "; the program continues on libc's allocator"),
+            };
+            stderr(msg.bytes());
+            if strict {
+                crate::_exit(STRICT_EXIT);
+            }
+            MODE.store(LIBC, Ordering::Release);
+        }
+    }
+}
+
+/// Record why the plugin is not used; `Err(())`.
+fn fail(s: &mut Setup, why: &str) -> Result<Plugin, ()> {
+    let _ = s.why.write_str(why);
+    Err(())
+}
+
+/// Open the plugin, call its entry, take the handler's functions (and make
+/// the instance asked for).
+///
+/// # Safety
+/// As [`init`].
+unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
+    let library = env(c"MEMPLUG_RUN_LIBRARY");
+    if !library.is_null() {
+        // SAFETY: the caller's promise (once, single-threaded).
+        return match unsafe { crate::symbols::load(library) } {
+            Ok(p) => {
+                let name = env(c"MEMPLUG_RUN_NAME");
+                if !name.is_null() {
+                    // SAFETY: getenv's answer is NUL-terminated.
+                    let n = unsafe { CStr::from_ptr(name) }.to_bytes();
+                    let k = n.len().min(s.name.len() - 1);
+                    s.name[..k].copy_from_slice(&n[..k]);
+                }
+                Ok(p)
+            }
+            Err(why) => fail(s, why),
+        };
+    }
+    if !same_file(s.path) {
+        return fail(s, "the file changed after memplug checked it (run `memplug run` again)");
+    }
+    // SAFETY: the path is NUL-terminated. RTLD_DEEPBIND: the plugin's own
+    // calls to malloc reach libc, not this library.
+    let handle = unsafe { libc::dlopen(s.path, libc::RTLD_NOW | libc::RTLD_LOCAL | libc::RTLD_DEEPBIND) };
+    if handle.is_null() {
+        let _ = s.why.write_str("dlopen failed: ");
+        // SAFETY: dlerror returns a NUL-terminated message or null.
+        let _ = write_c(&mut s.why, unsafe { libc::dlerror() });
+        return Err(());
+    }
+    let symbol = env(c"MEMPLUG_RUN_SYMBOL");
+    // SAFETY: getenv's answer is NUL-terminated.
+    let symbol = if symbol.is_null() { c"memplug_handler" } else { unsafe { CStr::from_ptr(symbol) } };
+    let entry = sym(handle, symbol);
+    if entry.is_null() {
+        return fail(s, "its entry symbol is missing");
+    }
+    // SAFETY: the entry symbol is the plugin's entry function (checked by
+    // `memplug run` in a worker, and the file is unchanged since).
+    let h = unsafe { core::mem::transmute::<*mut c_void, EntryFn>(entry)() };
+    if h.is_null() {
+        return fail(s, "its entry function returned NULL");
+    }
+    // SAFETY: the header starts with its ABI 1.0 part (struct_size was
+    // checked to be at least that); later fields are read only when
+    // struct_size covers them.
+    unsafe {
+        let size = core::ptr::addr_of!((*h).struct_size).read() as usize;
+        if (*h).magic != memplug_abi::MAGIC || (*h).abi_major != memplug_abi::ABI_MAJOR || size < memplug_abi::SIZE_V1_0
+        {
+            return fail(s, "its handler header is not a memplug ABI 1 header");
+        }
+        let (Some(malloc), Some(free)) = ((*h).malloc, (*h).free) else {
+            return fail(s, "its handler has no malloc or free");
+        };
+        s.name = (*h).name;
+        s.version = (*h).version;
+        let v11 = size >= memplug_abi::SIZE_V1_1;
+        let field = |f: *const Option<StatsFn>| if v11 { f.read() } else { None };
+        let mut stats = field(core::ptr::addr_of!((*h).stats));
+        if stats.is_none() {
+            let mut name = Text::new();
+            let _ = write!(name, "{}_stats\0", symbol.to_str().unwrap_or(""));
+            if let Ok(c) = CStr::from_bytes_with_nul(name.bytes()) {
+                stats = core::mem::transmute::<*mut c_void, Option<StatsFn>>(sym(handle, c));
+            }
+        }
+        let mut plugin = Plugin {
+            ctx: (*h).ctx,
+            malloc,
+            calloc: (*h).calloc,
+            realloc: (*h).realloc,
+            free,
+            stats,
+            thread_safe: (*h).flags & memplug_abi::FLAG_THREAD_SAFE != 0,
+        };
+        let options = env(c"MEMPLUG_RUN_OPTIONS");
+        if !options.is_null() && *options != 0 {
+            let create = if v11 { core::ptr::addr_of!((*h).create).read() } else { None };
+            let Some(create) = create else { return fail(s, "options were given but the handler takes none") };
+            let mut inst = MemplugInstance {
+                struct_size: core::mem::size_of::<MemplugInstance>() as u64,
+                ctx: core::ptr::null_mut(),
+                alignment: (*h).alignment,
+                error: [0; memplug_abi::ERROR_CAP],
+            };
+            if create(plugin.ctx, options, &mut inst) != 0 {
+                let _ = s.why.write_str("its create refused the options: ");
+                let end = inst.error.iter().position(|&b| b == 0).unwrap_or(inst.error.len());
+                let _ = s.why.write_str(core::str::from_utf8(&inst.error[..end]).unwrap_or("?"));
+                return Err(());
+            }
+            plugin.ctx = inst.ctx;
+        }
+        Ok(plugin)
+    }
+}
+
+/// The plugin's own statistics, if it keeps them.
+pub(crate) fn plugin_stats(p: &Plugin) -> Option<MemplugStats> {
+    let f = p.stats?;
+    let mut out = MemplugStats {
+        struct_size: core::mem::size_of::<MemplugStats>() as u64,
+        live_bytes: 0,
+        peak_bytes: 0,
+        total_allocations: 0,
+        live_count: 0,
+        bad_frees: 0,
+        size_mismatches: 0,
+    };
+    // SAFETY: the plugin's stats function with its own ctx and a valid out.
+    let rc = call(p, |p| unsafe { f(p.ctx, &mut out) });
+    (rc == 0).then_some(out)
+}
