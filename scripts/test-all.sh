@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every test, in one command, on a fresh machine too:
-#   0. what the tests need: a C compiler, valgrind, the system allocators
+#   0. what the tests need: C and C++ compilers, valgrind, the system allocators
 #      mimalloc, tcmalloc and jemalloc (loaded by symbol name), Python's venv
 #      module — installed with apt-get when run as root; otherwise the exact
 #      install line is printed and nothing runs (scripts/need-packages.sh);
@@ -19,7 +19,7 @@ quick=0
 [[ "${1:-}" == "--quick" ]] && quick=1
 
 echo "== what the tests need"
-need=(gcc=cmd:cc libc6-dev valgrind=cmd:valgrind
+need=(gcc=cmd:cc g++=cmd:g++ libc6-dev valgrind=cmd:valgrind
     libmimalloc2.0=lib:libmimalloc.so.2 libtcmalloc-minimal4=lib:libtcmalloc_minimal.so.4
     libjemalloc2=lib:libjemalloc.so.2)
 python=${PYTHON:-python3}

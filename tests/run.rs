@@ -11,6 +11,17 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// Under scripts/asan.sh these tests are skipped: the interposer built there
+/// is instrumented, and an instrumented library cannot be preloaded into a
+/// program without the sanitizer's runtime (every program these tests run).
+fn under_asan() -> bool {
+    let asan = std::env::var_os("MEMPLUG_ASAN").is_some();
+    if asan {
+        eprintln!("skipped under AddressSanitizer: the instrumented interposer cannot be preloaded");
+    }
+    asan
+}
+
 /// A directory of bundled plugins the tests run on.
 fn plugin_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -83,6 +94,9 @@ fn report_json(dir: &Path, handler: &str, program: &[&str]) -> (Output, Value) {
 
 #[test]
 fn output_and_exit_status_are_the_programs() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let out = run(dir.path(), "tracking", &[], &["/bin/echo", "hi"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -100,6 +114,9 @@ fn output_and_exit_status_are_the_programs() {
 
 #[test]
 fn a_signal_is_128_plus_its_number_and_named_in_the_report() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let prog = program(dir.path());
     let (out, v) = report_json(dir.path(), "tracking", &[prog.to_str().unwrap(), "abort"]);
@@ -113,6 +130,9 @@ fn a_signal_is_128_plus_its_number_and_named_in_the_report() {
 
 #[test]
 fn threads_on_a_thread_safe_plugin_and_on_a_locked_one() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let prog = program(dir.path());
     same_as_direct(dir.path(), "tracking", &prog, &["threads"]);
@@ -122,6 +142,9 @@ fn threads_on_a_thread_safe_plugin_and_on_a_locked_one() {
 
 #[test]
 fn fork_with_threads_running_then_exec() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let prog = program(dir.path());
     for handler in ["tracking", "arena"] {
@@ -131,6 +154,9 @@ fn fork_with_threads_running_then_exec() {
 
 #[test]
 fn dlopen_of_a_library_allocating_in_its_constructor_then_dlclose() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let prog = program(dir.path());
     let lib = support::build_c(&support::root().join("tests/fixtures/run_lib.c"), dir.path(), "librunlib.so", &[]);
@@ -141,6 +167,9 @@ fn dlopen_of_a_library_allocating_in_its_constructor_then_dlclose() {
 
 #[test]
 fn cpp_operators_new_and_delete_and_bad_alloc() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let exe = dir.path().join("run_cpp");
     let src = support::root().join("tests/fixtures/run_cpp.cpp");
@@ -156,6 +185,9 @@ fn cpp_operators_new_and_delete_and_bad_alloc() {
 
 #[test]
 fn python_builds_and_drops_a_large_dict_of_lists() {
+    if under_asan() {
+        return;
+    }
     if Command::new("python3").arg("-c").arg("pass").output().is_err() {
         eprintln!("python3 not installed; skipped");
         return;
@@ -171,6 +203,9 @@ fn python_builds_and_drops_a_large_dict_of_lists() {
 
 #[test]
 fn the_report_counts_three_leaks() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let prog = program(dir.path());
     let p = prog.to_str().unwrap();
@@ -198,6 +233,9 @@ fn the_report_counts_three_leaks() {
 
 #[test]
 fn a_refused_plugin_never_starts_the_program() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let bad = dir.path().join("libnot_elf.so");
     std::fs::write(&bad, "this is not a shared library\n").unwrap();
@@ -215,6 +253,9 @@ fn a_refused_plugin_never_starts_the_program() {
 
 #[test]
 fn options_make_an_instance() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let out = run(dir.path(), "arena:region_size=64k", &[], &["/bin/echo", "instance"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -226,6 +267,9 @@ fn options_make_an_instance() {
 
 #[test]
 fn no_children_removes_the_interposer_from_ld_preload() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let show = ["sh", "-c", "echo \"[$LD_PRELOAD]\""];
     let out = run(dir.path(), "tracking", &[], &show);
@@ -237,6 +281,9 @@ fn no_children_removes_the_interposer_from_ld_preload() {
 
 #[test]
 fn a_plugin_that_cannot_load_in_the_program_falls_back_to_libc_or_stops() {
+    if under_asan() {
+        return;
+    }
     // The interposer on its own, as `memplug run` would start it, with a
     // plugin file that is gone (or changed) by the time the program starts.
     let dir = plugin_dir();
@@ -261,6 +308,9 @@ fn a_plugin_that_cannot_load_in_the_program_falls_back_to_libc_or_stops() {
 
 #[test]
 fn an_allocator_manifest_serves_through_its_c_functions() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let prog = program(dir.path());
     let mut names = vec!["libc"];
@@ -283,6 +333,9 @@ fn an_allocator_manifest_serves_through_its_c_functions() {
 
 #[test]
 fn a_pointer_the_handler_did_not_make_is_counted_and_never_reaches_it() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let prog = program(dir.path());
     let (out, v) = report_json(dir.path(), "tracking", &[prog.to_str().unwrap(), "foreign"]);
@@ -294,6 +347,9 @@ fn a_pointer_the_handler_did_not_make_is_counted_and_never_reaches_it() {
 
 #[test]
 fn a_run_inside_a_run_uses_its_own_handler() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let manifest = "libc.memplug.toml";
     std::fs::copy(support::root().join("examples/manifests").join(manifest), dir.path().join(manifest)).unwrap();
@@ -315,6 +371,9 @@ fn a_run_inside_a_run_uses_its_own_handler() {
 
 #[test]
 fn a_plugin_that_crashes_its_check_never_starts_the_program() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let crashy = support::misbehaving(dir.path(), "crashy", 3, 1, 0); // SIGSEGV in its first malloc
     let marker = dir.path().join("started");
@@ -329,6 +388,9 @@ fn a_plugin_that_crashes_its_check_never_starts_the_program() {
 
 #[test]
 fn only_the_program_writes_the_report_not_a_forked_child() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let prog = program(dir.path());
     // The child exits normally, the program then aborts: no report at all.
@@ -340,6 +402,9 @@ fn only_the_program_writes_the_report_not_a_forked_child() {
 
 #[test]
 fn a_static_program_is_warned_about_and_still_runs() {
+    if under_asan() {
+        return;
+    }
     let dir = plugin_dir();
     let src = dir.path().join("static.c");
     std::fs::write(&src, "#include <stdio.h>\nint main(void) { puts(\"static\"); return 4; }\n").unwrap();
