@@ -50,15 +50,15 @@ impl Installed {
         self.prefix().join("lib/memplug/plugins")
     }
 
-    /// `PREFIX/bin/memplug ARGS` with no MEMPLUG_* or XDG_* variable.
+    /// `PREFIX/bin/memplug ARGS` with no MEMPLUG_* or XDG_* variable (only
+    /// the sanitizer's own settings, under scripts/asan.sh, pass through).
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(self.prefix().join("bin/memplug"))
-            .args(args)
-            .env_clear()
-            .env("HOME", self.root.path().join("home"))
-            .env("PATH", "/usr/bin:/bin")
-            .output()
-            .unwrap()
+        let mut cmd = Command::new(self.prefix().join("bin/memplug"));
+        cmd.args(args).env_clear().env("HOME", self.root.path().join("home")).env("PATH", "/usr/bin:/bin");
+        if let Some(options) = std::env::var_os("ASAN_OPTIONS") {
+            cmd.env("ASAN_OPTIONS", options);
+        }
+        cmd.output().unwrap()
     }
 }
 
