@@ -103,6 +103,10 @@ section "Shared memory: shm vs system, and handing a block over" \
     cargo_bench shm "$(pick 60 5)"
 section "Rust collections on a Handler vs the global allocator" \
     cargo_bench collections "$(pick 60 5)"
+global_alloc() {
+    ROUNDS=$(pick 31 3) ITERATIONS=$(pick 100 10) cargo bench --quiet --bench global
+}
+section "A global allocator chosen at start-up: Global vs std::alloc::System" global_alloc
 
 # memplug bench: the four plugins of the page's table (default_allocator is the baseline).
 memplug_bench() {

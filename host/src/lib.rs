@@ -160,6 +160,8 @@ mod guide {
     pub struct GuideSharing;
     #[doc = include_str!("../../docs/src/rust-library.md")]
     pub struct GuideRustLibrary;
+    #[doc = include_str!("../../docs/src/global.md")]
+    pub struct GuideGlobal;
     #[doc = include_str!("../../docs/src/plugin-rust.md")]
     pub struct GuidePluginRust;
 }
