@@ -41,5 +41,9 @@ start=$SECONDS
 # Arguments (e.g. `--test soundness`) choose the targets; else all of them.
 targets=(--lib --bins --tests)
 if (($#)); then targets=(); fi
-cargo test --workspace --no-fail-fast --target x86_64-unknown-linux-gnu --target-dir target/asan "${targets[@]}" "$@"
+# memplug-preload is left out: the interposer defines malloc and free itself,
+# which is where AddressSanitizer's own runtime intercepts them (its test
+# binary dies at start-up); its tests run in the ordinary suite.
+cargo test --workspace --exclude memplug-preload --no-fail-fast --target x86_64-unknown-linux-gnu \
+    --target-dir target/asan "${targets[@]}" "$@"
 echo "== asan: clean ($((SECONDS - start)) s)"
