@@ -10,6 +10,9 @@
 //! is a candidate, and so is every allocator manifest (`*.memplug.toml`, see
 //! [`crate::symbols`]), in name order; subdirectories are not entered. The
 //! entry symbol is [`memplug_abi::ENTRY_SYMBOL`] unless told otherwise.
+//! memplug's own interposer ([`INTERPOSER_FILE`], which `memplug run`
+//! preloads and which cargo builds beside the bundled plugins) is not a
+//! plugin and is never a candidate of a directory.
 //!
 //! Imports `dirs` and `symbols` (the manifest file-name rule).
 
@@ -67,6 +70,10 @@ impl fmt::Display for Candidate {
     }
 }
 
+/// The file name of memplug's interposer library (`memplug run`): not a
+/// plugin, so a directory scan passes it by.
+pub const INTERPOSER_FILE: &str = "libmemplug_preload.so";
+
 /// Whether a file name looks like a shared library (any bytes before the
 /// suffix).
 pub(crate) fn is_library_name(name: &OsStr) -> bool {
@@ -88,6 +95,9 @@ pub fn scan_dir(dir: &Path) -> std::io::Result<Vec<Candidate>> {
         let name = entry.file_name();
         // Any bytes may precede the suffixes, which are ASCII.
         if !is_library_name(&name) && !crate::symbols::is_manifest_name(&name.to_string_lossy()) {
+            continue;
+        }
+        if name == INTERPOSER_FILE {
             continue;
         }
         if entry.file_type()?.is_dir() {

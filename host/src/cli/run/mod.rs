@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 /// The interposer's file name.
-pub(crate) const PRELOAD_FILE: &str = "libmemplug_preload.so";
+pub(crate) const PRELOAD_FILE: &str = memplug::discover::INTERPOSER_FILE;
 /// Environment variable naming the interposer to use instead of the one
 /// found beside the `memplug` executable.
 pub(crate) const PRELOAD_ENV: &str = "MEMPLUG_PRELOAD";
