@@ -1,9 +1,13 @@
 #!/usr/bin/env python3
-"""Run part of NumPy's own test suite twice -- with NumPy's default handler,
-and through `python -m memplug.numpy --handler tracking` -- and compare.
+"""Run part of NumPy's own test suite three times -- with NumPy's default
+handler (the baseline), through `python -m memplug.numpy --handler tracking`
+(`bridged`), and with an allocator made by `memplug.numpy.create_allocator`
+of the C library's functions as ctypes functions, installed in every thread
+(`created`, scripts/numpy-suite-created.py) -- and compare each with the
+baseline.
 
-Passes when both runs have the same outcome for every test (so the same
-pass, fail, skip and xfail counts), and the bridged run's report shows zero
+Passes when every run has the baseline's outcome for every test (so the same
+pass, fail, skip and xfail counts), and each memplug run's report shows zero
 `bad_frees` and zero `size_mismatches` from the plugin and no foreign
 pointers. NumPy's own size mismatches (a `free` given another size than was
 allocated) are printed with where they happened; they are NumPy's, and the
@@ -11,14 +15,15 @@ bridge gave the plugin the right size each time.
 
     python scripts/numpy-suite.py                 # test_multiarray + test_numeric
     python scripts/numpy-suite.py --handler arena --modules numpy._core.tests.test_numeric
-    python scripts/numpy-suite.py --parallel      # both runs at once
+    python scripts/numpy-suite.py --runs bridged  # the baseline and one of the others
+    python scripts/numpy-suite.py --parallel      # the runs at once
 
 Run it with the Python that has numpy, pytest, hypothesis and memplug
-installed (scripts/python-tests.sh makes such a virtual environment). The two
+installed (scripts/python-tests.sh makes such a virtual environment). The
 runs go one after the other (about 2 minutes each on 2 idle cores). With
 --parallel they run at once, which is quicker but can change outcomes: some of
 NumPy's tests skip themselves when free memory is short, and the other run
-takes memory.
+take memory.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ from collections import Counter
 from pathlib import Path
 
 DEFAULT_MODULES = ["numpy._core.tests.test_multiarray", "numpy._core.tests.test_numeric"]
+COMPARED = ["bridged", "created"]
+CREATED = Path(__file__).resolve().parent / "numpy-suite-created.py"
 
 
 def outcomes(junit: Path) -> dict[str, str]:
@@ -58,25 +65,59 @@ def outcomes(junit: Path) -> dict[str, str]:
     return result
 
 
+def check_report(name: str, report: Path) -> list[str]:
+    """The problems a memplug run's report shows; prints its counters."""
+    if not report.exists():
+        return [f"the {name} run wrote no report"]
+    problems = []
+    data = json.loads(report.read_text())
+    plugin, bridge = data["plugin"], data["bridge"]
+    if bridge is None or bridge["allocations"] == 0:
+        problems.append(f"NumPy allocated nothing through the bridge in the {name} run")
+    if plugin is not None:
+        for key in ("bad_frees", "size_mismatches"):
+            if plugin[key] != 0:
+                problems.append(f"{name}: plugin {key} = {plugin[key]} (must be 0)")
+    if bridge is not None:
+        if bridge["foreign_pointers"]:
+            problems.append(f"{name}: {bridge['foreign_pointers']} foreign pointers reached the bridge")
+        print(
+            f"   {name} bridge: {bridge['allocations']} allocations, {bridge['reallocs']} reallocs, "
+            f"{bridge['null_frees']} free(NULL) filtered, {bridge['numpy_size_mismatches']} NumPy size mismatches"
+        )
+        for site in bridge["numpy_size_mismatch_sites"]:
+            print(
+                f"     {site['count']}x {site['file']}:{site['line']} in {site['function']} "
+                f"(allocated {site['allocated']}, NumPy passed {site['passed']})"
+            )
+    return problems
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--handler", default="tracking")
     ap.add_argument("--modules", nargs="+", default=DEFAULT_MODULES)
-    ap.add_argument("--parallel", action="store_true", help="run the two suites at once (see above)")
+    ap.add_argument("--runs", nargs="+", choices=COMPARED, default=COMPARED, help="the runs compared with the baseline")
+    ap.add_argument("--parallel", action="store_true", help="run the suites at once (see above)")
     ap.add_argument("--workdir", type=Path, help="keep the JUnit XML and report here")
     args = ap.parse_args()
 
     work = (args.workdir or Path(tempfile.mkdtemp(prefix="numpy-suite-"))).resolve()
     work.mkdir(parents=True, exist_ok=True)
     pytest_args = ["-m", "pytest", "--pyargs", *args.modules, "-q", "-p", "no:cacheprovider", "-W", "ignore"]
-    report = work / "report.json"
-    runs = {
+    reports = {name: work / f"{name}-report.json" for name in args.runs}
+    every = {
         "default": [sys.executable, *pytest_args, f"--junitxml={work / 'default.xml'}"],
         "bridged": [
             sys.executable, "-m", "memplug.numpy", "--handler", args.handler, "--report",
-            "--report-json", str(report), *pytest_args, f"--junitxml={work / 'bridged.xml'}",
+            "--report-json", str(work / "bridged-report.json"), *pytest_args, f"--junitxml={work / 'bridged.xml'}",
+        ],
+        "created": [
+            sys.executable, str(CREATED), str(work / "created-report.json"),
+            *pytest_args[2:], f"--junitxml={work / 'created.xml'}",
         ],
     }
+    runs = {name: cmd for name, cmd in every.items() if name == "default" or name in args.runs}
     start = time.monotonic()
     procs = {}
     for name, cmd in runs.items():
@@ -91,7 +132,7 @@ def main() -> int:
         tail = (work / f"{name}.log").read_text().strip().splitlines()
         summary = [line for line in tail if re.search(r"\b\d+ (passed|failed)\b.* in [\d.]+s", line)]
         print(f"   {name}: exit {proc.returncode}, {summary[-1] if summary else 'no summary'}")
-    print(f"   both done in {time.monotonic() - start:.0f} s")
+    print(f"   all done in {time.monotonic() - start:.0f} s")
 
     problems = []
     got = {}
@@ -101,48 +142,29 @@ def main() -> int:
             problems.append(f"the {name} run wrote no JUnit XML (see {work / (name + '.log')})")
             continue
         got[name] = outcomes(xml)
-    if len(got) == 2:
-        a, b = got["default"], got["bridged"]
-        ca, cb = Counter(a.values()), Counter(b.values())
-        print(f"   default: {dict(sorted(ca.items()))}")
-        print(f"   bridged: {dict(sorted(cb.items()))}")
-        if sum(ca.values()) == 0:
+    base = got.get("default")
+    if base is not None:
+        print(f"   default: {dict(sorted(Counter(base.values()).items()))}")
+        if not base:
             problems.append("no test ran")
-        differ = sorted(t for t in set(a) | set(b) if a.get(t) != b.get(t))
+    for name in args.runs:
+        if base is None or name not in got:
+            continue
+        other = got[name]
+        print(f"   {name}: {dict(sorted(Counter(other.values()).items()))}")
+        differ = sorted(t for t in set(base) | set(other) if base.get(t) != other.get(t))
         for t in differ[:30]:
-            problems.append(f"{t}: default {a.get(t, 'absent')}, bridged {b.get(t, 'absent')}")
+            problems.append(f"{t}: default {base.get(t, 'absent')}, {name} {other.get(t, 'absent')}")
         if len(differ) > 30:
-            problems.append(f"... and {len(differ) - 30} more tests differ")
-    if report.exists():
-        data = json.loads(report.read_text())
-        plugin, bridge = data["plugin"], data["bridge"]
-        if bridge is None or bridge["allocations"] == 0:
-            problems.append("NumPy allocated nothing through the bridge")
-        if plugin is not None:
-            for key in ("bad_frees", "size_mismatches"):
-                if plugin[key] != 0:
-                    problems.append(f"plugin {key} = {plugin[key]} (must be 0)")
-        if bridge is not None:
-            if bridge["foreign_pointers"]:
-                problems.append(f"{bridge['foreign_pointers']} foreign pointers reached the bridge")
-            print(
-                f"   bridge: {bridge['allocations']} allocations, {bridge['reallocs']} reallocs, "
-                f"{bridge['null_frees']} free(NULL) filtered, {bridge['numpy_size_mismatches']} NumPy size mismatches"
-            )
-            for site in bridge["numpy_size_mismatch_sites"]:
-                print(
-                    f"     {site['count']}x {site['file']}:{site['line']} in {site['function']} "
-                    f"(allocated {site['allocated']}, NumPy passed {site['passed']})"
-                )
-    else:
-        problems.append("the bridged run wrote no report")
-
+            problems.append(f"... and {len(differ) - 30} more tests differ in the {name} run")
+    for name, report in reports.items():
+        problems += check_report(name, report)
     if problems:
         print("numpy-suite: FAILED")
         for p in problems:
             print(f"   {p}")
         return 1
-    print(f"numpy-suite: ok: the same outcome for all {len(got['default'])} tests, handler {args.handler}")
+    print(f"numpy-suite: ok: the same outcome for all {len(got['default'])} tests in runs {', '.join(args.runs)}")
     return 0
 
 

@@ -4,8 +4,10 @@
 #   1. the bridge crate's Rust unit tests (cargo test, linking libpython),
 #   2. python/tests with pytest,
 #   3. NumPy's own test_multiarray and test_numeric, with NumPy's default
-#      handler and through `python -m memplug.numpy --handler tracking`,
-#      compared test by test (scripts/numpy-suite.py).
+#      handler, through `python -m memplug.numpy --handler tracking`, and
+#      with an allocator made by `memplug.numpy.create_allocator` of the C
+#      library's functions (scripts/numpy-suite-created.py), each compared
+#      with the default test by test (scripts/numpy-suite.py).
 #
 #   scripts/python-tests.sh                 # all three
 #   scripts/python-tests.sh --quick         # without NumPy's suite
@@ -39,7 +41,7 @@ if ((quick)); then
     exit 0
 fi
 
-step "python: NumPy's own tests, default handler vs memplug tracking"
+step "python: NumPy's own tests, default handler vs memplug tracking and a created allocator"
 start=$SECONDS
 "$venv/bin/python" scripts/numpy-suite.py --workdir target/numpy-suite
 echo "   NumPy suite comparison took $((SECONDS - start)) s"
