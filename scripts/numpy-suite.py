@@ -100,6 +100,7 @@ def main() -> int:
     ap.add_argument("--runs", nargs="+", choices=COMPARED, default=COMPARED, help="the runs compared with the baseline")
     ap.add_argument("--parallel", action="store_true", help="run the suites at once (see above)")
     ap.add_argument("--workdir", type=Path, help="keep the JUnit XML and report here")
+    ap.add_argument("--baseline", type=Path, help="a default run's JUnit XML to compare with, instead of running it")
     args = ap.parse_args()
 
     work = (args.workdir or Path(tempfile.mkdtemp(prefix="numpy-suite-"))).resolve()
@@ -117,7 +118,7 @@ def main() -> int:
             *pytest_args[2:], f"--junitxml={work / 'created.xml'}",
         ],
     }
-    runs = {name: cmd for name, cmd in every.items() if name == "default" or name in args.runs}
+    runs = {name: cmd for name, cmd in every.items() if (name == "default" and not args.baseline) or name in args.runs}
     start = time.monotonic()
     procs = {}
     for name, cmd in runs.items():
@@ -135,7 +136,7 @@ def main() -> int:
     print(f"   all done in {time.monotonic() - start:.0f} s")
 
     problems = []
-    got = {}
+    got = {"default": outcomes(args.baseline)} if args.baseline else {}
     for name in runs:
         xml = work / f"{name}.xml"
         if not xml.exists():
