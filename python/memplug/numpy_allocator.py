@@ -168,39 +168,74 @@ def _c_function(allocator: Any, role: str, value: int) -> int:
     return fn
 
 
-def _python_realloc(fn: Callable[..., Any]) -> Callable[[int, int, int], Any]:
-    """numpy-allocator's ``realloc(ptr, new_size)`` as memplug's
-    ``realloc(ptr, old_size, new_size)``."""
+# C signatures of numpy-allocator's functions, for calling C functions from
+# Python when an allocator mixes both.
+_C_TYPES = {
+    "malloc": ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t),
+    "calloc": ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t),
+    "realloc": ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t),
+    "free": ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t),
+}
 
-    def realloc(ptr: int, old_size: int, new_size: int) -> Any:
-        return fn(ptr or None, new_size)
 
-    return realloc
-
-
-def _function(allocator: Any, role: str) -> Tuple[Any, bool]:
-    """The function memplug is given for ``role``, and whether it is one of
-    C's (not a Python callable)."""
+def _function(allocator: Any, role: str) -> Optional[Tuple[str, Any]]:
+    """``("c", address)`` or ``("py", callable)`` for the allocator's
+    ``role``, or None if it gives none."""
     attr = f"_{role}_"
     value = getattr(allocator, attr, None)
     if value is None:
-        return _LIBC[role], True
+        return None
     if isinstance(value, bool):
         pass  # an int, but no address: refused below
     elif isinstance(value, int):
-        return _c_function(allocator, role, value), True
+        return "c", _c_function(allocator, role, value)
     elif isinstance(value, ctypes._CFuncPtr):  # type: ignore[attr-defined]
-        return _address(value), True
+        return "c", _address(value)
     elif callable(value):
-        if role == "realloc":
-            return _python_realloc(value), False
-        return value, False
+        return "py", value
     raise FunctionError(
         f"{allocator}: {attr} must be an integer address, a ctypes function or a callable, not "
         f"{builtins.type(value).__name__}",
         "bad-function",
         str(allocator),
     )
+
+
+def _as_callable(role: str, kind: str, fn: Any) -> Callable[..., Any]:
+    """A function of numpy-allocator's as a callable of memplug's signature
+    (only ``realloc``'s differs: memplug passes the old size too)."""
+    if kind == "c":
+        fn = _C_TYPES[role](fn)
+    if role == "realloc":
+
+        def realloc(ptr: int, old_size: int, new_size: int) -> Any:
+            return fn(ptr, new_size)
+
+        return realloc
+
+    def call(*args: int) -> Any:  # a plain callable, never taken for a C function
+        return fn(*args)
+
+    return call
+
+
+def _functions(allocator: Any) -> Dict[str, Any]:
+    """memplug's ``from_functions`` arguments for the allocator's functions:
+    all C addresses, or all Python callables when it gives any. ``malloc``
+    and ``free`` left out are the C library's; ``calloc`` and ``realloc``
+    left out are made by memplug of the allocator's malloc and free (the C
+    library's own when those are the C library's)."""
+    given = {role: _function(allocator, role) for role in _ROLES}
+    for role in ("malloc", "free"):
+        given[role] = given[role] or ("c", _LIBC[role])
+    if all(given[r] == ("c", _LIBC[r]) for r in ("malloc", "free")):
+        for role in ("calloc", "realloc"):
+            given[role] = given[role] or ("c", _LIBC[role])
+    if all(g is None or g[0] == "c" for g in given.values()):
+        out: Dict[str, Any] = {role: None if g is None else g[1] for role, g in given.items()}
+        out["sized_free"] = True
+        return out
+    return {role: None if g is None else _as_callable(role, *g) for role, g in given.items()}
 
 
 # --- making the handler ------------------------------------------------------
@@ -214,9 +249,7 @@ def _base_name(allocator: Any) -> str:
 def _register(allocator: Any) -> Any:
     """A memplug handler made of the allocator's functions, under a free
     name."""
-    functions: Dict[str, Any] = {}
-    for role in _ROLES:
-        functions[role], _ = _function(allocator, role)
+    functions = _functions(allocator)
     thread_safe = bool(getattr(allocator, "_thread_safe_", True))
     alignment = int(getattr(allocator, "_alignment_", 16))
     base = _base_name(allocator)
@@ -226,15 +259,7 @@ def _register(allocator: Any) -> Any:
         if name in taken:
             continue
         try:
-            return memplug.from_functions(
-                name,
-                malloc=functions["malloc"],
-                calloc=functions["calloc"],
-                realloc=functions["realloc"],
-                free=functions["free"],
-                thread_safe=thread_safe,
-                alignment=alignment,
-            )
+            return memplug.from_functions(name, thread_safe=thread_safe, alignment=alignment, **functions)
         except memplug.Error as e:
             if e.code != "duplicate-name":
                 raise
