@@ -77,6 +77,7 @@ __all__ = [
     "get_handler",
     "set_handler",
     "FunctionError",
+    "RefusedError",
     "NotAHandlerError",
 ]
 
@@ -100,6 +101,15 @@ class FunctionError(memplug.Error, TypeError):
     cannot be used: ``code`` is ``"bad-function"`` (neither an address, a
     ctypes function, a callable nor None) or ``"null-function"`` (an
     address of 0, or one holding NULL)."""
+
+
+class RefusedError(memplug.LoadError, MemoryError):
+    """memplug checked the allocator's functions when it made the handler
+    (a conformance pass: blocks of many sizes, zeroing, realloc keeping the
+    bytes, no overlap, calls from several threads) and they failed; ``code``
+    is ``"conformance-failed"`` and the message names each failed check. A
+    ``MemoryError``, as allocating through functions that return NULL
+    would have raised."""
 
 
 class NotAHandlerError(memplug.NumpyError, ValueError):
@@ -246,9 +256,9 @@ def _base_name(allocator: Any) -> str:
     return (name or "numpy_allocator")[:100]
 
 
-def _register(allocator: Any) -> Any:
+def _register(allocator: Any) -> Tuple[Any, str]:
     """A memplug handler made of the allocator's functions, under a free
-    name."""
+    name; and the name."""
     functions = _functions(allocator)
     thread_safe = bool(getattr(allocator, "_thread_safe_", True))
     alignment = int(getattr(allocator, "_alignment_", 16))
@@ -259,8 +269,10 @@ def _register(allocator: Any) -> Any:
         if name in taken:
             continue
         try:
-            return memplug.from_functions(name, thread_safe=thread_safe, alignment=alignment, **functions)
+            return memplug.from_functions(name, thread_safe=thread_safe, alignment=alignment, **functions), name
         except memplug.Error as e:
+            if e.code == "conformance-failed":
+                raise RefusedError(f"{allocator}: {e}", e.code, str(allocator), getattr(e, "outcomes", None)) from None
             if e.code != "duplicate-name":
                 raise
     raise memplug.Error(f"{allocator}: no free handler name from {base!r}", "duplicate-name", base)
@@ -272,7 +284,15 @@ def _handler(allocator: Any) -> Capsule:
     with _lock:
         if hasattr(allocator, "_handler_"):
             return allocator._handler_
-        made = _mnp.allocator(_register(allocator))
+        handler, name = _register(allocator)
+        made = _mnp.allocator(handler)
+        try:
+            # The functions see every call NumPy makes, as numpy-allocator's
+            # do: no small block is kept back for reuse.
+            _mnp.set_cache(name, False)
+        except memplug.NumpyError as e:
+            if e.code != "not-cacheable":
+                raise
         capsule = made.capsule
         _made[id(capsule)] = made
         setattr(allocator, "_handler_", capsule)
