@@ -60,13 +60,13 @@ def main(argv: list) -> int:
     import memplug.numpy as mnp
 
     try:
-        allocator = mnp.create_allocator(NAME, **libc_functions())
+        allocator = mnp.create_allocator(name=NAME, **libc_functions())
     except memplug.Error as e:
         print(f"numpy-suite-created: [{e.code}] {e}", file=sys.stderr)
         return 2
     install_everywhere(allocator.capsule, mnp.install)
     status = int(pytest.main(pytest_args))
-    stats = memplug.stats(allocator.handler.name if hasattr(allocator.handler, "name") else NAME)
+    stats = memplug.stats(allocator.handler)
     with open(report_path, "w", encoding="utf-8") as f:
         json.dump({"handler": NAME, "exit_status": status, "bridge": stats["bridge"], "plugin": stats["plugin"]}, f, indent=2)
         f.write("\n")

@@ -243,7 +243,9 @@ def _functions(allocator: Any) -> Dict[str, Any]:
             given[role] = given[role] or ("c", _LIBC[role])
     if all(g is None or g[0] == "c" for g in given.values()):
         out: Dict[str, Any] = {role: None if g is None else g[1] for role, g in given.items()}
-        out["sized_free"] = True
+        # numpy-allocator's C free takes the size too (the C library's
+        # ignores it): a ctypes function of two arguments says so.
+        out["free"] = _C_TYPES["free"](out["free"])
         return out
     return {role: None if g is None else _as_callable(role, *g) for role, g in given.items()}
 
@@ -313,7 +315,8 @@ def _owner(array: Any) -> Optional[Any]:
 
 def _array_capsule(owner: Any) -> Optional[Capsule]:
     """The handler capsule of an array that owns its data."""
-    return _mnp.array_handler(owner)
+    made_by = _mnp.get_allocator(owner)
+    return None if made_by is None else made_by.capsule
 
 
 def _handles(allocator: Any, array: Any) -> bool:
