@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Union
 
 from . import _memplug as _native
-from ._errors import Error, LoadError, NumpyError, ShareError, UnknownHandlerError
+from ._errors import Error, ForeignMemoryError, LoadError, NumpyError, ShareError, UnknownHandlerError
 
 __all__ = [
     "Error",
@@ -41,6 +41,7 @@ __all__ = [
     "NumpyError",
     "ShareError",
     "UnknownHandlerError",
+    "ForeignMemoryError",
     "PLUGIN_DIR",
     "PATH_ENV",
     "search_path",
