@@ -104,9 +104,28 @@ from typing import Any, Iterator, Optional, Union
 import memplug
 from memplug import _memplug as _native
 
+from memplug.numpy._allocators import (
+    Allocator,
+    allocator,
+    create_allocator,
+    get_allocator,
+    hooked,
+    owner_of,
+    set_allocator,
+)
+from memplug.numpy._foreign import ForeignMemory, from_pointer
 from memplug.numpy._share import SharedArray, attach, share
 
 __all__ = [
+    "Allocator",
+    "allocator",
+    "get_allocator",
+    "set_allocator",
+    "create_allocator",
+    "hooked",
+    "owner_of",
+    "from_pointer",
+    "ForeignMemory",
     "handler",
     "use",
     "install",
@@ -185,13 +204,19 @@ def current() -> Capsule:
 
 def get_handler_name(arr: Any = None) -> Optional[str]:
     """The name of NumPy's current handler, or of the handler that made
-    ``arr``'s data (None if ``arr`` does not own its data): NumPy's own
-    ``get_handler_name``. memplug handlers show as ``memplug:<name>``."""
+    ``arr``'s data: NumPy's own ``get_handler_name``, asked of the array
+    that owns the data when ``arr`` is a view (NumPy's says None for a
+    view). None if no handler made the data (see :func:`get_allocator`).
+    memplug handlers show as ``memplug:<name>``."""
     import numpy
 
     multiarray = getattr(numpy, "_core", None) or numpy.core  # NumPy 2 / 1.x
     get = multiarray.multiarray.get_handler_name
-    name: Optional[str] = get() if arr is None else get(arr)
+    if arr is None:
+        current: Optional[str] = get()
+        return current
+    owner = owner_of(arr) if isinstance(arr, numpy.ndarray) else None
+    name: Optional[str] = get(arr if owner is None else owner)
     return name
 
 
