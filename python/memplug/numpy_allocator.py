@@ -20,8 +20,9 @@ instance of a subclass of :class:`object`), as numpy-allocator reads it:
   Python callable -- ``malloc(size)``, ``calloc(nelem, elsize)``,
   ``realloc(ptr, new_size)``, ``free(ptr, size)``, returning an integer
   address or None for NULL. C functions have the same signatures
-  (``free`` is given the size too). A function that is missing or None is
-  the C library's.
+  (``free`` is given the size too). A ``_malloc_`` or ``_free_`` that is
+  missing or None is the C library's; a ``_calloc_`` or ``_realloc_``
+  missing is made of the allocator's own malloc and free.
 - ``_handler_``: a ``mem_handler`` capsule to use as it is (e.g.
   :data:`default_handler`). :meth:`handler` stores the capsule it makes
   there.
@@ -39,6 +40,11 @@ thread-safe is locked. ``with`` restores the previous handler of the
 thread (or asyncio task) that entered it.
 
 Differences from numpy-allocator:
+
+- The functions are checked when the handler is made (memplug's
+  conformance pass, in this process: they are called a few thousand
+  times); functions that fail raise :class:`RefusedError`, a
+  ``MemoryError``.
 
 - NumPy shows the handler as ``memplug:<name>``, where name is
   ``str(allocator)`` with every character outside ``[A-Za-z0-9_.-]``
