@@ -293,3 +293,32 @@ def test_missing_functions_are_the_c_librarys():
         b = np.zeros(64)
     assert only_malloc.handles(a) and only_malloc.handles(b) and not b.any()
     del a, b
+
+
+def test_functions_that_cannot_allocate_are_refused_with_a_memory_error():
+    from numpy_allocator_examples import null_allocator
+
+    with pytest.raises(MemoryError) as e:
+        with null_allocator:
+            np.ndarray(())
+    assert isinstance(e.value, numpy_allocator.RefusedError) and e.value.code == "conformance-failed"
+    assert numpy_allocator.get_handler() is numpy_allocator.default_handler
+
+
+def test_a_declared_alignment_is_kept_by_numpys_data():
+    std = ctypes.CDLL(None)
+    std.memalign.restype = ctypes.c_void_p
+    std.memalign.argtypes = [ctypes.c_size_t, ctypes.c_size_t]
+
+    class paged(metaclass=numpy_allocator.type):
+        _alignment_ = mmap.PAGESIZE
+
+        def _malloc_(size):
+            return std.memalign(mmap.PAGESIZE, size)
+
+        def _free_(ptr, size):
+            libc_free(ptr)
+
+    with paged:
+        arrays = [np.ones(n) for n in (1, 100, 10_000)]
+    assert all(paged.handles(a) and a.ctypes.data % mmap.PAGESIZE == 0 for a in arrays)
