@@ -221,18 +221,18 @@ def _as_callable(role: str, kind: str, fn: Any) -> Callable[..., Any]:
     """A function of numpy-allocator's as a callable of memplug's signature
     (only ``realloc``'s differs: memplug passes the old size too)."""
     if kind == "c":
-        fn = _C_TYPES[role](fn)
-    if role == "realloc":
+        c_function = _C_TYPES[role](fn)
 
-        def realloc(ptr: int, old_size: int, new_size: int) -> Any:
-            return fn(ptr, new_size)
+        def fn(*args: Any) -> Any:  # a plain callable, never taken for a C function
+            return c_function(*args)
 
-        return realloc
+    if role != "realloc":
+        return fn  # type: ignore[no-any-return]
 
-    def call(*args: int) -> Any:  # a plain callable, never taken for a C function
-        return fn(*args)
+    def realloc(ptr: int, old_size: int, new_size: int) -> Any:
+        return fn(ptr, new_size)
 
-    return call
+    return realloc
 
 
 def _functions(allocator: Any) -> Dict[str, Any]:
