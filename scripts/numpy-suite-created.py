@@ -66,7 +66,8 @@ def main(argv: list) -> int:
         return 2
     install_everywhere(allocator.capsule, mnp.install)
     status = int(pytest.main(pytest_args))
-    stats = memplug.stats(allocator.handler)
+    handler = allocator.handler  # a memplug.Handler (its name before)
+    stats = memplug.stats(getattr(handler, "name", handler))
     with open(report_path, "w", encoding="utf-8") as f:
         json.dump({"handler": NAME, "exit_status": status, "bridge": stats["bridge"], "plugin": stats["plugin"]}, f, indent=2)
         f.write("\n")
