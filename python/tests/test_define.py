@@ -134,8 +134,9 @@ def test_from_library_mimalloc_by_symbol_names():
         ("/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4", "tcmalloc_minimal"),
         ("libc.so.6", "c"),
         ("/opt/my alloc/libfancy+heap.so", "fancy_heap"),
-        ("allocator.dylib", "allocator"),
-        ("lib", "lib"),
+        ("allocator.dylib", "allocator.dylib"),
+        ("lib.so", "symbols"),
+        ("lib" + "x" * 200 + ".so", "x" * 127),
     ],
 )
 def test_library_names_are_derived_from_the_file_name(library, want):
