@@ -74,7 +74,7 @@ class ForeignMemory:
     pickle as copies of the data).
     """
 
-    __slots__ = ("_address", "_nbytes", "_free", "_owner", "_interface", "_lock", "_freed")
+    __slots__ = ("_address", "_nbytes", "_free", "_owner", "_interface", "_lock", "_freed", "__weakref__")
 
     def __init__(
         self,
