@@ -41,7 +41,8 @@ def test_one_allocator_per_handler_whatever_it_is_made_from():
     assert a is mnp.allocator(FakeHandler("tracking"))
     assert a is mnp.allocator(mnp.handler("tracking"))
     assert a is mnp.allocator(a)
-    assert (a.name, a.handler) == ("memplug:tracking", "tracking")
+    assert (a.name, a.memplug_name, a.handler) == ("memplug:tracking", "tracking", memplug.Handler("tracking"))
+    assert a is mnp.allocator(memplug.handler("tracking"))
     assert a.capsule is mnp.handler("tracking")
     d = mnp.allocator(None)
     assert (d.name, d.handler) == (DEFAULT, None)
@@ -56,7 +57,7 @@ def test_one_allocator_per_handler_whatever_it_is_made_from():
 
 def test_instances_and_unknown_names():
     inst = mnp.allocator("arena:region_size=1m")
-    assert inst.handler == "arena:region_size=1m" and inst is mnp.allocator("arena:region_size=1m")
+    assert inst.memplug_name == "arena:region_size=1m" and inst is mnp.allocator("arena:region_size=1m")
     with pytest.raises(memplug.UnknownHandlerError):
         mnp.allocator("no-such-handler")
     for bad in (42, object(), FakeHandler(3)):
@@ -274,11 +275,11 @@ def test_hooked_and_foreign_capsules_have_allocators():
 def test_create_allocator_over_c_functions():
     libc = ctypes.CDLL(None)
     alloc = mnp.create_allocator(malloc=libc.malloc, free=libc.free, calloc=libc.calloc, realloc=libc.realloc)
-    assert alloc.handler.startswith("python-") and alloc.name == f"memplug:{alloc.handler}"
+    assert alloc.memplug_name.startswith("python-") and alloc.name == f"memplug:{alloc.memplug_name}"
     with alloc:
         a = np.arange(1000.0)
         z = np.zeros(100)
     assert alloc.handles(a[10:]) and alloc.handles(z)
     assert a.sum() == 499500.0 and z.sum() == 0.0
     named = mnp.create_allocator(malloc=libc.malloc, free=libc.free, name="libc-by-hand")
-    assert named.handler == "libc-by-hand"
+    assert named.handler == memplug.Handler("libc-by-hand")
