@@ -4,6 +4,7 @@ nothing but a report."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 
@@ -152,3 +153,57 @@ def test_hooked_refuses_what_is_not_callable_or_not_a_handler():
         mnp.hooked("tracking", 3)
     with pytest.raises(memplug.NumpyError):
         mnp.hooked(object(), print)
+
+
+def test_arrays_outliving_the_interpreter_free_quietly():
+    script = """
+import threading, numpy as np, memplug.numpy as mnp
+seen = []
+hooked = mnp.hooked("tracking", lambda *e: seen.append(e[0]))
+with hooked:
+    kept = [np.ones(1000) for _ in range(10)]   # freed during finalization: not reported
+def worker():
+    with hooked:
+        kept.append(np.ones(10))
+t = threading.Thread(target=worker)
+t.start(); t.join()
+print(len(seen) >= 11)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.strip(), done.stderr) == (0, "True", "")
+
+
+def test_create_allocator_is_hookable():
+    if not hasattr(memplug, "from_functions"):
+        pytest.skip("memplug.from_functions is not in this build")
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    rec = Recorder()
+    with mnp.hooked(mnp.create_allocator(malloc=libc.malloc, free=libc.free), rec):
+        a = np.empty(1000)
+    del a
+    assert rec.kinds() == ["malloc", "free"] and rec.live == {}
+
+
+def test_threads_allocating_at_once_are_each_reported():
+    rec = Recorder()
+    hooked = mnp.hooked("tracking", rec)
+    start = threading.Barrier(4)
+
+    def work():
+        start.wait()
+        with hooked:
+            for n in range(200):
+                a = np.empty(n + 1)
+                np.sort(a[::2])  # a temporary buffer too, sorting released from the GIL
+                del a
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    kinds = rec.kinds()
+    assert kinds.count("malloc") == kinds.count("free") >= 4 * 200 and rec.live == {}
+    assert {t.ident for t in threads} <= rec.threads
