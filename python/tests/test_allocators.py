@@ -283,3 +283,45 @@ def test_create_allocator_over_c_functions():
     assert a.sum() == 499500.0 and z.sum() == 0.0
     named = mnp.create_allocator(malloc=libc.malloc, free=libc.free, name="libc-by-hand")
     assert named.handler == memplug.Handler("libc-by-hand")
+
+
+class PyDataMemAllocator(ctypes.Structure):
+    _fields_ = [("ctx", ctypes.c_void_p), ("malloc", ctypes.c_void_p), ("calloc", ctypes.c_void_p),
+                ("realloc", ctypes.c_void_p), ("free", ctypes.c_void_p)]
+
+
+class PyDataMemHandler(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 127), ("version", ctypes.c_uint8), ("allocator", PyDataMemAllocator)]
+
+
+CAPSULE_NAME = ctypes.create_string_buffer(b"mem_handler")
+_foreign_handlers = []  # kept for the process, as NumPy's arrays keep them
+
+
+def foreign_capsule(name):
+    """A handler capsule no memplug code made: NumPy's default functions
+    under another name, as another library would make one."""
+    get = ctypes.pythonapi.PyCapsule_GetPointer
+    get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    default = PyDataMemHandler.from_address(get(mnp.allocator(None).capsule, b"mem_handler"))
+    h = PyDataMemHandler(name.encode(), 1, default.allocator)
+    _foreign_handlers.append(h)
+    return new(ctypes.addressof(h), ctypes.cast(CAPSULE_NAME, ctypes.c_char_p), None)
+
+
+def test_a_foreign_libraries_handler_is_an_allocator_too():
+    cap = foreign_capsule("someone_elses")
+    alloc = mnp.allocator(cap)
+    assert (alloc.name, alloc.handler) == ("someone_elses", None) and mnp.allocator(cap) is alloc
+    with alloc:
+        a = np.arange(100.0)
+        assert mnp.get_allocator() is alloc
+    assert mnp.get_allocator(a[::-1]) is alloc and mnp.get_handler_name(a.T) == "someone_elses"
+    seen = []
+    with mnp.hooked(alloc, lambda *e: seen.append(e[0])) as h:
+        b = np.empty(10)
+    assert h.name == "memplug:hooked(someone_elses)" and mnp.get_allocator(b) is h
+    del a, b
+    assert seen == ["malloc", "free"]
