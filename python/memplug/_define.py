@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import re
 import threading
 from typing import Any, Callable, Dict, List, Optional, Union
 
@@ -104,26 +103,15 @@ def _handler_of(outcome: Dict[str, Any]) -> Handler:
     return Handler(outcome["name"])
 
 
-_NAME_BAD = re.compile(r"[^A-Za-z0-9_.-]")
-
-
 def library_name(library: Union[str, "os.PathLike[str]"]) -> str:
-    """The handler name :func:`from_library` derives from a library: its file
-    name without the directory, a leading ``lib``, and everything from the
-    first ``.so`` (or, failing that, the first ``.``) on; characters outside
-    ``[A-Za-z0-9_.-]`` become ``_``; at most 127 bytes. ``libmimalloc.so.2``
-    gives ``mimalloc``, ``/opt/lib/libtcmalloc_minimal.so.4`` gives
+    """The handler name :func:`from_library` derives from a library (the
+    same rule as ``memplug check --library`` without ``--name``): the file
+    name (after the last ``/``) up to its first ``.so``, without a leading
+    ``lib``; characters outside ``[A-Za-z0-9_.-]`` become ``_``; at most 127
+    bytes; ``"symbols"`` if nothing is left. ``libmimalloc.so.2`` gives
+    ``mimalloc``, ``/opt/lib/libtcmalloc_minimal.so.4`` gives
     ``tcmalloc_minimal``, ``libc.so.6`` gives ``c``."""
-    base = os.path.basename(os.fspath(library))
-    if base.startswith("lib") and len(base) > 3:
-        base = base[3:]
-    cut = base.find(".so")
-    if cut <= 0:
-        cut = base.find(".")
-    if cut > 0:
-        base = base[:cut]
-    name = _NAME_BAD.sub("_", base)[:127]
-    return name or "library"
+    return _native.library_name(os.fspath(library))
 
 
 def from_library(

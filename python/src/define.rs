@@ -51,6 +51,13 @@ pub struct SymbolNames {
     aligned_alloc: Option<String>,
 }
 
+/// The handler name derived from a library's path or soname
+/// ([`memplug::symbols::name_from_library`], as the command line derives it).
+#[pyfunction]
+pub fn library_name(library: &str) -> String {
+    memplug::symbols::name_from_library(library)
+}
+
 /// Register `library`'s functions as handler `name` — the manifest as a
 /// call: the same checks, the worker probe and verdict cache when the
 /// policy asks for them, the same reason codes.

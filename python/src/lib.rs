@@ -26,8 +26,8 @@
 //!
 //! Layers, lowest first: `errors`, `raw_thread`, `raw_cache` → `counters` → `bridge` ↔
 //! `raw_block`, `raw_padded` (the bridge's state and the calls on it) → `raw_numpy` →
-//! `hook` → `raw_hook` → `raw_share` → `registry` → `numpy`, `share` → `raw_callbacks` → `define` → this
-//! module.
+//! `hook` → `raw_hook` → `raw_share` → `registry` → `numpy`, `share` → `raw_callbacks` → `define` →
+//! this module.
 //!
 //! Its Rust API is private (Python is the public one): these docs are for
 //! the people working on it, `cargo doc --document-private-items`.

@@ -1,11 +1,13 @@
 //! The unsafe core of the bridge's side facing NumPy: NumPy's C API table,
 //! the `PyDataMem_Handler` struct NumPy calls through, and the capsules
 //! holding one. The functions NumPy calls through it are in
-//! [`crate::raw_block`] (and [`crate::raw_padded`]).
+//! [`crate::raw_block`] (and [`crate::raw_padded`]) for bridges; hooked
+//! handlers ([`crate::raw_hook`]) bring theirs to the one unsafe entry,
+//! [`capsule_with`].
 //!
-//! Everything here is reached through safe functions whose preconditions
-//! are checked inside; the callers ([`crate::bridge`], [`crate::numpy`])
-//! hold no raw pointers. This module imports [`crate::bridge`]'s `Bridge`
+//! Everything else here is reached through safe functions whose
+//! preconditions are checked inside; the callers ([`crate::bridge`],
+//! [`crate::numpy`]) hold no raw pointers. This module imports [`crate::bridge`]'s `Bridge`
 //! (the `ctx` NumPy hands back), the functions it installs, and PyO3.
 
 use crate::bridge::Bridge;

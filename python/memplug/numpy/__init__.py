@@ -53,6 +53,37 @@ How it behaves:
   ``create``), one per distinct string, kept until :func:`close`. NumPy
   shows ``memplug:<name>``.
 
+Handlers as objects (:class:`Allocator`), hooks and foreign memory::
+
+    tracking = mnp.allocator("tracking")   # or a memplug.Handler, a capsule, None (NumPy's default)
+    with tracking:                          # this thread or task only; restores what it replaced
+        a = np.zeros((100, 100))
+    mnp.get_allocator(a.T[10:]) is tracking # True: a view's allocator is its owner's
+    previous = mnp.set_allocator(tracking)  # until changed; returns the previous Allocator
+
+    def show(event, ptr, size, old_ptr):    # "malloc", "calloc", "realloc", "free"
+        print(event, hex(ptr), size)
+    with mnp.hooked(tracking, show):        # serves from tracking, then calls show
+        b = np.fromstring("1 2 3", sep=" ")
+
+    arr = mnp.from_pointer(ptr, (n,), np.float64, free=lib.free)   # C memory, freed once by
+                                                                    # lib.free after the last view
+
+- :func:`allocator` gives one :class:`Allocator` per handler (memplug's,
+  NumPy's ``default_allocator``, other libraries'); ``with`` blocks of
+  allocators interleaved across threads and asyncio tasks each restore
+  their own previous handler; :func:`get_allocator` and
+  :meth:`Allocator.handles` follow a view's ``.base`` to the array owning
+  the data (None for memory no handler made); :func:`create_allocator`
+  makes one from C functions or Python callables
+  (:func:`memplug.from_functions`).
+- :func:`hooked` calls a Python function after every call into a handler,
+  with the GIL, whatever thread NumPy calls from; a failing callback is
+  reported as unraisable and changes no result.
+- :func:`from_pointer` never sets ``OWNDATA``: its base object
+  (:class:`ForeignMemory`) frees the memory, so NumPy never frees it
+  through a handler that did not allocate it.
+
 Arrays handed to other processes without copying (:func:`share`,
 :func:`attach`)::
 

@@ -94,11 +94,17 @@ class Allocator:
         return self._capsule
 
     @property
-    def handler(self) -> Optional[str]:
-        """The memplug handler behind it, by the name :func:`memplug.stats`
-        and :func:`memplug.numpy.handler` take (``"tracking"``,
-        ``"arena:region_size=1m"``), or None for NumPy's default, hooked
-        allocators and other libraries' handlers."""
+    def handler(self) -> Optional["memplug.Handler"]:
+        """The :class:`memplug.Handler` behind it (``.name`` is what
+        :func:`memplug.stats` and :func:`memplug.numpy.handler` take), or
+        None for NumPy's default, hooked allocators and other libraries'
+        handlers."""
+        return None if self._memplug_name is None else memplug.Handler(self._memplug_name)
+
+    @property
+    def memplug_name(self) -> Optional[str]:
+        """The memplug handler's name (``"tracking"``,
+        ``"arena:region_size=1m"``), or None: ``handler.name``."""
         return self._memplug_name
 
     def install(self) -> "Allocator":

@@ -74,7 +74,7 @@ class ForeignMemory:
     pickle as copies of the data).
     """
 
-    __slots__ = ("_address", "_nbytes", "_free", "_owner", "_interface", "_lock", "_freed")
+    __slots__ = ("_address", "_nbytes", "_free", "_owner", "_interface", "_lock", "_freed", "__weakref__")
 
     def __init__(
         self,
@@ -160,7 +160,7 @@ def from_pointer(
 
     - ``free``: a ctypes function (``libc.free``), the int address of a C
       ``void free(void *)``, or a Python callable; called with the address,
-      exactly once;
+      exactly once (an exception it raises is reported as unraisable);
     - ``owner``: any object, kept alive as long as an array over the memory
       is (e.g. the object the memory belongs to);
     - both: ``free`` runs first, then ``owner`` goes;
