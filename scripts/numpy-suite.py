@@ -7,10 +7,10 @@ of the C library's functions as ctypes functions, installed in every thread
 baseline.
 
 Passes when every run has the baseline's outcome for every test (so the same
-pass, fail, skip and xfail counts) -- but for tests that skipped themselves in
-one run for want of free memory, which are listed -- and each memplug run's report shows zero
-`bad_frees` and zero `size_mismatches` from the plugin and no foreign
-pointers. NumPy's own size mismatches (a `free` given another size than was
+pass, fail, skip and xfail counts) -- tests that skipped themselves in one
+run for want of free memory are listed, not counted -- and each memplug
+run's report shows zero `bad_frees` and zero `size_mismatches` from the
+plugin and no foreign pointers. NumPy's own size mismatches (a `free` given another size than was
 allocated) are printed with where they happened; they are NumPy's, and the
 bridge gave the plugin the right size each time.
 
@@ -18,12 +18,13 @@ bridge gave the plugin the right size each time.
     python scripts/numpy-suite.py --handler arena --modules numpy._core.tests.test_numeric
     python scripts/numpy-suite.py --runs bridged  # the baseline and one of the others
     python scripts/numpy-suite.py --parallel      # the runs at once
+    python scripts/numpy-suite.py --runs created --baseline DIR/default.xml   # reuse a default run
 
 Run it with the Python that has numpy, pytest, hypothesis and memplug
 installed (scripts/python-tests.sh makes such a virtual environment). The
 runs go one after the other (about 2 minutes each on 2 idle cores). With
 --parallel they run at once, which is quicker but can change outcomes: some of
-NumPy's tests skip themselves when free memory is short, and the other run
+NumPy's tests skip themselves when free memory is short, and the other runs
 take memory.
 """
 
