@@ -142,7 +142,7 @@ def from_library(
     :func:`library_name` of the library.
 
     Checked exactly as a manifest is -- the same rules, the worker probe
-    and verdict cache when the policy asks for them (``MEMPLUG_PROBE``) --
+    and verdict cache when the registry's policy asks for them --
     and refused with the same reason codes: :class:`LoadError` with
     ``.code`` ``"missing-symbol"``, ``"not-a-library"``, ``"bad-name"``,
     ``"bad-alignment"``, ``"duplicate-name"``, ``"conformance-failed"``, ...
