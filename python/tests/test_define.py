@@ -196,11 +196,12 @@ def test_cfunctype_instances_and_a_sized_free():
         counts["live"] -= size
         c_free(ptr)
 
-    h = memplug.from_functions("cfunctype", malloc=malloc, free=free, thread_safe=False)
+    h = memplug.from_functions("cfunctype", malloc=malloc, free=free)
     del malloc, free
     gc.collect()
     assert counts["live"] == 0
-    serves_numpy(h)  # not thread-safe: the bridge caches nothing
+    mnp.set_cache(h.name, False)
+    serves_numpy(h)
     assert counts["live"] == 0
 
 
