@@ -34,7 +34,7 @@
 //! }
 //! let spec = FunctionSpec::new("libc-by-address", CFunctions::new(malloc, free).into()).thread_safe(true);
 //! // SAFETY: libc's malloc and free are C's malloc and free, callable from any thread.
-//! let h = unsafe { memplug::Registry::new().register_functions(spec) }.unwrap();
+//! let h = unsafe { memplug::Registry::new().register_functions(&spec) }.unwrap();
 //! let p = h.alloc(100).unwrap();
 //! // SAFETY: `p` came from `h` with 100 bytes.
 //! unsafe { h.free(p, 100) };

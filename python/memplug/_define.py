@@ -142,7 +142,7 @@ def from_library(
     :func:`library_name` of the library.
 
     Checked exactly as a manifest is -- the same rules, the worker probe
-    and verdict cache when the policy asks for them (``MEMPLUG_PROBE``) --
+    and verdict cache when the registry's policy asks for them --
     and refused with the same reason codes: :class:`LoadError` with
     ``.code`` ``"missing-symbol"``, ``"not-a-library"``, ``"bad-name"``,
     ``"bad-alignment"``, ``"duplicate-name"``, ``"conformance-failed"``, ...
@@ -219,7 +219,10 @@ def from_functions(
 
     ``calloc`` and ``realloc`` are derived from ``malloc`` and ``free`` when
     not given. Every object given is kept alive for the life of the process.
-    ``thread_safe=False`` makes the calls one at a time.
+    ``thread_safe=False`` makes the calls one at a time (for C functions,
+    under a lock of the host's: do not combine it with ``CFUNCTYPE``
+    instances made from Python functions, which take the GIL inside that
+    lock and can deadlock).
 
     The functions exist only in this process, so no worker process can
     probe them: the conformance pass runs on them here, before they are

@@ -209,11 +209,11 @@ pub fn register_addresses(
     if a.free == 0 {
         return Err(refuse("free"));
     }
-    // SAFETY (every transmute below): a non-zero address the user gave for
-    // this role, which the user vouches is a C function of the role's
-    // signature (`memplug.from_functions` documents this, as ctypes does for
-    // the addresses it calls); function pointers and `usize` have the same
-    // size here.
+    // The transmutes below ("as above") all hold for the same reason.
+    // SAFETY: a non-zero address the user gave for this role, which the user
+    // vouches is a C function of the role's signature (`memplug.from_functions`
+    // documents this, as ctypes does for the addresses it calls); function
+    // pointers and `usize` have the same size here.
     let malloc = unsafe { std::mem::transmute::<usize, functions::MallocFn>(a.malloc) };
     let mut f = if a.sized_free {
         // SAFETY: as above.

@@ -196,11 +196,12 @@ def test_cfunctype_instances_and_a_sized_free():
         counts["live"] -= size
         c_free(ptr)
 
-    h = memplug.from_functions("cfunctype", malloc=malloc, free=free, thread_safe=False)
+    h = memplug.from_functions("cfunctype", malloc=malloc, free=free)
     del malloc, free
     gc.collect()
     assert counts["live"] == 0
-    serves_numpy(h)  # not thread-safe: the bridge caches nothing
+    mnp.set_cache(h.name, False)
+    serves_numpy(h)
     assert counts["live"] == 0
 
 
@@ -250,9 +251,32 @@ def test_a_failing_callable_gives_memory_error_and_leaks_nothing(monkeypatch, fa
     assert memplug.stats(h.name)["bridge"]["live_bytes"] == 0
 
 
-def test_callables_on_threads_while_numpy_releases_the_gil():
+@pytest.mark.parametrize("thread_safe", [True, False])
+def test_callables_on_threads_while_numpy_releases_the_gil(thread_safe):
     c = Counting()
-    h = memplug.from_functions("py-threads", malloc=c.malloc, free=c.free, calloc=c.calloc, realloc=c.realloc)
+    inside = {"now": 0, "most": 0}
+
+    def one_at_a_time(f):
+        def call(*args):
+            with c.lock:
+                inside["now"] += 1
+                inside["most"] = max(inside["most"], inside["now"])
+            try:
+                return f(*args)  # ctypes drops the GIL here: another thread may come in
+            finally:
+                with c.lock:
+                    inside["now"] -= 1
+
+        return call
+
+    h = memplug.from_functions(
+        f"py-threads-{thread_safe}",
+        malloc=one_at_a_time(c.malloc),
+        free=one_at_a_time(c.free),
+        calloc=one_at_a_time(c.calloc),
+        realloc=one_at_a_time(c.realloc),
+        thread_safe=thread_safe,
+    )
     mnp.set_cache(h.name, False)
     errors = []
 
@@ -280,6 +304,8 @@ def test_callables_on_threads_while_numpy_releases_the_gil():
     gc.collect()
     assert c.live == 0
     assert memplug.stats(h.name)["bridge"]["live_bytes"] == 0
+    if not thread_safe:
+        assert inside["most"] == 1, "callables not declared thread-safe are called one at a time"
 
 
 # --- refusals --------------------------------------------------------------
