@@ -74,7 +74,7 @@ echo "   $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB, in $((SECONDS - 
 
 echo "== build-wheel: auditwheel show"
 shown=$(auditwheel show "$wheel")
-echo "$shown" | sed 's/^/   /'
+while IFS= read -r line; do echo "   $line"; done <<<"$shown"
 tag=${wheel##*-}
 tag=${tag%.whl}
 [[ "$tag" == manylinux_* ]] || fail "$(basename "$wheel") is not tagged manylinux"

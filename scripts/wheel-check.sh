@@ -11,14 +11,28 @@
 #  4. that environment imports memplug from its own site-packages (its
 #     __version__ the wheel's) and finds the bundled plugins there, then runs
 #     python/tests against it.
-# The files go to target/wheel-check/ (dist/, venv/, build-wheel.log; made
-# afresh each time).
+#  5. with --sdist, also: `pip install` of the sdist into another new virtual
+#     environment (cargo on PATH) compiles memplug and its plugins, and that
+#     memplug finds its bundled plugins. This builds the whole workspace in
+#     release mode from nothing: minutes, so .ci/run leaves it out.
+#
+#   scripts/wheel-check.sh            # 1-4
+#   scripts/wheel-check.sh --sdist    # 1-5
+#
+# The files go to target/wheel-check/ (dist/, venv/, sdist-venv/,
+# build-wheel.log; made afresh each time).
 # Needs what scripts/build-wheel.sh needs, cc (the tests build bad plugins)
 # and PyPI. Prints how long each step took.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
+with_sdist=0
+case ${1:-} in
+"") ;;
+--sdist) with_sdist=1 ;;
+*) echo "wheel-check: unknown argument $1 (the one option is --sdist)" >&2; exit 2 ;;
+esac
 work=target/wheel-check
 fail() { echo "wheel-check: FAILED: $*" >&2; exit 1; }
 times=()
@@ -30,6 +44,28 @@ step() {
     step_start=$SECONDS
     [[ -n "$1" ]] && echo "== wheel-check: $1 ($(date +%T))"
     return 0
+}
+
+# Checks memplug as installed in the virtual environment $1: imported from
+# that environment's site-packages (not from the checkout), its __version__
+# the installed distribution's, its bundled plugins there and registered.
+check_memplug() {
+    (cd "$1" && "$1/bin/python" - "$1" <<'EOF'
+import importlib.metadata, pathlib, sys
+import memplug
+venv = pathlib.Path(sys.argv[1]).resolve()
+where = pathlib.Path(memplug.__file__).resolve()
+assert venv in where.parents, f"memplug imported from {where}, not from {venv}"
+version = importlib.metadata.version("memplug")
+assert memplug.__version__ == version, f"memplug.__version__ is {memplug.__version__}, the installed {version}"
+bundled = sorted(p.name for p in (where.parent / "plugins").glob("*.so"))
+assert bundled, f"no bundled plugins in {where.parent / 'plugins'}"
+names = memplug.names()
+unregistered = [b for b in bundled if b.removeprefix("libmemplug_").removesuffix(".so") not in names]
+assert not unregistered, f"bundled but not registered: {unregistered} (handlers: {names})"
+print(f"   {where.parent}: {len(bundled)} bundled plugins, handlers {', '.join(names)}")
+EOF
+    )
 }
 
 step "build the sdist and the wheel (scripts/build-wheel.sh)"
@@ -72,26 +108,21 @@ echo "   PATH=$norust (no cargo, no rustc)"
 in_norust "$venv/bin/python" -m pip install -q --only-binary :all: "$wheel" numpy pytest hypothesis
 
 step "memplug from the wheel: where it is, its bundled plugins"
-(cd "$venv" && in_norust "$venv/bin/python" - "$venv" <<'EOF'
-import importlib.metadata, pathlib, sys
-import memplug
-venv = pathlib.Path(sys.argv[1]).resolve()
-where = pathlib.Path(memplug.__file__).resolve()
-assert venv in where.parents, f"memplug imported from {where}, not from {venv}"
-version = importlib.metadata.version("memplug")
-assert memplug.__version__ == version, f"memplug.__version__ is {memplug.__version__}, the wheel's {version}"
-bundled = sorted(p.name for p in (where.parent / "plugins").glob("*.so"))
-assert bundled, f"no bundled plugins in {where.parent / 'plugins'}"
-names = memplug.names()
-print(f"   {where.parent}: {len(bundled)} bundled plugins, handlers {', '.join(names)}")
-EOF
-) || fail "the installed wheel's memplug is not the one expected (see above)"
+PATH="$norust" check_memplug "$venv" || fail "the installed wheel's memplug is not as expected (see above)"
 
 step "python/tests against the installed wheel"
 # From inside the venv, so that neither the checkout's python/ nor its build
 # outputs are on sys.path.
 (cd "$venv" && in_norust "$venv/bin/python" -m pytest -q -p no:cacheprovider \
     --rootdir "$root/python" "$root/python/tests")
+
+if ((with_sdist)); then
+    step "pip install the sdist (compiles memplug and its plugins)"
+    sdist_venv="$root/$work/sdist-venv"
+    "${PYTHON:-python3}" -m venv "$sdist_venv"
+    "$sdist_venv/bin/python" -m pip install -q "$sdist"
+    check_memplug "$sdist_venv" || fail "memplug built from $(basename "$sdist") is not as expected (see above)"
+fi
 
 step ""
 echo "== wheel-check: ok: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB), $(basename "$sdist")"
