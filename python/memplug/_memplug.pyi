@@ -24,6 +24,29 @@ def numpy_close(name: str) -> bool: ...
 def numpy_set_cache(name: str, enabled: bool) -> bool: ...
 def share_array(owner: Any, data: int, ndim: int, lo: int, len: int) -> Dict[str, Any]: ...
 def attach_block(handle: Mapping[str, Any]) -> Attachment: ...
+def library_name(library: str) -> str: ...
+def define_library(
+    name: str, library: str, symbols: Mapping[str, Optional[str]], thread_safe: bool, alignment: Optional[int], version: str
+) -> Dict[str, Any]: ...
+def define_callables(
+    name: str,
+    malloc: Any,
+    free: Any,
+    calloc: Optional[Any],
+    realloc: Optional[Any],
+    thread_safe: bool,
+    alignment: Optional[int],
+) -> Dict[str, Any]: ...
+def define_addresses(
+    name: str,
+    malloc: int,
+    free: int,
+    calloc: Optional[int],
+    realloc: Optional[int],
+    sized_free: bool,
+    thread_safe: bool,
+    alignment: Optional[int],
+) -> Dict[str, Any]: ...
 
 class Attachment:
     """The base object of arrays attached from another process."""

@@ -15,11 +15,14 @@
 //!   [`raw_thread`] (the thread's id, whether it holds the GIL);
 //! - arrays shared with other processes and attached from them
 //!   ([`share`], over the unsafe [`raw_share`]);
+//! - allocators defined from Python at run time: a library's functions by
+//!   symbol name, C functions by address, Python callables ([`define`],
+//!   over the unsafe [`raw_callbacks`]: the trampolines that call Python);
 //! - exceptions with reason codes ([`errors`]).
 //!
 //! Layers, lowest first: `errors`, `raw_thread`, `raw_cache` → `counters` → `bridge` ↔
 //! `raw_block`, `raw_padded` (the bridge's state and the calls on it) → `raw_numpy` →
-//! `raw_share` → `registry` → `numpy`, `share` → this module.
+//! `raw_share` → `registry` → `numpy`, `share` → `raw_callbacks` → `define` → this module.
 //!
 //! Its Rust API is private (Python is the public one): these docs are for
 //! the people working on it, `cargo doc --document-private-items`.
@@ -30,10 +33,13 @@
 
 mod bridge;
 mod counters;
+mod define;
 mod errors;
 mod numpy;
 #[allow(unsafe_code)]
 mod raw_block;
+#[allow(unsafe_code)]
+mod raw_callbacks;
 #[allow(unsafe_code)]
 mod raw_cache;
 #[allow(unsafe_code)]
@@ -159,6 +165,10 @@ fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(share::share_array, m)?)?;
     m.add_function(wrap_pyfunction!(share::attach_block, m)?)?;
     m.add_class::<share::Attachment>()?;
+    m.add_function(wrap_pyfunction!(define::library_name, m)?)?;
+    m.add_function(wrap_pyfunction!(define::define_library, m)?)?;
+    m.add_function(wrap_pyfunction!(define::define_callables, m)?)?;
+    m.add_function(wrap_pyfunction!(define::define_addresses, m)?)?;
     m.add("HEADER_MIN_BYTES", 16)?;
     m.add("PEAK_CHECK_BYTES", counters::PEAK_CHECK_BYTES)?;
     m.add("CACHE_MAX_BYTES", raw_cache::MAX_CACHED)?;
