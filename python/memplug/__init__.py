@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Union
 
 from . import _memplug as _native
-from ._errors import Error, LoadError, NumpyError, ShareError, UnknownHandlerError
+from ._errors import Error, ForeignMemoryError, LoadError, NumpyError, ShareError, UnknownHandlerError
 from ._define import Handler, from_functions, from_library, handler, library_name
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "NumpyError",
     "ShareError",
     "UnknownHandlerError",
+    "ForeignMemoryError",
     "PLUGIN_DIR",
     "PATH_ENV",
     "search_path",

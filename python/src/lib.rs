@@ -10,9 +10,13 @@
 //!   functions NumPy calls, the header), [`raw_padded`] (the same for
 //!   shareable handlers, whose data is aligned to 64 bytes) and
 //!   [`raw_cache`] (the per-thread lists of cached blocks);
-//! - NumPy's handler capsules and current handler ([`numpy`]), over the
-//!   unsafe [`raw_numpy`] (NumPy's C API table, the capsules) and
-//!   [`raw_thread`] (the thread's id, whether it holds the GIL);
+//! - NumPy's handler capsules, current handler and arrays' handlers
+//!   ([`numpy`]), over the unsafe [`raw_numpy`] (NumPy's C API table, the
+//!   capsules) and [`raw_thread`] (the thread's id, whether it holds the
+//!   GIL);
+//! - hooked handlers, which call a Python callback after each call into
+//!   another handler ([`hook`]: the callback's side, over the unsafe
+//!   [`raw_hook`]: the functions NumPy calls);
 //! - arrays shared with other processes and attached from them
 //!   ([`share`], over the unsafe [`raw_share`]);
 //! - allocators defined from Python at run time: a library's functions by
@@ -22,7 +26,8 @@
 //!
 //! Layers, lowest first: `errors`, `raw_thread`, `raw_cache` → `counters` → `bridge` ↔
 //! `raw_block`, `raw_padded` (the bridge's state and the calls on it) → `raw_numpy` →
-//! `raw_share` → `registry` → `numpy`, `share` → `raw_callbacks` → `define` → this module.
+//! `hook` → `raw_hook` → `raw_share` → `registry` → `numpy`, `share` → `raw_callbacks` → `define` →
+//! this module.
 //!
 //! Its Rust API is private (Python is the public one): these docs are for
 //! the people working on it, `cargo doc --document-private-items`.
@@ -35,6 +40,7 @@ mod bridge;
 mod counters;
 mod define;
 mod errors;
+mod hook;
 mod numpy;
 #[allow(unsafe_code)]
 mod raw_block;
@@ -42,6 +48,8 @@ mod raw_block;
 mod raw_callbacks;
 #[allow(unsafe_code)]
 mod raw_cache;
+#[allow(unsafe_code)]
+mod raw_hook;
 #[allow(unsafe_code)]
 mod raw_numpy;
 #[allow(unsafe_code)]
@@ -116,6 +124,32 @@ fn describe_capsule(obj: &Bound<'_, PyAny>) -> Option<(String, Option<String>)> 
     numpy::describe(obj)
 }
 
+/// The address of the handler struct behind a capsule (one key for all
+/// capsules of a handler), or None if the object is not a handler capsule.
+#[pyfunction]
+fn capsule_key(obj: &Bound<'_, PyAny>) -> Option<usize> {
+    numpy::capsule_key(obj)
+}
+
+/// The handler capsule of `arr` (an ndarray with data pointer `data` and
+/// `ndim` dimensions) if it owns its data and a handler made it, else None.
+#[pyfunction]
+fn array_handler<'py>(
+    py: Python<'py>,
+    arr: &Bound<'py, PyAny>,
+    data: usize,
+    ndim: usize,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    numpy::array_handler(py, arr, data, ndim)
+}
+
+/// A new handler capsule serving from capsule `inner`'s handler and calling
+/// `callback(event, ptr, size, old_ptr)` after each call.
+#[pyfunction]
+fn numpy_hooked(py: Python<'_>, inner: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    numpy::hooked(py, inner, callback)
+}
+
 /// Close the bridge of an instance (`name:options`): its instance goes
 /// once its blocks are freed; `False` if no such bridge is open.
 #[pyfunction]
@@ -162,6 +196,9 @@ fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(numpy_feature_version, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_close, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_set_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(capsule_key, m)?)?;
+    m.add_function(wrap_pyfunction!(array_handler, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_hooked, m)?)?;
     m.add_function(wrap_pyfunction!(share::share_array, m)?)?;
     m.add_function(wrap_pyfunction!(share::attach_block, m)?)?;
     m.add_class::<share::Attachment>()?;
