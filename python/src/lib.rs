@@ -202,10 +202,10 @@ fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(share::share_array, m)?)?;
     m.add_function(wrap_pyfunction!(share::attach_block, m)?)?;
     m.add_class::<share::Attachment>()?;
+    m.add_function(wrap_pyfunction!(define::library_name, m)?)?;
     m.add_function(wrap_pyfunction!(define::define_library, m)?)?;
     m.add_function(wrap_pyfunction!(define::define_callables, m)?)?;
     m.add_function(wrap_pyfunction!(define::define_addresses, m)?)?;
-    m.add_function(wrap_pyfunction!(define::library_name, m)?)?;
     m.add("HEADER_MIN_BYTES", 16)?;
     m.add("PEAK_CHECK_BYTES", counters::PEAK_CHECK_BYTES)?;
     m.add("CACHE_MAX_BYTES", raw_cache::MAX_CACHED)?;
