@@ -18,7 +18,11 @@ fn main() {
         return;
     }
     let plugin = common::plugin("tracking");
-    let probe = Probe { timeout: Duration::from_secs(30), worker: Some(PathBuf::from(env!("CARGO_BIN_EXE_memplug"))) };
+    let probe = Probe {
+        timeout: Duration::from_secs(30),
+        worker: Some(PathBuf::from(env!("CARGO_BIN_EXE_memplug"))),
+        ..Probe::default()
+    };
     let probing = Policy { probe: Some(probe), ..Policy::default() };
     let mut variants = [
         variant("load_direct", || {

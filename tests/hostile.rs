@@ -165,7 +165,11 @@ fn a_probing_registry_refuses_a_forging_plugin() {
     let frame = dir.path().join("frame");
     write_frame(&frame, "stage report\n", &ok_answer_about(&lib));
     hostile(dir.path(), "forge_probe", FORGE_CTOR, Some(&frame), None);
-    let probe = Probe { timeout: Duration::from_secs(10), worker: Some(PathBuf::from(env!("CARGO_BIN_EXE_memplug"))) };
+    let probe = Probe {
+        timeout: Duration::from_secs(10),
+        worker: Some(PathBuf::from(env!("CARGO_BIN_EXE_memplug"))),
+        ..Probe::default()
+    };
     let registry = Registry::with_policy(Policy { probe: Some(probe), ..Policy::default() });
     let e = registry.load_path(&lib).unwrap_err();
     assert_eq!(e.code(), "bad-answer", "{e}");

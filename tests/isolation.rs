@@ -179,7 +179,7 @@ fn in_process_keeps_the_old_behaviour_and_the_log_names_the_culprit() {
 
 /// A registry that probes in a worker first.
 fn probing(timeout: Duration) -> Registry {
-    let probe = Probe { timeout, worker: Some(PathBuf::from(env!("CARGO_BIN_EXE_memplug"))) };
+    let probe = Probe { timeout, worker: Some(PathBuf::from(env!("CARGO_BIN_EXE_memplug"))), ..Probe::default() };
     Registry::with_policy(Policy { probe: Some(probe), ..Policy::default() })
 }
 
@@ -207,7 +207,11 @@ fn a_probing_registry_refuses_what_would_crash_it() {
 
 #[test]
 fn a_probing_registry_without_a_worker_says_where_it_looked() {
-    let probe = Probe { timeout: Duration::from_secs(1), worker: Some(PathBuf::from("/nonexistent/memplug")) };
+    let probe = Probe {
+        timeout: Duration::from_secs(1),
+        worker: Some(PathBuf::from("/nonexistent/memplug")),
+        ..Probe::default()
+    };
     let registry = Registry::with_policy(Policy { probe: Some(probe), ..Policy::default() });
     let e = registry.load_path(support::plugin("system")).unwrap_err();
     assert_eq!(e.code(), "probe-unavailable", "{e}");

@@ -69,18 +69,23 @@ pub struct Policy {
 /// (`conformance-failed`).
 ///
 /// The worker is a `memplug` executable (see [`crate::probe::Worker::find`]
-/// for where it is looked for) unless `worker` names one.
+/// for where it is looked for) unless `worker` names one, run with
+/// `worker_args` before the worker argument (see
+/// [`crate::probe::Worker::with_args`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
     /// How long a worker may take before it is killed.
     pub timeout: Duration,
     /// The worker executable; `None` to look for one.
     pub worker: Option<PathBuf>,
+    /// Arguments `worker` takes before the worker argument (ignored when
+    /// `worker` is `None`).
+    pub worker_args: Vec<std::ffi::OsString>,
 }
 
 impl Default for Probe {
     fn default() -> Probe {
-        Probe { timeout: Probe::DEFAULT_TIMEOUT, worker: None }
+        Probe { timeout: Probe::DEFAULT_TIMEOUT, worker: None, worker_args: Vec::new() }
     }
 }
 

@@ -140,7 +140,7 @@ impl Registry {
         let mut cache = policy.cache.as_deref().map(VerdictCache::open);
         let ctx = cache::context(Task::Check, &policy, &[]);
         let worker = match &probe {
-            Some(Probe { worker: Some(exe), .. }) => Some(Worker::new(exe)),
+            Some(Probe { worker: Some(exe), worker_args, .. }) => Some(Worker::with_args(exe, worker_args)),
             Some(_) => Some(Worker::find()?),
             None => None,
         };

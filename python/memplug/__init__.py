@@ -36,9 +36,10 @@ Allocators can also be defined at run time, with no plugin file
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from pathlib import Path
-from typing import Any, Dict, List, Union
+from typing import Any, Dict, List, Optional, Union
 
 from . import _memplug as _native
 from ._errors import Error, ForeignMemoryError, LoadError, NumpyError, ShareError, UnknownHandlerError
@@ -65,12 +66,18 @@ __all__ = [
     "from_library",
     "from_functions",
     "library_name",
+    "PROBE_ENV",
+    "set_probe",
+    "probe",
 ]
 
 __version__ = "0.1.0"
 
 #: The directory of the plugins shipped in this package.
 PLUGIN_DIR: Path = Path(__file__).resolve().parent / "plugins"
+#: The environment variable that turns the worker probe on at import
+#: (``1``, ``on``, ``yes``, ``true``); see :func:`set_probe`.
+PROBE_ENV = "MEMPLUG_PROBE"
 #: The environment variable with extra plugin directories.
 PATH_ENV = "MEMPLUG_PLUGIN_PATH"
 
@@ -191,3 +198,43 @@ def stats(name: str) -> Dict[str, Any]:
 
 #: A thread's net growth, in bytes, between two checks of the peak.
 PEAK_CHECK_BYTES: int = _native.PEAK_CHECK_BYTES
+
+
+def set_probe(enabled: bool = True, *, timeout: float = 10.0, worker: Optional[PathLike] = None) -> None:
+    """Check every plugin, manifest and :func:`from_library` spec in a worker
+    process before it is loaded into this one -- what ``memplug check``
+    does -- or stop doing so (``enabled=False``, the default state).
+
+    A plugin is foreign code: its constructors run as soon as it is opened,
+    before any check. With the probe on, a child process opens it first,
+    inside memplug's sandbox, and runs the conformance pass; a plugin whose
+    worker crashes, hangs past ``timeout`` seconds, exits or reports a
+    failed check is refused (:class:`LoadError` with ``code`` ``crashed``,
+    ``timed-out``, ``no-report`` or ``conformance-failed``) and never opened
+    here. Verdicts on plugin files go into memplug's verdict cache, so an
+    unchanged file is probed once. The worker is this interpreter running
+    :mod:`memplug._worker` unless ``worker`` names a ``memplug`` executable.
+    Setting :data:`PROBE_ENV` (``MEMPLUG_PROBE=1``) turns it on at import.
+    :func:`from_functions` is never probed: its functions exist only in
+    this process (its conformance pass runs here).
+    """
+    if not enabled:
+        _native.set_probe(None)
+    elif worker is None:
+        _native.set_probe((sys.executable, ["-m", "memplug._worker"]), timeout)
+    else:
+        _native.set_probe((os.fspath(worker), []), timeout)
+
+
+def probe() -> Optional[Dict[str, Any]]:
+    """The worker probe's settings (``program``, ``args``, ``timeout``), or
+    None when plugins are loaded without one (see :func:`set_probe`)."""
+    p = _native.probe()
+    if p is None:
+        return None
+    program, args, timeout = p
+    return {"program": program, "args": args, "timeout": timeout}
+
+
+if os.environ.get(PROBE_ENV, "").strip().lower() in ("1", "on", "yes", "true"):
+    set_probe(True)

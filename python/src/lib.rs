@@ -79,6 +79,30 @@ fn search_path(bundled: PathBuf) -> Vec<(PathBuf, &'static str)> {
     registry::search_path(bundled)
 }
 
+/// Turn the registry's worker probe on (`worker`: program and leading
+/// arguments; `timeout` in seconds) or off (`None`).
+#[pyfunction]
+#[pyo3(signature = (worker, timeout=10.0))]
+fn set_probe(worker: Option<(PathBuf, Vec<String>)>, timeout: f64) -> PyResult<()> {
+    registry::set_probe(worker, timeout)
+}
+
+/// `(program, arguments, timeout)` of the registry's worker probe, or None.
+#[pyfunction]
+fn probe() -> Option<(PathBuf, Vec<String>, f64)> {
+    registry::probe()
+}
+
+/// Serve one probe request as a worker process (`python -m memplug._worker
+/// __memplug-worker`): the exit status.
+#[pyfunction]
+fn serve_worker(py: Python<'_>) -> u8 {
+    // The request may load a plugin that runs for a while: other Python
+    // threads (there are none in a worker) need not wait for this one.
+    let code = py.allow_threads(memplug::worker::serve);
+    if code == std::process::ExitCode::SUCCESS { 0 } else { 2 }
+}
+
 /// Information dicts of every registered handler.
 #[pyfunction]
 fn handlers(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
@@ -187,6 +211,9 @@ fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(search_path, m)?)?;
     m.add_function(wrap_pyfunction!(handlers, m)?)?;
+    m.add_function(wrap_pyfunction!(set_probe, m)?)?;
+    m.add_function(wrap_pyfunction!(probe, m)?)?;
+    m.add_function(wrap_pyfunction!(serve_worker, m)?)?;
     m.add_function(wrap_pyfunction!(stats, m)?)?;
     m.add_function(wrap_pyfunction!(names, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_capsule, m)?)?;

@@ -208,6 +208,42 @@ fn events<'py>(py: Python<'py>, log: &EventLog) -> PyResult<Bound<'py, PyList>> 
     Ok(list)
 }
 
+/// Turn the worker probe of memplug's registry on (`worker`: the program
+/// and the arguments it takes before the worker argument; `timeout` in
+/// seconds) or off (`None`). From then on every plugin, manifest and
+/// `from_library` spec is loaded and checked in a worker process first,
+/// as `memplug check` does, and refused if the worker crashes, hangs, ends
+/// without a report or sees a conformance check fail.
+pub fn set_probe(worker: Option<(PathBuf, Vec<String>)>, timeout: f64) -> PyResult<()> {
+    let registry = Registry::global();
+    let mut policy = registry.policy();
+    policy.probe = match worker {
+        None => None,
+        Some((exe, args)) => {
+            if !(timeout.is_finite() && timeout > 0.0) {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "the probe's timeout must be a positive number of seconds, not {timeout}"
+                )));
+            }
+            Some(memplug::policy::Probe {
+                timeout: std::time::Duration::from_secs_f64(timeout),
+                worker: Some(exe),
+                worker_args: args.into_iter().map(Into::into).collect(),
+            })
+        }
+    };
+    registry.set_policy(policy);
+    Ok(())
+}
+
+/// Whether the registry probes in a worker process, and the worker's
+/// command line.
+pub fn probe() -> Option<(PathBuf, Vec<String>, f64)> {
+    let p = Registry::global().policy().probe?;
+    let args = p.worker_args.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    Some((p.worker.unwrap_or_default(), args, p.timeout.as_secs_f64()))
+}
+
 /// Statistics for `key`: the plugin's own (`plugin`, or None if it reports
 /// none) and the bridge's counters (`bridge`, or None if NumPy has not been
 /// given this handler).

@@ -10,6 +10,7 @@ use super::wire::{self, Answer, Request};
 use super::{WORKER_ARG, WORKER_ENV};
 use crate::error::{IsolationRefusal, Refusal};
 use crate::raw::process::{Exit, kill_group, peek_exit};
+use std::ffi::OsString;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -26,12 +27,21 @@ const DRAIN: Duration = Duration::from_millis(500);
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Worker {
     exe: PathBuf,
+    args: Vec<OsString>,
 }
 
 impl Worker {
     /// A worker run as `exe __memplug-worker`.
     pub fn new(exe: impl Into<PathBuf>) -> Worker {
-        Worker { exe: exe.into() }
+        Worker { exe: exe.into(), args: Vec::new() }
+    }
+
+    /// A worker run as `exe ARGS… __memplug-worker`: a program that serves
+    /// as a worker when given those arguments first, e.g. an interpreter
+    /// and the module that calls [`crate::worker::serve`]
+    /// (`python3 -m memplug._worker`).
+    pub fn with_args(exe: impl Into<PathBuf>, args: impl IntoIterator<Item = impl Into<OsString>>) -> Worker {
+        Worker { exe: exe.into(), args: args.into_iter().map(Into::into).collect() }
     }
 
     /// The worker executable: [`WORKER_ENV`] if set, else `memplug` beside
@@ -80,7 +90,7 @@ impl Worker {
         let deadline = Instant::now() + timeout;
         let _supervision = Supervision::begin();
         let mut command = Command::new(&self.exe);
-        command.arg(WORKER_ARG).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        command.args(&self.args).arg(WORKER_ARG).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = match supervise::spawn(&mut command) {
             Ok(c) => c,
             Err(e) => return WorkerOutcome::Failed(format!("cannot start the worker {}: {e}", self.exe.display())),
