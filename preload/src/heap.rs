@@ -42,10 +42,21 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
     // Plain blocks: header, then the block. Aligned ones: `align` extra
     // bytes, the block at the first aligned address after a header.
     let extra = if align > HEADER { align } else { HEADER };
-    let Some(total) = size.checked_add(extra).filter(|&t| t <= isize::MAX as usize) else { return nomem() };
+    let Some(mut total) = size.checked_add(extra).filter(|&t| t <= isize::MAX as usize) else { return nomem() };
     let setup = plugin::setup();
     let (raw, offset) = match setup.plugin {
         Some(ref p) if mode == READY && !plugin::in_call() => {
+            // A handler that puts a block's end against a guard page gets a
+            // plain request rounded as it rounds, and the block goes at the
+            // very end: one byte past it is on the guard page. The block is
+            // then aligned only as its size is (as with Electric Fence).
+            let at_end = p.end_align != 0 && align == HEADER;
+            if at_end {
+                let Some(t) = total.checked_next_multiple_of(p.end_align).filter(|&t| t <= isize::MAX as usize) else {
+                    return nomem();
+                };
+                total = t;
+            }
             let raw = plugin::call(p, |p| {
                 // SAFETY: the handler's own functions with its ctx; sizes are
                 // never 0 (total includes the header).
@@ -66,8 +77,8 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
             if raw.is_null() {
                 return nomem();
             }
-            let user = (raw as usize + HEADER + align - 1) & !(align - 1);
-            (raw.cast::<u8>(), user - raw as usize)
+            let offset = if at_end { total - size } else { ((raw as usize + HEADER + align - 1) & !(align - 1)) - raw as usize };
+            (raw.cast::<u8>(), offset)
         }
         _ => {
             let raw = arena::take(total, align, HEADER);
@@ -141,7 +152,7 @@ pub(crate) fn free(p: *mut c_void) {
     };
     // SAFETY: p is a pointer the program got from an allocator; the 16
     // bytes before it are readable.
-    let Some((total, offset)) = (unsafe { block::read(p.cast()) }) else {
+    let Some((total, offset)) = (unsafe { block::read(p.cast(), pl.end_align != 0) }) else {
         stats::FOREIGN.add(1);
         return;
     };
@@ -154,6 +165,12 @@ pub(crate) fn free(p: *mut c_void) {
     plugin::call(pl, |pl| unsafe { (pl.free)(pl.ctx, raw.cast(), total) });
 }
 
+/// Whether blocks may sit at the end of the handler's (and so be aligned
+/// only as their size is): see [`plugin::Plugin::end_align`].
+fn at_end_blocks() -> bool {
+    plugin::mode() == READY && plugin::setup().plugin.is_some_and(|p| p.end_align != 0)
+}
+
 /// The usable size of block `p`; 0 for a pointer this library did not make.
 pub(crate) fn usable(p: *mut c_void) -> usize {
     if p.is_null() {
@@ -164,7 +181,7 @@ pub(crate) fn usable(p: *mut c_void) -> usize {
         return plugin::setup().libc.usable.map_or(0, |u| unsafe { u(p) });
     }
     // SAFETY: as in `free`.
-    unsafe { block::read(p.cast()) }.map_or(0, |(total, offset)| total - offset)
+    unsafe { block::read(p.cast(), at_end_blocks()) }.map_or(0, |(total, offset)| total - offset)
 }
 
 /// Resize `p` to `size` bytes.
@@ -186,7 +203,7 @@ pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         };
     }
     // SAFETY: as in `free`.
-    let Some((total, offset)) = (unsafe { block::read(p.cast()) }) else {
+    let Some((total, offset)) = (unsafe { block::read(p.cast(), at_end_blocks()) }) else {
         stats::FOREIGN.add(1);
         return nomem();
     };
@@ -194,6 +211,7 @@ pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     let setup = plugin::setup();
     if let (Some(pl), true) = (setup.plugin.as_ref(), mode == READY && !in_arena && !plugin::in_call())
         && offset == HEADER
+        && pl.end_align == 0
         && let Some(re) = pl.realloc
     {
         let Some(new_total) = size.checked_add(HEADER).filter(|&t| t <= isize::MAX as usize) else { return nomem() };

@@ -48,6 +48,12 @@ pub(crate) struct Plugin {
     pub(crate) stats: Option<StatsFn>,
     /// Whether calls may run at the same time.
     pub(crate) thread_safe: bool,
+    /// For a handler that puts each block's end against a guard page
+    /// (`guard`, unless `side=start`): the alignment it rounds a block's end
+    /// up to. A plain block is then placed at the end of the handler's
+    /// block, so that one byte past it faults ([`crate::block`]); 0 for
+    /// every other handler.
+    pub(crate) end_align: usize,
 }
 
 /// libc's allocator, for when the plugin cannot be used.
@@ -327,7 +333,9 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
             free,
             stats,
             thread_safe: (*h).flags & memplug_abi::FLAG_THREAD_SAFE != 0,
+            end_align: 0,
         };
+        let mut alignment = (*h).alignment as usize;
         let options = env(c"MEMPLUG_RUN_OPTIONS");
         if !options.is_null() && *options != 0 {
             let create = if v11 { core::ptr::addr_of!((*h).create).read() } else { None };
@@ -345,9 +353,26 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
                 return Err(());
             }
             plugin.ctx = inst.ctx;
+            alignment = inst.alignment as usize;
+        }
+        // SAFETY: getenv's answer is NUL-terminated, or null.
+        let opts = if options.is_null() { &[][..] } else { CStr::from_ptr(options).to_bytes() };
+        if guards_block_ends(&s.name, opts) {
+            plugin.end_align = alignment.max(crate::block::HEADER).next_power_of_two();
         }
         Ok(plugin)
     }
+}
+
+/// Whether the handler named `name` (NUL-padded), made with `options`,
+/// puts the end of each block against a guard page: memplug's `guard`,
+/// unless `side=start`. (Allocates nothing: this library is the allocator.)
+fn guards_block_ends(name: &[u8], options: &[u8]) -> bool {
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    let start_side = options.split(|&b| b == b',').any(|item| {
+        item.iter().copied().filter(|b| !b.is_ascii_whitespace()).eq(b"side=start".iter().copied())
+    });
+    &name[..end] == b"guard" && !start_side
 }
 
 /// The plugin's own statistics, if it keeps them.
