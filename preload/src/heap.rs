@@ -77,7 +77,8 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
             if raw.is_null() {
                 return nomem();
             }
-            let offset = if at_end { total - size } else { ((raw as usize + HEADER + align - 1) & !(align - 1)) - raw as usize };
+            let offset =
+                if at_end { total - size } else { ((raw as usize + HEADER + align - 1) & !(align - 1)) - raw as usize };
             (raw.cast::<u8>(), offset)
         }
         _ => {

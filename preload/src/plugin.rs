@@ -48,11 +48,11 @@ pub(crate) struct Plugin {
     pub(crate) stats: Option<StatsFn>,
     /// Whether calls may run at the same time.
     pub(crate) thread_safe: bool,
-    /// For a handler that puts each block's end against a guard page
-    /// (`guard`, unless `side=start`): the alignment it rounds a block's end
-    /// up to. A plain block is then placed at the end of the handler's
-    /// block, so that one byte past it faults ([`crate::block`]); 0 for
-    /// every other handler.
+    /// Under `memplug run --exact-ends` (`MEMPLUG_RUN_EXACT_ENDS=1`), for a
+    /// handler that puts each block's end against a guard page (`guard`,
+    /// unless `side=start`): the alignment it rounds a block's end up to. A
+    /// plain block is then placed at the very end of the handler's block, so
+    /// that one byte past it faults whatever its size; 0 otherwise.
     pub(crate) end_align: usize,
 }
 
@@ -357,7 +357,7 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
         }
         // SAFETY: getenv's answer is NUL-terminated, or null.
         let opts = if options.is_null() { &[][..] } else { CStr::from_ptr(options).to_bytes() };
-        if guards_block_ends(&s.name, opts) {
+        if flag(c"MEMPLUG_RUN_EXACT_ENDS") && guards_block_ends(&s.name, opts) {
             plugin.end_align = alignment.max(crate::block::HEADER).next_power_of_two();
         }
         Ok(plugin)
@@ -369,9 +369,9 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
 /// unless `side=start`. (Allocates nothing: this library is the allocator.)
 fn guards_block_ends(name: &[u8], options: &[u8]) -> bool {
     let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    let start_side = options.split(|&b| b == b',').any(|item| {
-        item.iter().copied().filter(|b| !b.is_ascii_whitespace()).eq(b"side=start".iter().copied())
-    });
+    let start_side = options
+        .split(|&b| b == b',')
+        .any(|item| item.iter().copied().filter(|b| !b.is_ascii_whitespace()).eq(b"side=start".iter().copied()));
     &name[..end] == b"guard" && !start_side
 }
 
