@@ -134,28 +134,29 @@ thread_local! {
     static IN_CALL: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Whether this thread is inside a plugin call.
-pub(crate) fn in_call() -> bool {
-    IN_CALL.with(Cell::get)
-}
-
 /// Call into the plugin: under the lock unless it is thread-safe, marked as
-/// inside a call.
+/// inside a call. `None`, without calling, when this thread is already
+/// inside one (a request the plugin's own code made through libc). One
+/// thread-local access per call: this is the hot path.
 #[inline]
-pub(crate) fn call<R>(p: &Plugin, f: impl FnOnce(&Plugin) -> R) -> R {
-    IN_CALL.with(|c| c.set(true));
-    let r = if p.thread_safe {
-        f(p)
-    } else {
-        // SAFETY: LOCK is a valid, initialised mutex for the whole process.
-        unsafe { libc::pthread_mutex_lock(LOCK.0.get()) };
-        let r = f(p);
-        // SAFETY: this thread locked it just above.
-        unsafe { libc::pthread_mutex_unlock(LOCK.0.get()) };
-        r
-    };
-    IN_CALL.with(|c| c.set(false));
-    r
+pub(crate) fn call<R>(p: &Plugin, f: impl FnOnce(&Plugin) -> R) -> Option<R> {
+    IN_CALL.with(|inside| {
+        if inside.replace(true) {
+            return None;
+        }
+        let r = if p.thread_safe {
+            f(p)
+        } else {
+            // SAFETY: LOCK is a valid, initialised mutex for the whole process.
+            unsafe { libc::pthread_mutex_lock(LOCK.0.get()) };
+            let r = f(p);
+            // SAFETY: this thread locked it just above.
+            unsafe { libc::pthread_mutex_unlock(LOCK.0.get()) };
+            r
+        };
+        inside.set(false);
+        Some(r)
+    })
 }
 
 /// `fork()` prepare: hold the lock, so no thread is inside the plugin.
@@ -208,6 +209,9 @@ pub(crate) unsafe fn init() {
         };
     }
     claim_report(s);
+    if !s.report.is_null() {
+        crate::stats::count();
+    }
     if flag(c"MEMPLUG_RUN_NO_CHILDREN") {
         remove_from_preload();
     }
@@ -388,6 +392,6 @@ pub(crate) fn plugin_stats(p: &Plugin) -> Option<MemplugStats> {
         size_mismatches: 0,
     };
     // SAFETY: the plugin's stats function with its own ctx and a valid out.
-    let rc = call(p, |p| unsafe { f(p.ctx, &mut out) });
+    let rc = call(p, |p| unsafe { f(p.ctx, &mut out) })?;
     (rc == 0).then_some(out)
 }
