@@ -2,8 +2,10 @@
 """`memplug run`'s benchmark (scripts/bench.sh's "memplug run" section).
 
 Real programs, each variant of a table run once per round in a rotating
-order (interleaved), wall time per run; the ratio of a variant is the median
-of its per-round ratios to the table's baseline. Prints Markdown tables.
+order (interleaved); the ratio of a variant is the median of its per-round
+ratios to the table's baseline, of CPU time (user + system of the program
+and its children: on a loaded machine, wall time mostly measures waiting for
+a CPU), wall time beside it. Prints Markdown tables.
 
   scripts/bench_run.py --memplug target/release/memplug --rounds 9 [--quick]
 
@@ -60,35 +62,47 @@ def c_file(path: Path, functions: int) -> None:
         f.write('printf("%d\\n", x); return 0; }\n')
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
-    """Seconds one run of `argv` takes; it must succeed."""
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, the program's children
+    included) of one run of `argv`; it must succeed."""
     t0 = time.perf_counter()
-    r = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = p.stderr.read() if p.stderr else b""
+    _, status, usage = os.wait4(p.pid, 0)
     dt = time.perf_counter() - t0
-    if r.returncode != 0:
-        sys.exit(f"{' '.join(argv[:6])}...: exit {r.returncode}: {r.stderr.decode(errors='replace')[-2000:]}")
-    return dt
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(argv[:6])}...: exit {p.returncode}: {err.decode(errors='replace')[-2000:]}")
+    return dt, usage.ru_utime + usage.ru_stime
 
 
 def table(title: str, variants: list[tuple[str, list[str], dict[str, str]]], rounds: int, goal: str) -> None:
     """Run `variants` (name, argv, env) interleaved; the first is the baseline."""
-    times: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    wall: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    cpu: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     for _, argv, env in variants:  # warm-up: caches, the verdict cache, page cache
         timed(argv, env)
     for r in range(rounds):
         order = variants[r % len(variants):] + variants[: r % len(variants)]
         for name, argv, env in order:
-            times[name].append(timed(argv, env))
+            w, c = timed(argv, env)
+            wall[name].append(w)
+            cpu[name].append(c)
     base = variants[0][0]
-    print(f"```text\n{title}: {rounds} interleaved rounds; ratio = median of per-round variant / {base}\n```\n")
-    print(f"| variant | median s | ratio to {base} | ratio p10–p90 |")
-    print("|---|---:|---:|---:|")
+    print(f"```text\n{title}: {rounds} interleaved rounds; ratio = median of per-round variant / {base}, "
+          "of CPU time (user + system, children included)\n```\n")
+    print(f"| variant | median wall s | median CPU s | CPU ratio to {base} | ratio p10–p90 | wall ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, _, _ in variants:
-        ratios = sorted(t / b for t, b in zip(times[name], times[base]))
+        ratios = sorted(t / b for t, b in zip(cpu[name], cpu[base]))
+        walls = sorted(t / b for t, b in zip(wall[name], wall[base]))
         lo = ratios[len(ratios) // 10]
         hi = ratios[min(len(ratios) - 1, (len(ratios) * 9) // 10)]
         spread = "—" if name == base else f"{lo:.2f}–{hi:.2f}"
-        print(f"| {name} | {statistics.median(times[name]):.3f} | {statistics.median(ratios):.3f} | {spread} |")
+        print(
+            f"| {name} | {statistics.median(wall[name]):.3f} | {statistics.median(cpu[name]):.3f} "
+            f"| {statistics.median(ratios):.3f} | {spread} | {statistics.median(walls):.3f} |"
+        )
     print(f"\n**Goal**: {goal}\n" if goal else "")
 
 
@@ -108,11 +122,11 @@ def main() -> None:
     run = [memplug, "run", "--plugin-path", plugins, "--plugin-path", str(ROOT / "examples/manifests")]
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "big.c"
-        c_file(src, 200 if a.quick else 1500)
+        c_file(src, 200 if a.quick else 600)
         programs = [
             (f"python3 -c: a dict of {'20 000' if a.quick else '100 000'} lists built and dropped",
              [python, "-c", dict_program(20_000 if a.quick else 100_000)]),
-            (f"cc -O1 -c: a generated C file of {200 if a.quick else 1500} functions",
+            (f"cc -O1 -c: a generated C file of {200 if a.quick else 600} functions",
              [cc, "-O1", "-c", str(src), "-o", str(Path(tmp) / "big.o")]),
         ]
         for what, argv in programs:

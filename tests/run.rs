@@ -1,9 +1,12 @@
 //! `memplug run`: a program's heap on a checked plugin through the
-//! interposer (`libmemplug_preload.so`): exit statuses and signals, threads,
-//! a lock for a plugin that is not thread-safe, fork and exec, dlopen and
-//! dlclose, C++ operators, Python, the report's counts, a refused plugin
-//! (the program never starts), and what the interposer does when the plugin
-//! cannot be loaded in the program.
+//! interposer (`libmemplug_preload.so`): exit statuses and signals; one
+//! table of real programs (C threads, fork with threads then exec, dlopen
+//! and dlclose, C++ containers on threads, python3, cc, a NumPy test module)
+//! on every kind of handler (thread-safe, locked, guard, hugepage, a library
+//! by symbol name), each printing what it prints without memplug; guard
+//! stopping an overflow and a use after free; the report's counts; a
+//! refused plugin (the program never starts); and what the interposer does
+//! when the plugin cannot be loaded in the program.
 
 mod support;
 
