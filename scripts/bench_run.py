@@ -132,7 +132,10 @@ def main() -> None:
         for what, argv in programs:
             table(
                 f"memplug run on system: {what}",
-                [("alone", argv, env), ("memplug run --handler system", run + ["--handler", "system", "--"] + argv, env)],
+                [
+                    ("alone", argv, env),
+                    ("memplug run --handler system", run + ["--handler", "system", "--"] + argv, env),
+                ],
                 a.rounds,
                 "memplug run --handler system within 1.05 of the program alone",
             )
