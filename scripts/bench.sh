@@ -153,8 +153,9 @@ fi
 # memplug run: real programs on the interposer, side by side with the
 # program alone, with mimalloc preloaded directly, and guard with valgrind.
 run_programs() {
-    python3 scripts/bench_run.py --memplug "$target/release/memplug" --rounds "$(pick 9 3)" \
-        $( ((quick)) && echo --quick)
+    local quick_flag=()
+    ((quick)) && quick_flag=(--quick)
+    python3 scripts/bench_run.py --memplug "$target/release/memplug" --rounds "$(pick 9 3)" "${quick_flag[@]}"
 }
 section "memplug run: real programs on the interposer" run_programs
 
