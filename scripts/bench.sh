@@ -11,7 +11,8 @@
 # Needs what scripts/test-all.sh installs: libmimalloc2.0 and
 # libtcmalloc-minimal4 (allocators by symbol name), python3-venv (the NumPy
 # benchmarks' environment, made by scripts/py-env.sh) and valgrind (the
-# instruction count; full run only). Runs every benchmark even if one fails,
+# instruction count, full run only; guard vs memcheck in `memplug run`'s
+# section). Runs every benchmark even if one fails,
 # then exits 1 naming the ones that failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -148,6 +149,15 @@ else
     echo "FAILED: the Python environment (scripts/py-env.sh); the NumPy benchmarks did not run"
     failed+=("the Python environment")
 fi
+
+# memplug run: real programs on the interposer, side by side with the
+# program alone, with mimalloc preloaded directly, and guard with valgrind.
+run_programs() {
+    local quick_flag=()
+    ((quick)) && quick_flag=(--quick)
+    python3 scripts/bench_run.py --memplug "$target/release/memplug" --rounds "$(pick 9 3)" "${quick_flag[@]}"
+}
+section "memplug run: real programs on the interposer" run_programs
 
 echo "Total: $((SECONDS - begin)) s$( ((quick)) && echo " (quick run: not figures of record)")"
 if ((${#failed[@]})); then

@@ -27,13 +27,14 @@ pub(crate) unsafe fn write(user: *mut u8, total: usize, offset: usize) {
 }
 
 /// `(total, offset)` of the block at `user`, if its header is one this
-/// library wrote.
+/// library wrote. Blocks are 16-byte aligned unless `any_alignment` (the
+/// blocks placed against a guard page, aligned only as their size is).
 ///
 /// # Safety
 /// The `HEADER` bytes before `user` are readable (true of every pointer a
 /// malloc-compatible allocator hands out).
-pub(crate) unsafe fn read(user: *const u8) -> Option<(usize, usize)> {
-    if !(user as usize).is_multiple_of(HEADER) || (user as usize) < HEADER {
+pub(crate) unsafe fn read(user: *const u8, any_alignment: bool) -> Option<(usize, usize)> {
+    if (!any_alignment && !(user as usize).is_multiple_of(HEADER)) || (user as usize) < HEADER {
         return None;
     }
     // SAFETY: the caller says these bytes are readable.
@@ -65,11 +66,11 @@ mod tests {
         // SAFETY: the header lies in `buf`.
         unsafe { write(user, 40, HEADER) };
         // SAFETY: readable, in `buf`.
-        assert_eq!(unsafe { read(user) }, Some((40, HEADER)));
+        assert_eq!(unsafe { read(user, false) }, Some((40, HEADER)));
         // SAFETY: as above.
         unsafe { clear(user) };
         // SAFETY: as above.
-        assert_eq!(unsafe { read(user) }, None, "a second free is foreign");
+        assert_eq!(unsafe { read(user, false) }, None, "a second free is foreign");
     }
 
     #[test]
@@ -79,7 +80,7 @@ mod tests {
         // SAFETY: the bytes before each pointer lie in `buf`.
         for user in [unsafe { p.add(16) }, unsafe { p.add(17) }, unsafe { p.add(32) }] {
             // SAFETY: as above.
-            assert_eq!(unsafe { read(user) }, None);
+            assert_eq!(unsafe { read(user, false) }, None);
         }
     }
 }

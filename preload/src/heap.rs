@@ -42,11 +42,23 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
     // Plain blocks: header, then the block. Aligned ones: `align` extra
     // bytes, the block at the first aligned address after a header.
     let extra = if align > HEADER { align } else { HEADER };
-    let Some(total) = size.checked_add(extra).filter(|&t| t <= isize::MAX as usize) else { return nomem() };
+    let Some(mut total) = size.checked_add(extra).filter(|&t| t <= isize::MAX as usize) else { return nomem() };
     let setup = plugin::setup();
-    let (raw, offset) = match setup.plugin {
-        Some(ref p) if mode == READY && !plugin::in_call() => {
-            let raw = plugin::call(p, |p| {
+    let served = match setup.plugin {
+        Some(ref p) if mode == READY => {
+            // A handler that puts a block's end against a guard page gets a
+            // plain request rounded as it rounds, and the block goes at the
+            // very end: one byte past it is on the guard page. The block is
+            // then aligned only as its size is (as with Electric Fence).
+            let at_end = p.end_align != 0 && align == HEADER;
+            let total = match at_end {
+                true => match total.checked_next_multiple_of(p.end_align).filter(|&t| t <= isize::MAX as usize) {
+                    Some(t) => t,
+                    None => return nomem(),
+                },
+                false => total,
+            };
+            plugin::call(p, |p| {
                 // SAFETY: the handler's own functions with its ctx; sizes are
                 // never 0 (total includes the header).
                 unsafe {
@@ -62,14 +74,21 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
                         (false, _) => (p.malloc)(p.ctx, total),
                     }
                 }
-            });
-            if raw.is_null() {
-                return nomem();
-            }
-            let user = (raw as usize + HEADER + align - 1) & !(align - 1);
-            (raw.cast::<u8>(), user - raw as usize)
+            })
+            .map(|raw| (raw, total, at_end))
         }
-        _ => {
+        _ => None,
+    };
+    let from_plugin = served.is_some();
+    let (raw, offset) = match served {
+        Some((raw, _, _)) if raw.is_null() => return nomem(),
+        Some((raw, t, at_end)) => {
+            total = t;
+            let offset =
+                if at_end { total - size } else { ((raw as usize + HEADER + align - 1) & !(align - 1)) - raw as usize };
+            (raw.cast::<u8>(), offset)
+        }
+        None => {
             let raw = arena::take(total, align, HEADER);
             if raw.is_null() {
                 return nomem();
@@ -87,7 +106,7 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
     let user = unsafe { raw.add(offset) };
     // SAFETY: as above.
     unsafe { block::write(user, total, offset) };
-    if !arena::contains(raw) {
+    if from_plugin {
         stats::made(total - offset);
     }
     user.cast()
@@ -134,24 +153,35 @@ pub(crate) fn free(p: *mut c_void) {
         }
         return;
     }
-    let setup = plugin::setup();
-    let (Some(pl), true) = (setup.plugin.as_ref(), mode == READY && !plugin::in_call()) else {
+    let Some(pl) = plugin::setup().plugin.as_ref().filter(|_| mode == READY) else {
         stats::FOREIGN.add(1);
         return;
     };
-    // SAFETY: p is a pointer the program got from an allocator; the 16
-    // bytes before it are readable.
-    let Some((total, offset)) = (unsafe { block::read(p.cast()) }) else {
+    let freed = plugin::call(pl, |pl| {
+        // SAFETY: p is a pointer the program got from an allocator; the 16
+        // bytes before it are readable.
+        let Some((total, offset)) = (unsafe { block::read(p.cast(), pl.end_align != 0) }) else {
+            return false;
+        };
+        stats::freed(total - offset);
+        // SAFETY: the header is ours: the block is live and this library made it.
+        unsafe { block::clear(p.cast()) };
+        // SAFETY: the handler's block of `total` bytes starts `offset` before p.
+        let raw = unsafe { p.cast::<u8>().sub(offset) };
+        // SAFETY: handing the handler back its own block with its size.
+        unsafe { (pl.free)(pl.ctx, raw.cast(), total) };
+        true
+    });
+    if freed != Some(true) {
+        // Not ours, or freed from inside a plugin call: leaked.
         stats::FOREIGN.add(1);
-        return;
-    };
-    stats::freed(total - offset);
-    // SAFETY: the header is ours: the block is live and this library made it.
-    unsafe { block::clear(p.cast()) };
-    // SAFETY: the handler's block of `total` bytes starts `offset` before p.
-    let raw = unsafe { p.cast::<u8>().sub(offset) };
-    // SAFETY: handing the handler back its own block with its size.
-    plugin::call(pl, |pl| unsafe { (pl.free)(pl.ctx, raw.cast(), total) });
+    }
+}
+
+/// Whether blocks may sit at the end of the handler's (and so be aligned
+/// only as their size is): see [`plugin::Plugin::end_align`].
+fn at_end_blocks() -> bool {
+    plugin::mode() == READY && plugin::setup().plugin.is_some_and(|p| p.end_align != 0)
 }
 
 /// The usable size of block `p`; 0 for a pointer this library did not make.
@@ -164,7 +194,7 @@ pub(crate) fn usable(p: *mut c_void) -> usize {
         return plugin::setup().libc.usable.map_or(0, |u| unsafe { u(p) });
     }
     // SAFETY: as in `free`.
-    unsafe { block::read(p.cast()) }.map_or(0, |(total, offset)| total - offset)
+    unsafe { block::read(p.cast(), at_end_blocks()) }.map_or(0, |(total, offset)| total - offset)
 }
 
 /// Resize `p` to `size` bytes.
@@ -186,30 +216,32 @@ pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         };
     }
     // SAFETY: as in `free`.
-    let Some((total, offset)) = (unsafe { block::read(p.cast()) }) else {
+    let Some((total, offset)) = (unsafe { block::read(p.cast(), at_end_blocks()) }) else {
         stats::FOREIGN.add(1);
         return nomem();
     };
     let old = total - offset;
     let setup = plugin::setup();
-    if let (Some(pl), true) = (setup.plugin.as_ref(), mode == READY && !in_arena && !plugin::in_call())
+    if let (Some(pl), true) = (setup.plugin.as_ref(), mode == READY && !in_arena)
         && offset == HEADER
+        && pl.end_align == 0
         && let Some(re) = pl.realloc
     {
         let Some(new_total) = size.checked_add(HEADER).filter(|&t| t <= isize::MAX as usize) else { return nomem() };
         // SAFETY: the handler's block starts HEADER bytes before p.
         let raw = unsafe { p.cast::<u8>().sub(HEADER) };
         // SAFETY: the handler's realloc with its own block and sizes.
-        let got = plugin::call(pl, |pl| unsafe { re(pl.ctx, raw.cast(), total, new_total) });
-        if got.is_null() {
-            return nomem();
+        if let Some(got) = plugin::call(pl, |pl| unsafe { re(pl.ctx, raw.cast(), total, new_total) }) {
+            if got.is_null() {
+                return nomem();
+            }
+            // SAFETY: the new block holds new_total bytes from `got`.
+            let user = unsafe { got.cast::<u8>().add(HEADER) };
+            // SAFETY: as above.
+            unsafe { block::write(user, new_total, HEADER) };
+            stats::resized(old, size);
+            return user.cast();
         }
-        // SAFETY: the new block holds new_total bytes from `got`.
-        let user = unsafe { got.cast::<u8>().add(HEADER) };
-        // SAFETY: as above.
-        unsafe { block::write(user, new_total, HEADER) };
-        stats::resized(old, size);
-        return user.cast();
     }
     let q = alloc(size, 0, false);
     if q.is_null() {

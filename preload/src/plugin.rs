@@ -6,7 +6,7 @@
 
 use crate::env::{claim_report, env, flag, remove_from_preload, same_file, write_c};
 use crate::stats::Text;
-use core::cell::{Cell, UnsafeCell};
+use core::cell::UnsafeCell;
 use core::ffi::{CStr, c_char, c_int, c_void};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicU8, Ordering};
@@ -48,6 +48,12 @@ pub(crate) struct Plugin {
     pub(crate) stats: Option<StatsFn>,
     /// Whether calls may run at the same time.
     pub(crate) thread_safe: bool,
+    /// Under `memplug run --exact-ends` (`MEMPLUG_RUN_EXACT_ENDS=1`), for a
+    /// handler that puts each block's end against a guard page (`guard`,
+    /// unless `side=start`): the alignment it rounds a block's end up to. A
+    /// plain block is then placed at the very end of the handler's block, so
+    /// that one byte past it faults whatever its size; 0 otherwise.
+    pub(crate) end_align: usize,
 }
 
 /// libc's allocator, for when the plugin cannot be used.
@@ -122,22 +128,73 @@ unsafe impl Sync for Lock {}
 
 static LOCK: Lock = Lock(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
 
-thread_local! {
-    /// Whether this thread is inside a plugin call (its re-entrant requests
-    /// go to the bootstrap arena instead of recursing).
-    static IN_CALL: Cell<bool> = const { Cell::new(false) };
+/// Whether this thread is inside a plugin call (its re-entrant requests go
+/// to the bootstrap arena instead of recursing): one byte of thread-local
+/// storage. On x86-64 Linux it sits in the static TLS block and is reached
+/// with the initial-exec model, two instructions (this library is always
+/// preloaded, so its TLS is static); `thread_local!` in a shared library
+/// would call `__tls_get_addr` and std's accessor on every `malloc` and
+/// `free` (about 35 instructions, a quarter of the interposer's cost).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod in_call {
+    core::arch::global_asm!(
+        ".pushsection .tbss.memplug_preload_in_call,\"awT\",@nobits",
+        ".globl memplug_preload_in_call",
+        ".hidden memplug_preload_in_call",
+        ".type memplug_preload_in_call, @object",
+        ".size memplug_preload_in_call, 1",
+        "memplug_preload_in_call:",
+        ".zero 1",
+        ".popsection",
+    );
+
+    /// This thread's flag.
+    #[inline(always)]
+    pub(super) fn flag() -> *mut bool {
+        let p: *mut bool;
+        // SAFETY: reads the thread pointer (`fs:0`, the TCB's self pointer)
+        // and the GOT entry the loader filled with the variable's offset in
+        // the static TLS block; writes nothing but the output register.
+        unsafe {
+            core::arch::asm!(
+                "mov {p}, qword ptr fs:[0]",
+                "add {p}, qword ptr [rip + memplug_preload_in_call@GOTTPOFF]",
+                p = out(reg) p,
+                options(nostack, readonly, pure),
+            )
+        };
+        p
+    }
 }
 
-/// Whether this thread is inside a plugin call.
-pub(crate) fn in_call() -> bool {
-    IN_CALL.with(Cell::get)
+/// The same flag through `thread_local!`, elsewhere.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+mod in_call {
+    use core::cell::Cell;
+
+    thread_local! {
+        static IN_CALL: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// This thread's flag.
+    #[inline(always)]
+    pub(super) fn flag() -> *mut bool {
+        IN_CALL.with(Cell::as_ptr)
+    }
 }
 
 /// Call into the plugin: under the lock unless it is thread-safe, marked as
-/// inside a call.
+/// inside a call. `None`, without calling, when this thread is already
+/// inside one (a request the plugin's own code made through libc). One
+/// thread-local access per call: this is the hot path.
 #[inline]
-pub(crate) fn call<R>(p: &Plugin, f: impl FnOnce(&Plugin) -> R) -> R {
-    IN_CALL.with(|c| c.set(true));
+pub(crate) fn call<R>(p: &Plugin, f: impl FnOnce(&Plugin) -> R) -> Option<R> {
+    let inside = in_call::flag();
+    // SAFETY: this thread's own flag, which no other thread touches; valid
+    // for the thread's whole life.
+    if unsafe { inside.replace(true) } {
+        return None;
+    }
     let r = if p.thread_safe {
         f(p)
     } else {
@@ -148,8 +205,9 @@ pub(crate) fn call<R>(p: &Plugin, f: impl FnOnce(&Plugin) -> R) -> R {
         unsafe { libc::pthread_mutex_unlock(LOCK.0.get()) };
         r
     };
-    IN_CALL.with(|c| c.set(false));
-    r
+    // SAFETY: as above.
+    unsafe { inside.write(false) };
+    Some(r)
 }
 
 /// `fork()` prepare: hold the lock, so no thread is inside the plugin.
@@ -202,6 +260,9 @@ pub(crate) unsafe fn init() {
         };
     }
     claim_report(s);
+    if !s.report.is_null() {
+        crate::stats::count();
+    }
     if flag(c"MEMPLUG_RUN_NO_CHILDREN") {
         remove_from_preload();
     }
@@ -327,7 +388,9 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
             free,
             stats,
             thread_safe: (*h).flags & memplug_abi::FLAG_THREAD_SAFE != 0,
+            end_align: 0,
         };
+        let mut alignment = (*h).alignment as usize;
         let options = env(c"MEMPLUG_RUN_OPTIONS");
         if !options.is_null() && *options != 0 {
             let create = if v11 { core::ptr::addr_of!((*h).create).read() } else { None };
@@ -345,9 +408,26 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
                 return Err(());
             }
             plugin.ctx = inst.ctx;
+            alignment = inst.alignment as usize;
+        }
+        // SAFETY: getenv's answer is NUL-terminated, or null.
+        let opts = if options.is_null() { &[][..] } else { CStr::from_ptr(options).to_bytes() };
+        if flag(c"MEMPLUG_RUN_EXACT_ENDS") && guards_block_ends(&s.name, opts) {
+            plugin.end_align = alignment.max(crate::block::HEADER).next_power_of_two();
         }
         Ok(plugin)
     }
+}
+
+/// Whether the handler named `name` (NUL-padded), made with `options`,
+/// puts the end of each block against a guard page: memplug's `guard`,
+/// unless `side=start`. (Allocates nothing: this library is the allocator.)
+fn guards_block_ends(name: &[u8], options: &[u8]) -> bool {
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    let start_side = options
+        .split(|&b| b == b',')
+        .any(|item| item.iter().copied().filter(|b| !b.is_ascii_whitespace()).eq(b"side=start".iter().copied()));
+    &name[..end] == b"guard" && !start_side
 }
 
 /// The plugin's own statistics, if it keeps them.
@@ -363,6 +443,6 @@ pub(crate) fn plugin_stats(p: &Plugin) -> Option<MemplugStats> {
         size_mismatches: 0,
     };
     // SAFETY: the plugin's stats function with its own ctx and a valid out.
-    let rc = call(p, |p| unsafe { f(p.ctx, &mut out) });
+    let rc = call(p, |p| unsafe { f(p.ctx, &mut out) })?;
     (rc == 0).then_some(out)
 }

@@ -3,7 +3,17 @@
 //! `MEMPLUG_RUN_REPORT` (one `key value` line each).
 
 use core::fmt::Write;
-use core::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+
+/// Whether this process counts: only when it writes the report (the
+/// counters are shared by every thread; without a report nobody reads them).
+static COUNTING: AtomicBool = AtomicBool::new(false);
+
+/// Count from now on (called once, by the constructor of the process that
+/// writes the report).
+pub(crate) fn count() {
+    COUNTING.store(true, Relaxed);
+}
 
 /// A counter.
 pub(crate) struct Count(AtomicUsize);
@@ -13,9 +23,12 @@ impl Count {
     const fn new() -> Count {
         Count(AtomicUsize::new(0))
     }
-    /// Add `n`.
+    /// Add `n` (when counting).
+    #[inline]
     pub(crate) fn add(&self, n: usize) {
-        self.0.fetch_add(n, Relaxed);
+        if COUNTING.load(Relaxed) {
+            self.0.fetch_add(n, Relaxed);
+        }
     }
     /// The value.
     pub(crate) fn get(&self) -> usize {
@@ -51,6 +64,9 @@ static PEAK: AtomicUsize = AtomicUsize::new(0);
 
 /// A block of `bytes` was made.
 pub(crate) fn made(bytes: usize) {
+    if !COUNTING.load(Relaxed) {
+        return;
+    }
     ALLOCS.add(1);
     ALLOC_BYTES.add(bytes);
     grow(bytes);
@@ -58,6 +74,9 @@ pub(crate) fn made(bytes: usize) {
 
 /// A block of `bytes` was freed.
 pub(crate) fn freed(bytes: usize) {
+    if !COUNTING.load(Relaxed) {
+        return;
+    }
     FREES.add(1);
     FREE_BYTES.add(bytes);
     LIVE.fetch_sub(bytes, Relaxed);
@@ -65,6 +84,9 @@ pub(crate) fn freed(bytes: usize) {
 
 /// A block went from `old` to `new` bytes.
 pub(crate) fn resized(old: usize, new: usize) {
+    if !COUNTING.load(Relaxed) {
+        return;
+    }
     REALLOCS.add(1);
     ALLOC_BYTES.add(new);
     FREE_BYTES.add(old);

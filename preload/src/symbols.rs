@@ -125,5 +125,6 @@ pub(crate) unsafe fn load(library: *const c_char) -> Result<Plugin, &'static str
         stats: None,
         // SAFETY: getenv's answer is NUL-terminated.
         thread_safe: !thread_safe.is_null() && unsafe { CStr::from_ptr(thread_safe) }.to_bytes() == b"1",
+        end_align: 0,
     })
 }

@@ -54,6 +54,12 @@ pub(crate) struct RunArgs {
     /// instead of continuing on libc's allocator.
     #[arg(long)]
     strict: bool,
+    /// With `guard` (side=end): put each block's last byte against the
+    /// guard page, so that one byte past a block of any size faults; blocks
+    /// are then aligned only as far as their size allows (C's `malloc`
+    /// promises 16 bytes: for C programs under test, not interpreters).
+    #[arg(long = "exact-ends")]
+    exact_ends: bool,
     /// Version requirements and trust.
     #[command(flatten)]
     policy: PolicyArgs,
@@ -177,7 +183,8 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
         .env("MEMPLUG_RUN_SYMBOL", &chosen.report.symbol)
         .env("MEMPLUG_RUN_OPTIONS", &chosen.options)
         .env("MEMPLUG_RUN_STRICT", if args.strict { "1" } else { "0" })
-        .env("MEMPLUG_RUN_NO_CHILDREN", if args.no_children { "1" } else { "0" });
+        .env("MEMPLUG_RUN_NO_CHILDREN", if args.no_children { "1" } else { "0" })
+        .env("MEMPLUG_RUN_EXACT_ENDS", if args.exact_ends { "1" } else { "0" });
     match &chosen.manifest {
         Some(spec) => manifest_env(&mut cmd, spec),
         None => {

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""`memplug run`'s benchmark (scripts/bench.sh's "memplug run" section).
+
+Real programs, each variant of a table run once per round in a rotating
+order (interleaved); the ratio of a variant is the median of its per-round
+ratios to the table's baseline, of CPU time (user + system of the program
+and its children: on a loaded machine, wall time mostly measures waiting for
+a CPU), wall time beside it. Prints Markdown tables.
+
+  scripts/bench_run.py --memplug target/release/memplug --rounds 9 [--quick]
+
+Tables:
+- a malloc-heavy Python program (a dict of lists built and dropped) and `cc`
+  compiling a generated C file: alone vs `memplug run --handler system`
+  (goal <= 1.05);
+- the same programs on mimalloc: `memplug run` by symbol name (the manifest
+  in examples/manifests) vs `LD_PRELOAD=libmimalloc.so.2` (goal <= 1.05);
+- a smaller Python program: `memplug run --handler guard` vs valgrind's
+  memcheck (the ratio is reported, no goal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MIMALLOC = ["/lib/x86_64-linux-gnu/libmimalloc.so.2", "/usr/lib/libmimalloc.so.2"]
+
+
+def dict_program(n: int) -> str:
+    """Python code that builds and drops a dict of `n` lists (up to 200 items:
+    most are more than the 512 bytes Python serves itself, so malloc's)."""
+    return (
+        f"d = {{i: list(range(i % 200)) for i in range({n})}}\n"
+        "s = sum(len(v) for v in d.values())\n"
+        "del d\n"
+    )
+
+
+def c_file(path: Path, functions: int) -> None:
+    """Write a C file of `functions` small functions and a main calling them."""
+    with path.open("w") as f:
+        f.write("#include <stdio.h>\n#include <string.h>\n")
+        for i in range(functions):
+            f.write(
+                f"struct s{i} {{ int a[{i % 7 + 1}]; char name[{i % 13 + 8}]; }};\n"
+                f"int f{i}(int x) {{ struct s{i} v; memset(&v, 0, sizeof v); "
+                f"for (int k = 0; k < {i % 5 + 2}; k++) x = x * {i % 11 + 3} + v.a[0] + k; "
+                f"snprintf(v.name, sizeof v.name, \"f{i}_%d\", x); return x + (int)strlen(v.name); }}\n"
+            )
+        f.write("int main(void) { int x = 1;\n")
+        for i in range(functions):
+            f.write(f"x ^= f{i}(x);\n")
+        f.write('printf("%d\\n", x); return 0; }\n')
+
+
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (user + system, the program's children
+    included) of one run of `argv`; it must succeed."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    err = p.stderr.read() if p.stderr else b""
+    _, status, usage = os.wait4(p.pid, 0)
+    dt = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(argv[:6])}...: exit {p.returncode}: {err.decode(errors='replace')[-2000:]}")
+    return dt, usage.ru_utime + usage.ru_stime
+
+
+def table(title: str, variants: list[tuple[str, list[str], dict[str, str]]], rounds: int, goal: str) -> None:
+    """Run `variants` (name, argv, env) interleaved; the first is the baseline."""
+    wall: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    cpu: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    for _, argv, env in variants:  # warm-up: caches, the verdict cache, page cache
+        timed(argv, env)
+    for r in range(rounds):
+        order = variants[r % len(variants):] + variants[: r % len(variants)]
+        for name, argv, env in order:
+            w, c = timed(argv, env)
+            wall[name].append(w)
+            cpu[name].append(c)
+    base = variants[0][0]
+    print(f"```text\n{title}: {rounds} interleaved rounds; ratio = median of per-round variant / {base}, "
+          "of CPU time (user + system, children included)\n```\n")
+    print(f"| variant | median wall s | median CPU s | CPU ratio to {base} | ratio p10–p90 | wall ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, _, _ in variants:
+        ratios = sorted(t / b for t, b in zip(cpu[name], cpu[base]))
+        walls = sorted(t / b for t, b in zip(wall[name], wall[base]))
+        lo = ratios[len(ratios) // 10]
+        hi = ratios[min(len(ratios) - 1, (len(ratios) * 9) // 10)]
+        spread = "—" if name == base else f"{lo:.2f}–{hi:.2f}"
+        print(
+            f"| {name} | {statistics.median(wall[name]):.3f} | {statistics.median(cpu[name]):.3f} "
+            f"| {statistics.median(ratios):.3f} | {spread} | {statistics.median(walls):.3f} |"
+        )
+    print(f"\n**Goal**: {goal}\n" if goal else "")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--memplug", required=True, help="the memplug executable (release build)")
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--quick", action="store_true", help="small sizes (CI)")
+    a = ap.parse_args()
+    memplug = str(Path(a.memplug).resolve())
+    plugins = str(Path(memplug).parent)
+    python = subprocess.run(
+        ["python3", "-c", "import sys; print(sys.executable)"], capture_output=True, text=True, check=True
+    ).stdout.strip()  # the interpreter itself, not a wrapper script (pyenv's shim)
+    cc = shutil.which(os.environ.get("CC", "cc")) or "cc"
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("MEMPLUG_RUN_")}
+    run = [memplug, "run", "--plugin-path", plugins, "--plugin-path", str(ROOT / "examples/manifests")]
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "big.c"
+        c_file(src, 100 if a.quick else 600)
+        programs = [
+            (f"python3 -c: a dict of {'20 000' if a.quick else '100 000'} lists built and dropped",
+             [python, "-c", dict_program(20_000 if a.quick else 100_000)]),
+            (f"cc -O1 -c: a generated C file of {100 if a.quick else 600} functions",
+             [cc, "-O1", "-c", str(src), "-o", str(Path(tmp) / "big.o")]),
+        ]
+        for what, argv in programs:
+            table(
+                f"memplug run on system: {what}",
+                [
+                    ("alone", argv, env),
+                    ("memplug run --handler system", run + ["--handler", "system", "--"] + argv, env),
+                ],
+                a.rounds,
+                "memplug run --handler system within 1.05 of the program alone",
+            )
+        mi = next((p for p in MIMALLOC if Path(p).exists()), None)
+        if mi is None:
+            print("mimalloc tables SKIPPED: libmimalloc.so.2 is not installed (apt-get install libmimalloc2.0)\n")
+        else:
+            for what, argv in programs:
+                table(
+                    f"mimalloc by symbol name vs preloaded: {what}",
+                    [
+                        ("LD_PRELOAD=libmimalloc.so.2", argv, {**env, "LD_PRELOAD": mi}),
+                        ("memplug run --handler mimalloc", run + ["--handler", "mimalloc", "--"] + argv, env),
+                    ],
+                    a.rounds,
+                    "memplug run with mimalloc by symbol name within 1.05 of LD_PRELOAD=libmimalloc.so.2",
+                )
+        small = [python, "-c", dict_program(2_000 if a.quick else 10_000)]
+        if shutil.which("valgrind") is None:
+            print("guard vs valgrind SKIPPED: valgrind is not installed\n")
+        else:
+            table(
+                f"guard vs valgrind memcheck: python3 -c, a dict of {'2 000' if a.quick else '10 000'} lists",
+                [
+                    ("valgrind --tool=memcheck", ["valgrind", "-q", "--tool=memcheck"] + small, env),
+                    ("memplug run --handler guard", run + ["--handler", "guard", "--"] + small, env),
+                    ("alone", small, env),
+                ],
+                max(1, a.rounds // 3),
+                "",
+            )
+
+
+if __name__ == "__main__":
+    main()
