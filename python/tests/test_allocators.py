@@ -325,3 +325,17 @@ def test_a_foreign_libraries_handler_is_an_allocator_too():
     assert h.name == "memplug:hooked(someone_elses)" and mnp.get_allocator(b) is h
     del a, b
     assert seen == ["malloc", "free"]
+
+
+def test_use_and_install_take_handler_and_allocator_objects_too():
+    h = memplug.handler("tracking")
+    with mnp.use(h):
+        a = np.ones(100)
+    with mnp.use(mnp.allocator("system")):
+        b = np.ones(100)
+    previous = mnp.install(h)
+    try:
+        c = np.ones(100)
+    finally:
+        mnp.install(previous)
+    assert [mnp.get_handler_name(x) for x in (a, b, c)] == ["memplug:tracking", "memplug:system", "memplug:tracking"]

@@ -196,17 +196,24 @@ def handler(name: str) -> Capsule:
 
 
 def _capsule(h: HandlerLike) -> Optional[Capsule]:
-    if h is None or not isinstance(h, str):
-        return h
-    return handler(h)
+    if h is None:
+        return None
+    if isinstance(h, str):
+        return handler(h)
+    if isinstance(h, Allocator):
+        return h.capsule
+    if isinstance(h, memplug.Handler):
+        return handler(h.name)
+    return h
 
 
 def install(h: HandlerLike) -> Capsule:
     """Make ``h`` NumPy's handler in the current context and return the
     previous handler's capsule (pass it back to :func:`install` to restore).
 
-    ``h`` is a memplug handler name, a capsule (from :func:`handler`,
-    :func:`current`, or another library), or None for NumPy's default.
+    ``h`` is a memplug handler name, a :class:`memplug.Handler`, an
+    :class:`Allocator`, a capsule (from :func:`handler`, :func:`current`,
+    or another library), or None for NumPy's default.
     """
     cap = _capsule(h)
     return _native.numpy_set(cap)
