@@ -7,7 +7,7 @@
 //! between two calls, and a thread-local access (a `dlopen`ed library pays
 //! a call to `__tls_get_addr`). So the hot path has **no atomic
 //! read-modify-write, no thread-local access, and touches one cache
-//! line**: each handler has a table of [`MAX_THREADS`] 64-byte lines, each
+//! line**: each handler has a table of [`MAX_THREADS`] lines, each
 //! holding its owner's id (the thread pointer) beside the counts, written
 //! with plain loads and stores. The first thread to count claims the
 //! [first line](FIRST_LINE) — the one every hot path looks at first, at a
@@ -22,7 +22,7 @@
 //! count in shared atomics instead.
 //!
 //! Each line also holds its thread's small-block cache ([`SmallCache`],
-//! the next 64 bytes: the adjacent cache line), which the bridge uses for
+//! the next 128 bytes), which the bridge uses for
 //! handlers it may cache for ([`crate::raw_block`]); a line given up keeps
 //! its cached blocks for the next thread that claims it.
 //!
@@ -67,7 +67,7 @@ impl Owned {
 }
 
 /// One thread's counts for one handler, who owns them, and its cached
-/// blocks: two cache lines.
+/// blocks: 256 bytes.
 #[derive(Default)]
 #[repr(C, align(128))]
 pub struct Line {
@@ -88,7 +88,9 @@ pub struct Line {
     pub cache: SmallCache,
 }
 
-const _: () = assert!(size_of::<Line>() == 128);
+// The counts in one cache line, the cache in the next two; a fourth pads
+// the line to a multiple of 128 bytes (pairs of cache lines travel together).
+const _: () = assert!(size_of::<Line>() == 256 && std::mem::offset_of!(Line, cache) == 64);
 
 /// A mark in a line's owner word, set by any thread: the bridge counts in
 /// more than one line (or in the shared fallback), so this thread's live
@@ -228,7 +230,7 @@ impl Default for Counts {
 }
 
 impl Counts {
-    /// Counters for a new bridged handler (32 KiB of lines).
+    /// Counters for a new bridged handler (64 KiB of lines).
     pub fn new() -> Counts {
         Counts {
             lines: std::array::from_fn(|_| Line::default()),
