@@ -96,12 +96,12 @@ impl Counts {
     }
 
     /// The check of the peak that `line`'s used-up headroom made due: its
-    /// live bytes grew by [`PEAK_CHECK_BYTES`](crate::lines::PEAK_CHECK_BYTES) since its last check (for a
-    /// crowded line: above the lowest they were since); see the module
-    /// docs. Not `#[cold]`: a thread allocating large blocks runs it at
-    /// each.
+    /// live bytes grew by [`PEAK_CHECK_BYTES`](crate::lines::PEAK_CHECK_BYTES)
+    /// since its last check (for a crowded line: above the lowest they were
+    /// since); see the module docs. Not `#[cold]`: a thread allocating
+    /// large blocks runs it at each.
     #[inline(never)]
-    fn peak_check_due(&self, line: &Line) {
+    pub fn peak_check_due(&self, line: &Line) {
         line.headroom.store(FULL_HEADROOM, Relaxed);
         if line.crowded() {
             self.check_peak();
@@ -127,11 +127,19 @@ impl Counts {
     /// [`Counts::alloc`] in this thread's own `line`.
     #[inline]
     pub fn alloc_in(&self, line: &Line, size: usize) {
-        line.allocs.add(1);
-        line.bytes_allocated.add(size as u64);
-        if line.take(size as u64) {
+        if Self::count_alloc_in(line, size) {
             self.peak_check_due(line);
         }
+    }
+
+    /// [`Counts::alloc_in`] but for the check of the peak: whether one is
+    /// due ([`Counts::peak_check_due`] makes it), for a caller that makes
+    /// it last (a call in last place needs no registers kept across it).
+    #[inline(always)]
+    pub fn count_alloc_in(line: &Line, size: usize) -> bool {
+        line.allocs.add(1);
+        line.bytes_allocated.add(size as u64);
+        line.take(size as u64)
     }
 
     /// A block of `size` bytes was freed, by the thread of `line`.

@@ -76,10 +76,12 @@ pub unsafe extern "C" fn direct_malloc(ctx: *mut c_void, size: usize) -> *mut c_
     unsafe { malloc_impl::<true>(ctx, size) }
 }
 
-/// NumPy's `malloc`, for both kinds of bridge.
+/// NumPy's `malloc`, for both kinds of bridge: a test and a jump, to the
+/// cache or to the plugin (no registers to keep: the small path is not
+/// slowed by the large one's needs).
 ///
 /// # Safety
-/// As for [`bridge_malloc`], and as for [`direct_calls`].
+/// As for [`bridge_malloc`], and as for [`direct_calls`](crate::raw_plugin::direct_calls).
 #[inline(always)]
 unsafe fn malloc_impl<const DIRECT: bool>(ctx: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: `ctx` is the leaked bridge `new_capsule` stored.
@@ -88,25 +90,50 @@ unsafe fn malloc_impl<const DIRECT: bool>(ctx: *mut c_void, size: usize) -> *mut
         return malloc_cached(bridge, size);
     }
     // SAFETY: the caller's contract.
+    unsafe { malloc_large::<DIRECT>(bridge, size) }
+}
+
+/// `malloc` of a block the cache does not serve: from the plugin.
+///
+/// # Safety
+/// As for [`direct_calls`](crate::raw_plugin::direct_calls).
+#[inline(never)]
+unsafe extern "C" fn malloc_large<const DIRECT: bool>(bridge: &'static Bridge, size: usize) -> *mut c_void {
+    // SAFETY: the caller's contract.
     unsafe { malloc_from_plugin::<DIRECT>(bridge, size) }
 }
 
 /// `malloc` of a small block while the cache is on: this thread's cached
 /// block of its class, if any. A function of its own, jumped to, so that
 /// `malloc`'s path to the plugin is short and straight (its time moved
-/// with where its code lay while it was spread over both).
+/// with where its code lay while it was spread over both). Its calls are
+/// all in last place (the header is written before the count, and a due
+/// check of the peak returns the pointer), so its common path keeps no
+/// registers.
 #[inline(never)]
 extern "C" fn malloc_cached(bridge: &'static Bridge, size: usize) -> *mut c_void {
     if let Some(line) = bridge.counts.at_home()
         // SAFETY: `line` is this thread's own line (`at_home`).
         && let Some(ptr) = unsafe { line.cache.pop(class_of(size)) }
     {
-        bridge.counts.alloc_in(line, size);
         // SAFETY: a cached block: its header is writable and it has room
         // for its class, which `size` fits.
-        return unsafe { finish_at(bridge, ptr.as_ptr(), size) };
+        let ptr = unsafe { finish_at(bridge, ptr.as_ptr(), size) };
+        if Counts::count_alloc_in(line, size) {
+            return check_peak_then(bridge, line, ptr);
+        }
+        return ptr;
     }
     malloc_small(bridge, size)
+}
+
+/// The check of the peak an allocation made due, then `ptr`: a call in
+/// last place for [`malloc_cached`].
+#[cold]
+#[inline(never)]
+extern "C" fn check_peak_then(bridge: &'static Bridge, line: &Line, ptr: *mut c_void) -> *mut c_void {
+    bridge.counts.peak_check_due(line);
+    ptr
 }
 
 /// A block from the plugin, counted, with its header written; NULL if the
@@ -114,7 +141,7 @@ extern "C" fn malloc_cached(bridge: &'static Bridge, size: usize) -> *mut c_void
 /// live across it.
 ///
 /// # Safety
-/// As for [`direct_calls`].
+/// As for [`direct_calls`](crate::raw_plugin::direct_calls).
 #[inline(always)]
 unsafe fn malloc_from_plugin<const DIRECT: bool>(bridge: &'static Bridge, size: usize) -> *mut c_void {
     let Some(total) = bridge.plugin_size(size) else { return std::ptr::null_mut() };
@@ -251,7 +278,7 @@ pub unsafe extern "C" fn direct_free(ctx: *mut c_void, ptr: *mut c_void, size: u
 /// NumPy's `free`, for both kinds of bridge.
 ///
 /// # Safety
-/// As for [`bridge_free`], and as for [`direct_calls`].
+/// As for [`bridge_free`], and as for [`direct_calls`](crate::raw_plugin::direct_calls).
 #[inline(always)]
 unsafe fn free_impl<const DIRECT: bool>(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
     // SAFETY: as in `bridge_malloc`.
@@ -286,7 +313,7 @@ unsafe fn free_impl<const DIRECT: bool>(ctx: *mut c_void, ptr: *mut c_void, size
 /// one-thread benchmark: code placement, see BENCHMARKS.md.)
 ///
 /// # Safety
-/// As for [`free_counted`], but for the line; and as for [`direct_calls`]
+/// As for [`free_counted`], but for the line; and as for [`direct_calls`](crate::raw_plugin::direct_calls)
 /// (`DIRECT` is not used: the direct calls are tested).
 #[inline(never)]
 unsafe extern "C" fn free_other<const DIRECT: bool>(bridge: &'static Bridge, ptr: *mut u8, real: usize) {
@@ -341,7 +368,7 @@ unsafe extern "C" fn free_mismatched(bridge: &'static Bridge, ptr: *mut u8, real
 /// # Safety
 /// The block's header matched (it is a live block of this bridge of `real`
 /// bytes asked, which NumPy is done with); `line` is this thread's own
-/// line, if any; and as for [`direct_calls`].
+/// line, if any; and as for [`direct_calls`](crate::raw_plugin::direct_calls).
 #[inline(always)]
 unsafe fn free_counted<const DIRECT: bool>(
     bridge: &'static Bridge,
@@ -355,9 +382,11 @@ unsafe fn free_counted<const DIRECT: bool>(
         Some(l) => Counts::free_in(l, real, crowded),
         None => bridge.counts.free(None, real),
     }
-    if real <= MAX_CACHED && bridge.rounds {
-        if let Some(l) = line
-            && bridge.caching()
+    if real <= MAX_CACHED {
+        // The cache is on only for a bridge that rounds: tested first, so
+        // that the common small free reads one flag.
+        if bridge.caching()
+            && let Some(l) = line
             // SAFETY: `l` is this thread's own line; the header matched, so
             // `ptr` is a live block of this bridge, allocated with the room
             // of its class (`rounds`), and NumPy is done with it.
@@ -365,9 +394,11 @@ unsafe fn free_counted<const DIRECT: bool>(
         {
             return;
         }
-        // SAFETY: forwarded: the caller's contract; a bridge that rounds
-        // made the block with the room of its class.
-        return unsafe { free_small(bridge, line, ptr, real) };
+        if bridge.rounds {
+            // SAFETY: forwarded: the caller's contract; a bridge that
+            // rounds made the block with the room of its class.
+            return unsafe { free_small(bridge, line, ptr, real) };
+        }
     }
     // SAFETY: the header matched: `ptr - header` is a live block of
     // `plugin_size(real)` bytes (which did not overflow when it was made);
@@ -381,7 +412,7 @@ unsafe fn free_counted<const DIRECT: bool>(
 ///
 /// # Safety
 /// `ptr - header` is a live block of the bridge of `total` bytes, NumPy's
-/// no more; and as for [`direct_calls`].
+/// no more; and as for [`direct_calls`](crate::raw_plugin::direct_calls).
 #[inline(always)]
 unsafe fn release<const DIRECT: bool>(bridge: &Bridge, ptr: *mut u8, total: usize) {
     // SAFETY: the caller's contract; the check word is in the header.
