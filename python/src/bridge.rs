@@ -196,7 +196,7 @@ pub struct Bridge {
     /// Pointers handed to `free`/`realloc` that this bridge did not make
     /// (or freed already): never passed to the plugin.
     pub foreign_pointers: EventLog,
-    /// The instance made from options, kept until [`Bridge::close`].
+    /// The instance made from options, kept until [`crate::raw_plugin::close`].
     instance: Mutex<Option<Instance>>,
 }
 
