@@ -135,10 +135,11 @@ def from_functions_variants():
     libc.free.restype, libc.free.argtypes = None, [ctypes.c_void_p]
     out = {}
     try:
-        out["ff-ctypes"] = memplug_variant(make("bench_ctypes", malloc=libc.malloc, free=libc.free))
-        out["ff-python"] = memplug_variant(
-            make("bench_python", malloc=lambda size: libc.malloc(size), free=lambda ptr, size: libc.free(ptr))
-        )
+        make("bench_ctypes", malloc=libc.malloc, free=libc.free)
+        out["ff-ctypes"] = memplug_variant(mnp.handler("bench_ctypes"))
+        # Python callables: malloc(size) -> address, free(ptr, size).
+        make("bench_python", malloc=lambda size: libc.malloc(size), free=lambda ptr, size: libc.free(ptr))
+        out["ff-python"] = memplug_variant(mnp.handler("bench_python"))
     except Exception as e:  # noqa: BLE001 - the API is another module's; report and go on
         print(f"memplug.from_functions failed ({e}): its variants are skipped", file=sys.stderr)
     return out
