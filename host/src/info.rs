@@ -33,17 +33,23 @@ pub enum Source {
         /// The functions taken.
         symbols: Symbols,
     },
+    /// Functions given by address, with no library to open
+    /// ([`crate::functions`]).
+    Functions {
+        /// Where they came from, in words, e.g. `Python callables`.
+        origin: String,
+    },
 }
 
 impl Source {
     /// The file it came from: the plugin library, or the manifest of an
-    /// allocator taken by symbol name (`None` for the built-in handler and
-    /// for specs given directly).
+    /// allocator taken by symbol name (`None` for the built-in handler, for
+    /// specs given directly and for functions given by address).
     pub fn file(&self) -> Option<&std::path::Path> {
         match self {
             Source::Plugin { path, .. } => Some(path),
             Source::Symbols { manifest, .. } => manifest.as_deref(),
-            Source::Builtin => None,
+            Source::Builtin | Source::Functions { .. } => None,
         }
     }
 }
@@ -62,6 +68,7 @@ impl fmt::Display for Source {
             Source::Symbols { library, symbols, .. } => {
                 write!(f, "{} ({} / {})", escape(library), escape(&symbols.malloc), escape(&symbols.free))
             }
+            Source::Functions { origin } => write!(f, "<{}>", escape(origin)),
         }
     }
 }

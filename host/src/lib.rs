@@ -12,6 +12,8 @@
 //! 2. [`validate`] — judge a handler header: pure Rust over bytes, no FFI;
 //! 3. [`symbols`] — allocators made of plain C functions (`malloc`/`free` by
 //!    name): specs, `*.memplug.toml` manifests, the role table;
+//!    [`functions`] — allocators made of functions given by address (C
+//!    functions, or functions taking a context pointer): specs;
 //! 4. `raw` (private) — the unsafe core: a plugin's vtable and the calls
 //!    through it, the handler core with its lock and counts, opening
 //!    libraries, the by-symbol trampolines, a buffer's memory, a worker's
@@ -95,6 +97,7 @@ pub mod error;
 pub mod stage;
 pub mod validate;
 pub mod symbols;
+pub mod functions;
 #[allow(unsafe_code)]
 mod raw;
 pub mod precheck;
@@ -126,6 +129,7 @@ pub use buffer::Buffer;
 pub use current::HandlerScope;
 pub use discover::Candidate;
 pub use error::{AllocError, BufferError, InstanceError, LoadError, LockError, PolicyError, Refusal, ShareError};
+pub use functions::FunctionSpec;
 pub use handler::{AlignedStrategy, DirectCalls, Handler, Instance};
 pub use info::{HandlerInfo, LayoutCheck, Source};
 pub use lock::{HandlerGuard, MultiGuard};

@@ -8,21 +8,28 @@
 //! caller's [`Trust`]; a manifest is checked and read by
 //! [`precheck::check_manifest`].
 //!
-//! `prepare`, `prepare_manifest` and `prepare_symbols` give a `Prepared`
+//! Functions given by address ([`crate::functions`]) need no loading: their
+//! spec is checked as a manifest is and `prepare_functions` builds their
+//! handler.
+//!
+//! `prepare`, `prepare_manifest`, `prepare_symbols` and `prepare_functions`
+//! give a `Prepared`
 //! handler that is not installed yet; the [`Registry`](crate::Registry)
 //! installs it once its name is known to be free. [`inspect`] does the same
 //! reading as `prepare` but keeps every field, valid or not, for
 //! `memplug inspect`.
 //!
-//! Imports `raw`, `precheck`, `validate`, `symbols`, `info`, `layout`,
+//! Imports `raw`, `precheck`, `validate`, `symbols`, `functions`, `info`, `layout`,
 //! `discover`, `stage` and
 //! `error`.
 
 use crate::discover::Candidate;
 use crate::error::Refusal;
+use crate::functions::{FunctionSpec, Functions};
 use crate::info::{HandlerInfo, LayoutCheck, Source};
 use crate::layout;
 use crate::precheck::{self, Trust};
+use crate::raw::functions::ContextTable;
 use crate::raw::library;
 use crate::raw::symbols::SymbolTable;
 use crate::raw::vtable::VTable;
@@ -72,13 +79,7 @@ pub(crate) fn prepare_manifest(path: &Path, trust: &Trust) -> Result<Prepared, R
 /// `manifest` is the file the spec came from, if any.
 pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust: &Trust) -> Result<Prepared, Refusal> {
     spec.check_library()?;
-    let name = validate::check_name(spec.name.as_bytes(), spec.name.len() < memplug_abi::NAME_CAP)?;
-    let version = validate::check_version(spec.version.as_deref().unwrap_or("0.0.0").as_bytes(), true)?;
-    let alignment = match spec.alignment {
-        None | Some(0) => memplug_abi::DEFAULT_ALIGNMENT,
-        Some(a) if a.is_power_of_two() && a <= MAX_ALIGNMENT as u64 => a as usize,
-        Some(a) => return Err(Refusal::BadAlignment { found: a }),
-    };
+    let (name, version, alignment) = check_identity(&spec.name, spec.version.as_deref(), spec.alignment)?;
     let lib = if spec.library.contains('/') {
         let path = Path::new(&spec.library);
         let path = match (&spec.base_dir, path.is_relative()) {
@@ -111,6 +112,50 @@ pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust:
     let info = HandlerInfo::from_functions(name, version, spec.thread_safe, alignment, defaulted, source);
     tracing::debug!(name = %info.name, library = %spec.library, "found allocator symbols");
     Ok(Prepared { vtable: table.into_vtable(), info })
+}
+
+/// The name, version and alignment of a handler made of plain functions,
+/// checked as a plugin's header fields are (`bad-name`, `bad-version`,
+/// `bad-alignment`); the version defaults to `0.0.0`, the alignment to 16.
+fn check_identity(
+    name: &str,
+    version: Option<&str>,
+    alignment: Option<u64>,
+) -> Result<(String, semver::Version, usize), Refusal> {
+    let name = validate::check_name(name.as_bytes(), name.len() < memplug_abi::NAME_CAP)?;
+    let version = validate::check_version(version.unwrap_or("0.0.0").as_bytes(), true)?;
+    let alignment = match alignment {
+        None | Some(0) => memplug_abi::DEFAULT_ALIGNMENT,
+        Some(a) if a.is_power_of_two() && a <= MAX_ALIGNMENT as u64 => a as usize,
+        Some(a) => return Err(Refusal::BadAlignment { found: a }),
+    };
+    Ok((name, version, alignment))
+}
+
+/// Check a [`FunctionSpec`]'s name, version and alignment as for a
+/// manifest, and build its handler, not installed (nor checked) yet.
+///
+/// # Safety
+/// The spec's functions implement their roles (the signatures and contracts
+/// in [`crate::functions`]) and stay callable, with their `ctx`, for the
+/// rest of the process.
+#[allow(unsafe_code)]
+pub(crate) unsafe fn prepare_functions(spec: &FunctionSpec) -> Result<Prepared, Refusal> {
+    let (name, version, alignment) = check_identity(&spec.name, spec.version.as_deref(), spec.alignment)?;
+    let vtable = match spec.functions {
+        // SAFETY: the caller's contract.
+        Functions::C(f) => unsafe { SymbolTable::from_functions(&f, alignment) }.into_vtable(),
+        // SAFETY: the caller's contract.
+        Functions::Context(f) => unsafe { ContextTable::new(f) }.into_vtable(),
+    };
+    let mut defaulted = spec.functions.derived();
+    defaulted.extend(["create", "destroy", "stats", "aligned_alloc"]);
+    if spec.alignment.is_none() {
+        defaulted.push("alignment");
+    }
+    let source = Source::Functions { origin: spec.origin.clone() };
+    let info = HandlerInfo::from_functions(name, version, spec.thread_safe, alignment, defaulted, source);
+    Ok(Prepared { vtable, info })
 }
 
 /// Everything `inspect` could read of a candidate.

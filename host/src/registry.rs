@@ -15,14 +15,21 @@
 //! ([`Registry::attach`]): it finds the handler of the block's name and
 //! makes (and reuses) the instance attached to the block's segment.
 //!
-//! Imports `load`, `discover`, `symbols`, `handler`, `current`, `policy`,
-//! `share`, `buffer`, `raw` (the list of opened libraries) and `error`.
+//! Functions given by address ([`Registry::register_functions`]) are
+//! checked by the conformance pass in this process before their name is
+//! taken.
+//!
+//! Imports `load`, `discover`, `symbols`, `functions`, `handler`, `check`,
+//! `current`, `policy`, `share`, `buffer`, `raw` (the list of opened
+//! libraries) and `error`.
 
 use crate::buffer::Buffer;
 use crate::cache::{self, FileId, Lookup, VerdictCache};
+use crate::check;
 use crate::current;
 use crate::discover::{self, Candidate};
 use crate::error::{IsolationRefusal, LoadError, Refusal, ShareError};
+use crate::functions::FunctionSpec;
 use crate::handler::Handler;
 use crate::info::Source;
 use crate::load::{self, Prepared};
@@ -187,41 +194,105 @@ impl Registry {
         outcome.verdict()
     }
 
+    /// Make, check and register a handler of functions given by address
+    /// ([`crate::functions`]): the name, version and alignment are checked
+    /// as for a manifest, then the conformance pass ([`check::conformance`])
+    /// runs on the functions in this process — a worker process cannot call
+    /// them — and a handler failing any check is refused
+    /// (`conformance-failed`) and never registered. The policy's version
+    /// requirements apply; its probe and verdict cache do not (there is no
+    /// file to probe or remember).
+    ///
+    /// ```
+    /// use memplug::functions::{CFunctions, FunctionSpec};
+    ///
+    /// unsafe extern "C" {
+    ///     fn malloc(size: usize) -> *mut core::ffi::c_void;
+    ///     fn free(ptr: *mut core::ffi::c_void);
+    /// }
+    /// let r = memplug::Registry::new();
+    /// let spec = FunctionSpec::new("c-heap", CFunctions::new(malloc, free).into());
+    /// // SAFETY: libc's malloc and free, which live for the process.
+    /// let h = unsafe { r.register_functions(&spec) }.unwrap();
+    /// assert_eq!(r.get("c-heap"), Some(h));
+    /// ```
+    ///
+    /// # Safety
+    /// The caller asserts that the spec's functions implement their roles
+    /// (the signatures and contracts in [`crate::functions`]: `malloc`
+    /// returns a block of at least the size asked for, or NULL; `free`
+    /// releases a block the others made; …), that they may be called from
+    /// any thread (from several at once only if the spec says
+    /// `thread_safe`), and that they and their `ctx` stay valid for the rest
+    /// of the process. The conformance pass calls them before they are
+    /// registered, and a handler refused by it stays installed (unnamed),
+    /// as every handler does.
+    #[allow(unsafe_code)]
+    pub unsafe fn register_functions(&self, spec: &FunctionSpec) -> Result<Handler, LoadError> {
+        let desc = spec.to_string();
+        let err = |refusal| LoadError { source_desc: desc.clone(), refusal };
+        // SAFETY: the caller's contract.
+        let mut prepared = unsafe { load::prepare_functions(spec) }.map_err(err)?;
+        self.admit(&mut prepared, &desc).map_err(err)?;
+        if let Some(existing) = self.get(&prepared.info.name) {
+            return Err(err(taken(&prepared, existing)));
+        }
+        let handler = Handler::install(prepared);
+        let results = check::conformance(handler);
+        if check::tally(&results).failed > 0 {
+            let summary = results
+                .iter()
+                .filter(|r| r.verdict == check::Verdict::Failed)
+                .map(|r| format!("{}: {}", r.name, r.detail))
+                .collect::<Vec<_>>()
+                .join("; ");
+            return Err(err(Refusal::FunctionsFailedConformance { summary }));
+        }
+        let mut map = self.handlers.write().unwrap_or_else(|e| e.into_inner());
+        if let Some(&existing) = map.get(handler.name()) {
+            return Err(err(Refusal::DuplicateName {
+                name: handler.name().to_string(),
+                existing: existing.info().source.to_string(),
+            }));
+        }
+        map.insert(handler.name().to_string(), handler);
+        tracing::debug!(name = handler.name(), source = desc, "registered handler");
+        Ok(handler)
+    }
+
+    /// Apply the policy to a prepared handler: its version requirement, and
+    /// the warning for a deprecated ABI.
+    fn admit(&self, prepared: &mut Prepared, desc: &str) -> Result<(), Refusal> {
+        let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
+        let info = &mut prepared.info;
+        if let Some(req) = policy.requirements.get(&info.name)
+            && !req.matches(&info.version)
+        {
+            return Err(Refusal::VersionUnsatisfied {
+                name: info.name.clone(),
+                found: info.version.to_string(),
+                requirement: req.to_string(),
+            });
+        }
+        if info.struct_size != 0 && policy.deprecated_abis.contains(&(info.abi_major, info.abi_minor)) {
+            info.deprecated = true;
+            tracing::warn!(
+                name = %info.name,
+                abi = %info.abi(),
+                source = desc,
+                "plugin uses a deprecated ABI version; it still loads, but rebuild it against the current memplug.h"
+            );
+        }
+        Ok(())
+    }
+
     /// Apply the policy, check the name is free, and install.
     fn install(&self, mut prepared: Prepared, desc: &str) -> Result<Handler, LoadError> {
         let err = |refusal| LoadError { source_desc: desc.to_string(), refusal };
-        {
-            let policy = self.policy.read().unwrap_or_else(|e| e.into_inner());
-            let info = &mut prepared.info;
-            if let Some(req) = policy.requirements.get(&info.name)
-                && !req.matches(&info.version)
-            {
-                return Err(err(Refusal::VersionUnsatisfied {
-                    name: info.name.clone(),
-                    found: info.version.to_string(),
-                    requirement: req.to_string(),
-                }));
-            }
-            if info.struct_size != 0 && policy.deprecated_abis.contains(&(info.abi_major, info.abi_minor)) {
-                info.deprecated = true;
-                tracing::warn!(
-                    name = %info.name,
-                    abi = %info.abi(),
-                    source = desc,
-                    "plugin uses a deprecated ABI version; it still loads, but rebuild it against the current memplug.h"
-                );
-            }
-        }
+        self.admit(&mut prepared, desc).map_err(err)?;
         let mut map = self.handlers.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(existing) = map.get(&prepared.info.name) {
-            let name = prepared.info.name.clone();
-            let by = existing.info().source.to_string();
-            let here = prepared.info.source.file().and_then(Path::parent);
-            let there = existing.info().source.file().and_then(Path::parent);
-            return Err(err(match (here, there) {
-                (Some(a), Some(b)) if a != b => Refusal::Shadowed { name, by },
-                _ => Refusal::DuplicateName { name, existing: by },
-            }));
+        if let Some(&existing) = map.get(&prepared.info.name) {
+            return Err(err(taken(&prepared, existing)));
         }
         let handler = Handler::install(prepared);
         map.insert(handler.name().to_string(), handler);
@@ -311,6 +382,19 @@ impl Registry {
     /// The registered names, sorted.
     pub fn names(&self) -> Vec<String> {
         self.handlers.read().unwrap_or_else(|e| e.into_inner()).keys().cloned().collect()
+    }
+}
+
+/// Why `prepared` cannot take its name from `existing`: shadowed, when both
+/// came from files in different directories; else a duplicate name.
+fn taken(prepared: &Prepared, existing: Handler) -> Refusal {
+    let name = prepared.info.name.clone();
+    let by = existing.info().source.to_string();
+    let here = prepared.info.source.file().and_then(Path::parent);
+    let there = existing.info().source.file().and_then(Path::parent);
+    match (here, there) {
+        (Some(a), Some(b)) if a != b => Refusal::Shadowed { name, by },
+        _ => Refusal::DuplicateName { name, existing: by },
     }
 }
 

@@ -325,6 +325,31 @@ impl SymbolSpec {
     }
 }
 
+/// The handler name derived from a library (the command line's `--library`
+/// without `--name`, Python's `memplug.from_library` without `name=`): the
+/// file name (after the last `/`) up to its first `.so`, without a leading
+/// `lib`; characters outside `[A-Za-z0-9_.-]` become `_`; at most 127
+/// bytes; `symbols` if nothing is left.
+///
+/// ```
+/// use memplug::symbols::name_from_library;
+///
+/// assert_eq!(name_from_library("libmimalloc.so.2"), "mimalloc");
+/// assert_eq!(name_from_library("/opt/lib/libtcmalloc_minimal.so.4"), "tcmalloc_minimal");
+/// assert_eq!(name_from_library("libc.so.6"), "c");
+/// assert_eq!(name_from_library("/opt/my heap.so"), "my_heap");
+/// assert_eq!(name_from_library("lib.so"), "symbols");
+/// ```
+pub fn name_from_library(library: &str) -> String {
+    let file = library.rsplit('/').next().unwrap_or(library);
+    let stem = file.split(".so").next().unwrap_or(file);
+    let stem = stem.strip_prefix("lib").unwrap_or(stem);
+    let mut cleaned: String =
+        stem.chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '_' }).collect();
+    cleaned.truncate(memplug_abi::NAME_CAP - 1);
+    if cleaned.is_empty() { "symbols".into() } else { cleaned }
+}
+
 /// 1-based line and column of byte `offset` in `text`.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let before = &text[..offset.min(text.len())];

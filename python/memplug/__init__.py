@@ -23,6 +23,14 @@ earlier wins a name; a later one with the same name is refused as
 directories, and ``python -m memplug.numpy --plugin-path DIR`` does too.
 Handlers are looked up lazily: the first call that needs one loads the
 search path.
+
+Allocators can also be defined at run time, with no plugin file
+(:func:`from_library`: a library's C functions by symbol name;
+:func:`from_functions`: ctypes functions, addresses or Python callables)::
+
+    h = memplug.from_library("libmimalloc.so.2", malloc="mi_malloc", free="mi_free")
+    with memplug.numpy.use(h.name):
+        a = np.ones(1000)             # its data comes from mimalloc
 """
 
 from __future__ import annotations
@@ -33,7 +41,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Union
 
 from . import _memplug as _native
-from ._errors import Error, LoadError, NumpyError, ShareError, UnknownHandlerError
+from ._errors import Error, ForeignMemoryError, LoadError, NumpyError, ShareError, UnknownHandlerError
+from ._define import Handler, from_functions, from_library, handler, library_name
 
 __all__ = [
     "Error",
@@ -41,6 +50,7 @@ __all__ = [
     "NumpyError",
     "ShareError",
     "UnknownHandlerError",
+    "ForeignMemoryError",
     "PLUGIN_DIR",
     "PATH_ENV",
     "search_path",
@@ -50,6 +60,11 @@ __all__ = [
     "handlers",
     "names",
     "stats",
+    "Handler",
+    "handler",
+    "from_library",
+    "from_functions",
+    "library_name",
 ]
 
 __version__ = "0.1.0"

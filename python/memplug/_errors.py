@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-__all__ = ["Error", "LoadError", "UnknownHandlerError", "NumpyError", "ShareError"]
+__all__ = ["Error", "LoadError", "UnknownHandlerError", "NumpyError", "ShareError", "ForeignMemoryError"]
 
 
 class Error(Exception):
@@ -59,7 +59,11 @@ class NumpyError(Error):
     1.22 or later), ``"not-a-handler"`` (an object that is not a handler
     capsule), ``"not-an-instance"`` (:func:`memplug.numpy.close` of a
     registered handler, which lives for the process), ``"numpy-layout"``
-    (a NumPy whose array objects memplug cannot read)."""
+    (a NumPy whose array objects memplug cannot read), ``"not-entered"``
+    (an :class:`memplug.numpy.Allocator`'s ``with`` block left in another
+    thread or task than it was entered in), ``"no-from-functions"``
+    (:func:`memplug.numpy.create_allocator` without
+    ``memplug.from_functions``)."""
 
 
 class ShareError(Error):
@@ -78,3 +82,12 @@ class ShareError(Error):
     (the segment was made again since), ``"segment-size-mismatch"``,
     ``"out-of-range"``, ``"instance-gone"``.
     """
+
+
+class ForeignMemoryError(Error, ValueError):
+    """:func:`memplug.numpy.from_pointer` cannot make an array over the
+    memory given. ``code``: ``"bad-pointer"`` (not an address),
+    ``"null-pointer"`` (NULL for a non-empty array), ``"bad-free"`` (not a
+    ctypes function, a function address or a callable), ``"bad-shape"``,
+    ``"bad-strides"`` (not ints, or not one per dimension),
+    ``"object-dtype"`` (foreign memory cannot hold Python objects)."""

@@ -2,7 +2,7 @@
 `memplug.numpy` modules, which document the API)."""
 
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 HEADER_MIN_BYTES: int
 PEAK_CHECK_BYTES: int
@@ -22,8 +22,34 @@ def describe_capsule(obj: Any) -> Optional[Tuple[str, Optional[str]]]: ...
 def numpy_feature_version() -> int: ...
 def numpy_close(name: str) -> bool: ...
 def numpy_set_cache(name: str, enabled: bool) -> bool: ...
+def capsule_key(obj: Any) -> Optional[int]: ...
+def array_handler(arr: Any, data: int, ndim: int) -> Optional[Any]: ...
+def numpy_hooked(inner: Any, callback: Callable[[str, int, int, Optional[int]], Any]) -> Any: ...
 def share_array(owner: Any, data: int, ndim: int, lo: int, len: int) -> Dict[str, Any]: ...
 def attach_block(handle: Mapping[str, Any]) -> Attachment: ...
+def library_name(library: str) -> str: ...
+def define_library(
+    name: str, library: str, symbols: Mapping[str, Optional[str]], thread_safe: bool, alignment: Optional[int], version: str
+) -> Dict[str, Any]: ...
+def define_callables(
+    name: str,
+    malloc: Any,
+    free: Any,
+    calloc: Optional[Any],
+    realloc: Optional[Any],
+    thread_safe: bool,
+    alignment: Optional[int],
+) -> Dict[str, Any]: ...
+def define_addresses(
+    name: str,
+    malloc: int,
+    free: int,
+    calloc: Optional[int],
+    realloc: Optional[int],
+    sized_free: bool,
+    thread_safe: bool,
+    alignment: Optional[int],
+) -> Dict[str, Any]: ...
 
 class Attachment:
     """The base object of arrays attached from another process."""

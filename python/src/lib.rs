@@ -12,18 +12,26 @@
 //!   [`raw_padded`] (the same for shareable handlers, whose data is
 //!   aligned to 64 bytes) and over [`raw_cache`] (the per-thread lists of
 //!   cached blocks);
-//! - NumPy's handler capsules and current handler ([`numpy`]), over the
-//!   unsafe [`raw_numpy`] (NumPy's C API table, the capsules) and
-//!   [`raw_thread`] (the thread's id, whether it holds the GIL);
+//! - NumPy's handler capsules, current handler and arrays' handlers
+//!   ([`numpy`]), over the unsafe [`raw_numpy`] (NumPy's C API table, the
+//!   capsules) and [`raw_thread`] (the thread's id, whether it holds the
+//!   GIL);
+//! - hooked handlers, which call a Python callback after each call into
+//!   another handler ([`hook`]: the callback's side, over the unsafe
+//!   [`raw_hook`]: the functions NumPy calls);
 //! - arrays shared with other processes and attached from them
 //!   ([`share`], over the unsafe [`raw_share`]);
+//! - allocators defined from Python at run time: a library's functions by
+//!   symbol name, C functions by address, Python callables ([`define`],
+//!   over the unsafe [`raw_callbacks`]: the trampolines that call Python);
 //! - exceptions with reason codes ([`errors`]).
 //!
 //! Layers, lowest first, in the order of the `mod` lines below: each
 //! module imports only from the modules declared before it (checked by
 //! `tests/architecture.rs`): `errors`, `raw_thread`, `raw_cache` → `lines`
 //! → `counters` → `bridge` → `raw_plugin` → `raw_padded` → `raw_block` →
-//! `raw_numpy` → `raw_share` → `registry` → `numpy`, `share` → this module.
+//! `raw_numpy` → `hook` → `raw_hook` → `raw_share` → `registry` → `numpy`,
+//! `share` → `raw_callbacks` → `define` → this module.
 //!
 //! Its Rust API is private (Python is the public one): these docs are for
 //! the people working on it, `cargo doc --document-private-items`.
@@ -48,11 +56,17 @@ mod raw_padded;
 mod raw_block;
 #[allow(unsafe_code)]
 mod raw_numpy;
+mod hook;
+#[allow(unsafe_code)]
+mod raw_hook;
 #[allow(unsafe_code)]
 mod raw_share;
 mod registry;
 mod numpy;
 mod share;
+#[allow(unsafe_code)]
+mod raw_callbacks;
+mod define;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -117,6 +131,32 @@ fn describe_capsule(obj: &Bound<'_, PyAny>) -> Option<(String, Option<String>)> 
     numpy::describe(obj)
 }
 
+/// The address of the handler struct behind a capsule (one key for all
+/// capsules of a handler), or None if the object is not a handler capsule.
+#[pyfunction]
+fn capsule_key(obj: &Bound<'_, PyAny>) -> Option<usize> {
+    numpy::capsule_key(obj)
+}
+
+/// The handler capsule of `arr` (an ndarray with data pointer `data` and
+/// `ndim` dimensions) if it owns its data and a handler made it, else None.
+#[pyfunction]
+fn array_handler<'py>(
+    py: Python<'py>,
+    arr: &Bound<'py, PyAny>,
+    data: usize,
+    ndim: usize,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    numpy::array_handler(py, arr, data, ndim)
+}
+
+/// A new handler capsule serving from capsule `inner`'s handler and calling
+/// `callback(event, ptr, size, old_ptr)` after each call.
+#[pyfunction]
+fn numpy_hooked(py: Python<'_>, inner: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    numpy::hooked(py, inner, callback)
+}
+
 /// Close the bridge of an instance (`name:options`): its instance goes
 /// once its blocks are freed; `False` if no such bridge is open.
 #[pyfunction]
@@ -163,9 +203,16 @@ fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(numpy_feature_version, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_close, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_set_cache, m)?)?;
+    m.add_function(wrap_pyfunction!(capsule_key, m)?)?;
+    m.add_function(wrap_pyfunction!(array_handler, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_hooked, m)?)?;
     m.add_function(wrap_pyfunction!(share::share_array, m)?)?;
     m.add_function(wrap_pyfunction!(share::attach_block, m)?)?;
     m.add_class::<share::Attachment>()?;
+    m.add_function(wrap_pyfunction!(define::library_name, m)?)?;
+    m.add_function(wrap_pyfunction!(define::define_library, m)?)?;
+    m.add_function(wrap_pyfunction!(define::define_callables, m)?)?;
+    m.add_function(wrap_pyfunction!(define::define_addresses, m)?)?;
     m.add("HEADER_MIN_BYTES", 16)?;
     m.add("PEAK_CHECK_BYTES", lines::PEAK_CHECK_BYTES)?;
     m.add("CACHE_MAX_BYTES", raw_cache::MAX_CACHED)?;

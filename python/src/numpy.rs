@@ -1,8 +1,11 @@
 //! NumPy's side: a `mem_handler` capsule per bridged handler (made once,
-//! kept for the process), and setting and reading NumPy's current handler.
+//! kept for the process), setting and reading NumPy's current handler, the
+//! handler an array's data came from, and hooked handlers (over
+//! [`crate::raw_hook`]).
 
 use crate::bridge::Bridge;
-use crate::{errors, raw_numpy, registry};
+use crate::hook::Hook;
+use crate::{errors, raw_hook, raw_numpy, raw_share, registry};
 use pyo3::prelude::*;
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
@@ -68,4 +71,40 @@ pub fn close(key: &str) -> PyResult<bool> {
     let closed = registry::close(key)?;
     CAPSULES.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
     Ok(closed)
+}
+
+/// The address of the handler struct behind a capsule: one key for every
+/// capsule of a handler (`None` if `obj` is not a handler capsule).
+pub fn capsule_key(obj: &Bound<'_, PyAny>) -> Option<usize> {
+    raw_numpy::handler_address(obj)
+}
+
+/// The handler capsule of `arr` — an ndarray whose data pointer is `data`
+/// and which has `ndim` dimensions — if it owns its data and a handler
+/// made it.
+pub fn array_handler<'py>(
+    py: Python<'py>,
+    arr: &Bound<'py, PyAny>,
+    data: usize,
+    ndim: usize,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    api(py)?;
+    raw_share::array_handler(py, arr, data, ndim)
+}
+
+/// A new handler capsule serving from the handler of capsule `inner` and
+/// calling `callback(event, ptr, size, old_ptr)` after each call, named
+/// `memplug:hooked(<inner's name>)`.
+pub fn hooked(py: Python<'_>, inner: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    api(py)?;
+    let Some(inner_name) = raw_numpy::capsule_name(inner) else {
+        return Err(errors::numpy_error(
+            "not-a-handler",
+            format!("{} is not a NumPy `mem_handler` capsule: pass an Allocator or a handler capsule", inner.repr()?),
+        ));
+    };
+    let name = format!("memplug:hooked({inner_name})");
+    let hook = Hook::new(callback.clone().unbind(), inner.clone().unbind());
+    raw_hook::hooked_capsule(py, inner, hook, &name)
+        .unwrap_or_else(|| Err(errors::numpy_error("not-a-handler", "the capsule is not a handler".into())))
 }

@@ -1,11 +1,13 @@
 //! The unsafe core of the bridge's side facing NumPy: NumPy's C API table,
 //! the `PyDataMem_Handler` struct NumPy calls through, and the capsules
 //! holding one. The functions NumPy calls through it are in
-//! [`crate::raw_block`] (and [`crate::raw_padded`]).
+//! [`crate::raw_block`] (and [`crate::raw_padded`]) for bridges; hooked
+//! handlers ([`crate::raw_hook`]) bring theirs to the one unsafe entry,
+//! [`capsule_with`].
 //!
-//! Everything here is reached through safe functions whose preconditions
-//! are checked inside; the callers ([`crate::bridge`], [`crate::numpy`])
-//! hold no raw pointers. This module imports [`crate::bridge`]'s `Bridge`
+//! Everything else here is reached through safe functions whose
+//! preconditions are checked inside; the callers ([`crate::bridge`],
+//! [`crate::numpy`]) hold no raw pointers. This module imports [`crate::bridge`]'s `Bridge`
 //! (the `ctx` NumPy hands back), the functions it installs, and PyO3.
 
 use crate::bridge::Bridge;
@@ -30,14 +32,23 @@ const SLOT_FEATURE_VERSION: usize = 211;
 const SLOT_SET_HANDLER: usize = 304;
 const SLOT_GET_HANDLER: usize = 305;
 
-/// NumPy's `PyDataMemAllocator`.
+/// NumPy's `PyDataMemAllocator`: the context NumPy hands back and the
+/// four functions it calls. Copied out of a handler by [`allocator_of`]
+/// (for the hooks of [`crate::raw_hook`], which call them) and put into a
+/// new handler by [`capsule_with`].
 #[repr(C)]
-struct PyDataMemAllocator {
-    ctx: *mut c_void,
-    malloc: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void,
-    calloc: unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void,
-    realloc: unsafe extern "C" fn(*mut c_void, *mut c_void, usize) -> *mut c_void,
-    free: unsafe extern "C" fn(*mut c_void, *mut c_void, usize),
+#[derive(Clone, Copy)]
+pub struct PyDataMemAllocator {
+    /// The first argument of every call.
+    pub ctx: *mut c_void,
+    /// `void *malloc(void *ctx, size_t size)`.
+    pub malloc: unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void,
+    /// `void *calloc(void *ctx, size_t nelem, size_t elsize)`.
+    pub calloc: unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void,
+    /// `void *realloc(void *ctx, void *ptr, size_t new_size)`.
+    pub realloc: unsafe extern "C" fn(*mut c_void, *mut c_void, usize) -> *mut c_void,
+    /// `void free(void *ctx, void *ptr, size_t size)`.
+    pub free: unsafe extern "C" fn(*mut c_void, *mut c_void, usize),
 }
 
 /// NumPy's `PyDataMem_Handler` (`numpy/ndarraytypes.h`).
@@ -144,33 +155,50 @@ impl NumpyApi {
 /// is leaked on purpose: arrays keep the capsule, and so the struct, for as
 /// long as they like.
 pub fn new_capsule(py: Python<'_>, bridge: &'static Bridge, name: &str) -> PyResult<Py<PyAny>> {
+    let ctx = std::ptr::from_ref(bridge) as *mut c_void;
+    let allocator = if bridge.padded {
+        PyDataMemAllocator {
+            ctx,
+            malloc: padded_malloc,
+            calloc: padded_calloc,
+            realloc: padded_realloc,
+            free: padded_free,
+        }
+    } else {
+        PyDataMemAllocator {
+            ctx,
+            // The hot path's two without a test for the direct calls
+            // on bridges that have them (they never lose them).
+            malloc: if bridge.direct.is_some() { direct_malloc } else { bridge_malloc },
+            calloc: bridge_calloc,
+            realloc: bridge_realloc,
+            free: if bridge.direct.is_some() { direct_free } else { bridge_free },
+        }
+    };
+    // SAFETY: the functions are the bridge's, which take a `&'static
+    // Bridge` as `ctx` (this one) and keep NumPy's contract for each call.
+    unsafe { capsule_with(py, name, allocator) }
+}
+
+/// A new `mem_handler` capsule over `allocator`, named `name` (cut to 126
+/// bytes, at a character boundary). The handler struct is leaked: arrays
+/// keep their capsule as long as they like.
+///
+/// # Safety
+/// `allocator`'s functions must keep NumPy's contract for a data-memory
+/// handler when called with `allocator.ctx`, from any thread, with or
+/// without the GIL, for the rest of the process: whatever `ctx` points to
+/// must live that long.
+pub unsafe fn capsule_with(py: Python<'_>, name: &str, allocator: PyDataMemAllocator) -> PyResult<Py<PyAny>> {
     let mut cname = [0 as c_char; NAME_CAP];
-    for (dst, &b) in cname.iter_mut().zip(name.as_bytes().iter().take(NAME_CAP - 1)) {
+    let mut len = name.len().min(NAME_CAP - 1);
+    while !name.is_char_boundary(len) {
+        len -= 1;
+    }
+    for (dst, &b) in cname.iter_mut().zip(name.as_bytes()[..len].iter()) {
         *dst = b as c_char;
     }
-    let handler = Box::leak(Box::new(PyDataMemHandler {
-        name: cname,
-        version: HANDLER_VERSION,
-        allocator: if bridge.padded {
-            PyDataMemAllocator {
-                ctx: std::ptr::from_ref(bridge) as *mut c_void,
-                malloc: padded_malloc,
-                calloc: padded_calloc,
-                realloc: padded_realloc,
-                free: padded_free,
-            }
-        } else {
-            PyDataMemAllocator {
-                ctx: std::ptr::from_ref(bridge) as *mut c_void,
-                // The hot path's two without a test for the direct calls
-                // on bridges that have them (they never lose them).
-                malloc: if bridge.direct.is_some() { direct_malloc } else { bridge_malloc },
-                calloc: bridge_calloc,
-                realloc: bridge_realloc,
-                free: if bridge.direct.is_some() { direct_free } else { bridge_free },
-            }
-        },
-    }));
+    let handler = Box::leak(Box::new(PyDataMemHandler { name: cname, version: HANDLER_VERSION, allocator }));
     // SAFETY: the GIL is held; the pointer is non-NULL and lives forever,
     // the name is a static C string, and there is no destructor.
     unsafe {
@@ -211,4 +239,17 @@ pub fn capsule_bridge(obj: &Bound<'_, PyAny>) -> Option<&'static Bridge> {
     // SAFETY: only `new_capsule` installs `bridge_malloc`, `direct_malloc`
     // or `padded_malloc`, always with a leaked `&'static Bridge` as `ctx`.
     unsafe { (h.allocator.ctx as *const Bridge).as_ref() }
+}
+
+/// The address of the handler struct behind a `mem_handler` capsule: the
+/// same for every capsule of one handler (`None` if `obj` is not one).
+pub fn handler_address(obj: &Bound<'_, PyAny>) -> Option<usize> {
+    handler_of(obj).map(|h| std::ptr::from_ref(h) as usize)
+}
+
+/// A copy of the allocator (context and functions) in a `mem_handler`
+/// capsule, if `obj` is one. The copy is only as good as the capsule:
+/// whoever calls its functions keeps the capsule alive meanwhile.
+pub fn allocator_of(obj: &Bound<'_, PyAny>) -> Option<PyDataMemAllocator> {
+    handler_of(obj).map(|h| h.allocator)
 }

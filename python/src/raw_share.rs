@@ -1,7 +1,8 @@
 //! The unsafe core of sharing arrays between processes, and nothing else:
 //! reading the fields of an ndarray that NumPy does not expose to Python
-//! (its data pointer, flags and handler capsule, `PyArray_HANDLER`), and
-//! attaching a shared block through memplug's registry.
+//! (its data pointer, flags and handler capsule, `PyArray_HANDLER`, which
+//! [`crate::numpy`] also asks for), and attaching a shared block through
+//! memplug's registry.
 //!
 //! Callers ([`crate::share`]) get plain values: which bridge made an
 //! array's data and how large that block is, or a base-owned
@@ -69,11 +70,16 @@ pub enum DataOwner {
     NoHandler,
 }
 
-/// Who made the data of `arr`, an ndarray (or a subclass) whose data
-/// pointer is `data` and whose dimension count is `ndim` as Python sees
-/// them: both are compared with the fields read, so that a NumPy laying
-/// its arrays out otherwise is refused (`Err`) instead of misread.
-pub fn data_owner(py: Python<'_>, arr: &Bound<'_, PyAny>, data: usize, ndim: usize) -> PyResult<DataOwner> {
+/// The fields of `arr`, an ndarray (or a subclass) whose data pointer is
+/// `data` and whose dimension count is `ndim` as Python sees them: both
+/// are compared with the fields read, so that a NumPy laying its arrays
+/// out otherwise is refused (`Err`) instead of misread.
+fn checked_fields<'a>(
+    py: Python<'_>,
+    arr: &'a Bound<'_, PyAny>,
+    data: usize,
+    ndim: usize,
+) -> PyResult<&'a ArrayFields> {
     raw_numpy::numpy_api(py)?;
     let ndarray = py.import("numpy")?.getattr("ndarray")?;
     if !arr.is_instance(&ndarray)? {
@@ -82,7 +88,8 @@ pub fn data_owner(py: Python<'_>, arr: &Bound<'_, PyAny>, data: usize, ndim: usi
     // SAFETY: `arr` is a live ndarray (checked above) and the GIL is held,
     // so its object starts with `PyArrayObject_fields`, of which NumPy 1.22
     // and later (checked by `numpy_api`) have at least these fields; they
-    // are only read, as plain values, while the GIL keeps them still.
+    // are only read, as plain values, while the GIL keeps them still (the
+    // reference lives no longer than the borrow of `arr`).
     let fields = unsafe { &*(arr.as_ptr() as *const ArrayFields) };
     if fields.data as usize != data || usize::try_from(fields.nd).ok() != Some(ndim) {
         return Err(errors::numpy_error(
@@ -92,6 +99,33 @@ pub fn data_owner(py: Python<'_>, arr: &Bound<'_, PyAny>, data: usize, ndim: usi
                 .into(),
         ));
     }
+    Ok(fields)
+}
+
+/// The handler capsule of `arr` (`PyArray_HANDLER`) if it owns its data
+/// and a handler made it; `data` and `ndim` as for [`data_owner`].
+pub fn array_handler<'py>(
+    py: Python<'py>,
+    arr: &Bound<'py, PyAny>,
+    data: usize,
+    ndim: usize,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let fields = checked_fields(py, arr, data, ndim)?;
+    if fields.flags & OWNDATA == 0 || fields.mem_handler.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: `mem_handler` is a strong reference the array holds for its
+    // life (NumPy's contract), and the array is alive while `arr` is; the
+    // new reference made here keeps the capsule past that.
+    Ok(Some(unsafe { Bound::from_borrowed_ptr(py, fields.mem_handler) }))
+}
+
+/// Who made the data of `arr`, an ndarray (or a subclass) whose data
+/// pointer is `data` and whose dimension count is `ndim` as Python sees
+/// them: both are compared with the fields read, so that a NumPy laying
+/// its arrays out otherwise is refused (`Err`) instead of misread.
+pub fn data_owner(py: Python<'_>, arr: &Bound<'_, PyAny>, data: usize, ndim: usize) -> PyResult<DataOwner> {
+    let fields = checked_fields(py, arr, data, ndim)?;
     if fields.flags & OWNDATA == 0 || fields.mem_handler.is_null() || fields.data.is_null() {
         return Ok(DataOwner::NoHandler);
     }

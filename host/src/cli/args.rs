@@ -6,7 +6,7 @@
 
 use clap::{Arg, ArgAction, ArgMatches, Command};
 use memplug::policy::{ALLOWLIST_ENV, Policy, PolicyError, TRUST_ENV, Trust};
-use memplug::symbols::{Role, SymbolSpec};
+use memplug::symbols::{Role, SymbolSpec, name_from_library};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -170,16 +170,6 @@ impl clap::FromArgMatches for SymbolArgs {
         *self = Self::from_arg_matches(m)?;
         Ok(())
     }
-}
-
-/// `libmimalloc.so.2` → `mimalloc`.
-fn name_from_library(library: &str) -> String {
-    let file = library.rsplit('/').next().unwrap_or(library);
-    let stem = file.split(".so").next().unwrap_or(file);
-    let stem = stem.strip_prefix("lib").unwrap_or(stem);
-    let cleaned: String =
-        stem.chars().map(|c| if c.is_ascii_alphanumeric() || "_.-".contains(c) { c } else { '_' }).collect();
-    if cleaned.is_empty() { "symbols".into() } else { cleaned }
 }
 
 /// Where plugin code runs while a command judges it.

@@ -331,6 +331,17 @@ pub enum Refusal {
         /// the companion's answer is not a layout.
         explanation: String,
     },
+    /// Functions given by address ([`crate::functions`]) failed the
+    /// conformance pass run on them in this process before registering
+    /// them.
+    #[error(
+        "the functions failed the conformance pass run on them before registering them ({summary}); they were not \
+         registered. Fix the functions: each failed check says what it got"
+    )]
+    FunctionsFailedConformance {
+        /// The failed checks, `name: detail` joined with `; `.
+        summary: String,
+    },
     /// Another handler already has this name.
     #[error(
         "a handler named `{name}` is already registered (from {existing}): give this plugin another name, or \
@@ -372,6 +383,7 @@ impl Refusal {
             Refusal::VersionUnsatisfied { .. } => "version-unsatisfied",
             Refusal::LayoutMismatch { .. } => "layout-mismatch",
             Refusal::Isolation(i) => i.code(),
+            Refusal::FunctionsFailedConformance { .. } => "conformance-failed",
         }
     }
 }

@@ -1,6 +1,7 @@
 //! The unsafe core of the host, at the bottom of its layers: it imports
-//! nothing from the modules above it (only `error`, `validate` and the role
-//! table of `symbols`, which are below it). The front ends — `handler`,
+//! nothing from the modules above it (only `error`, `validate`, the role
+//! table of `symbols` and the function types of `functions`, which are
+//! below it). The front ends — `handler`,
 //! `lock`, `buffer`, `current`, `load` — hold these primitives and call
 //! them; where such a call is `unsafe`, the front end opts in for that one
 //! item and argues it.
@@ -21,7 +22,9 @@
 //!   and the count that keeps an attached instance alive;
 //! - `library` — opening libraries (never closed), calling entry functions,
 //!   copying a handler's bytes out of the plugin;
-//! - `symbols` — trampolines for allocators taken by symbol name;
+//! - `symbols` — trampolines for allocators taken by symbol name (and C
+//!   functions given by address); `functions` — trampolines for functions
+//!   given by address that take a context pointer;
 //! - `builtin` — the libc handler;
 //! - `process` — a worker's protocol descriptor, killing a process group;
 //! - `sandbox` — a worker's `PR_SET_NO_NEW_PRIVS` and dropping its
@@ -42,6 +45,7 @@ pub(crate) mod bootstrap;
 pub(crate) mod builtin;
 pub(crate) mod bytes;
 pub(crate) mod dispatch;
+pub(crate) mod functions;
 pub(crate) mod held;
 pub(crate) mod library;
 pub(crate) mod life;

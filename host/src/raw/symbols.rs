@@ -15,11 +15,15 @@
 //! align blocks under 16 bytes to 8 only, as C allows. The sized free gets
 //! the same rounded size, so it always sees the size the block was made with.
 //!
-//! Imports `error`, the role table of `symbols` and the vtable; nothing
-//! above `raw`.
+//! The same table serves C functions given by address, with no library
+//! ([`crate::functions`]).
+//!
+//! Imports `error`, the role table of `symbols`, the function types of
+//! `functions` and the vtable; nothing above `raw`.
 
 use super::vtable::VTable;
 use crate::error::Refusal;
+use crate::functions::CFunctions;
 use crate::symbols::{Role, Symbols};
 use core::ffi::c_void;
 use libloading::os::unix::Library;
@@ -110,14 +114,38 @@ impl SymbolTable {
         Ok(SymbolTable { malloc, calloc, realloc, release, aligned_alloc, min_size: alignment.min(16) })
     }
 
+    /// A table of functions given by address
+    /// ([`crate::functions::CFunctions`]), with no library behind them.
+    ///
+    /// # Safety
+    /// Each function is a C function of its role's signature that behaves
+    /// as that role's C function does (`malloc` returns a block of at least
+    /// `size` bytes or NULL, `free` releases a block made by the others, …)
+    /// and stays callable for the rest of the process.
+    pub(crate) unsafe fn from_functions(f: &CFunctions, alignment: usize) -> SymbolTable {
+        let release = match f.release {
+            crate::functions::Release::Free(free) => Release::Free(free),
+            crate::functions::Release::Sized(free) => Release::Sized(free),
+        };
+        SymbolTable {
+            malloc: f.malloc,
+            calloc: f.calloc,
+            realloc: f.realloc,
+            release,
+            aligned_alloc: None,
+            min_size: alignment.min(16),
+        }
+    }
+
     /// Leak the table and build the handler's vtable around it.
     pub(crate) fn into_vtable(self) -> VTable {
         let aligned: Option<memplug_abi::AlignedAllocFn> = self.aligned_alloc.map(|_| sym_aligned_alloc as _);
         let table: &'static SymbolTable = Box::leak(Box::new(self));
         let ctx = table as *const SymbolTable as *mut c_void;
         // SAFETY: each trampoline implements its ABI role for a `ctx` that is a
-        // leaked (so never freed) `SymbolTable`, by calling the library's C
-        // functions, which the user named for those roles.
+        // leaked (so never freed) `SymbolTable`, by calling C functions that
+        // implement those roles: the library's, which the user named for them
+        // (`find`), or those `from_functions`'s caller vouched for.
         unsafe { VTable::from_fns(ctx, sym_malloc, sym_calloc, sym_realloc, sym_free, aligned) }
     }
 }

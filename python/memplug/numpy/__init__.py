@@ -53,6 +53,37 @@ How it behaves:
   ``create``), one per distinct string, kept until :func:`close`. NumPy
   shows ``memplug:<name>``.
 
+Handlers as objects (:class:`Allocator`), hooks and foreign memory::
+
+    tracking = mnp.allocator("tracking")   # or a memplug.Handler, a capsule, None (NumPy's default)
+    with tracking:                          # this thread or task only; restores what it replaced
+        a = np.zeros((100, 100))
+    mnp.get_allocator(a.T[10:]) is tracking # True: a view's allocator is its owner's
+    previous = mnp.set_allocator(tracking)  # until changed; returns the previous Allocator
+
+    def show(event, ptr, size, old_ptr):    # "malloc", "calloc", "realloc", "free"
+        print(event, hex(ptr), size)
+    with mnp.hooked(tracking, show):        # serves from tracking, then calls show
+        b = np.fromstring("1 2 3", sep=" ")
+
+    arr = mnp.from_pointer(ptr, (n,), np.float64, free=lib.free)   # C memory, freed once by
+                                                                    # lib.free after the last view
+
+- :func:`allocator` gives one :class:`Allocator` per handler (memplug's,
+  NumPy's ``default_allocator``, other libraries'); ``with`` blocks of
+  allocators interleaved across threads and asyncio tasks each restore
+  their own previous handler; :func:`get_allocator` and
+  :meth:`Allocator.handles` follow a view's ``.base`` to the array owning
+  the data (None for memory no handler made); :func:`create_allocator`
+  makes one from C functions or Python callables
+  (:func:`memplug.from_functions`).
+- :func:`hooked` calls a Python function after every call into a handler,
+  with the GIL, whatever thread NumPy calls from; a failing callback is
+  reported as unraisable and changes no result.
+- :func:`from_pointer` never sets ``OWNDATA``: its base object
+  (:class:`ForeignMemory`) frees the memory, so NumPy never frees it
+  through a handler that did not allocate it.
+
 Arrays handed to other processes without copying (:func:`share`,
 :func:`attach`)::
 
@@ -104,9 +135,28 @@ from typing import Any, Iterator, Optional, Union
 import memplug
 from memplug import _memplug as _native
 
+from memplug.numpy._allocators import (
+    Allocator,
+    allocator,
+    create_allocator,
+    get_allocator,
+    hooked,
+    owner_of,
+    set_allocator,
+)
+from memplug.numpy._foreign import ForeignMemory, from_pointer
 from memplug.numpy._share import SharedArray, attach, share
 
 __all__ = [
+    "Allocator",
+    "allocator",
+    "get_allocator",
+    "set_allocator",
+    "create_allocator",
+    "hooked",
+    "owner_of",
+    "from_pointer",
+    "ForeignMemory",
     "handler",
     "use",
     "install",
@@ -185,13 +235,19 @@ def current() -> Capsule:
 
 def get_handler_name(arr: Any = None) -> Optional[str]:
     """The name of NumPy's current handler, or of the handler that made
-    ``arr``'s data (None if ``arr`` does not own its data): NumPy's own
-    ``get_handler_name``. memplug handlers show as ``memplug:<name>``."""
+    ``arr``'s data: NumPy's own ``get_handler_name``, asked of the array
+    that owns the data when ``arr`` is a view (NumPy's says None for a
+    view). None if no handler made the data (see :func:`get_allocator`).
+    memplug handlers show as ``memplug:<name>``."""
     import numpy
 
     multiarray = getattr(numpy, "_core", None) or numpy.core  # NumPy 2 / 1.x
     get = multiarray.multiarray.get_handler_name
-    name: Optional[str] = get() if arr is None else get(arr)
+    if arr is None:
+        current: Optional[str] = get()
+        return current
+    owner = owner_of(arr) if isinstance(arr, numpy.ndarray) else None
+    name: Optional[str] = get(arr if owner is None else owner)
     return name
 
 

@@ -1,0 +1,335 @@
+"""Allocator objects: NumPy data-memory handlers as Python values
+(:class:`Allocator`, :func:`allocator`, :func:`get_allocator`,
+:func:`set_allocator`, :func:`create_allocator`, :func:`hooked`).
+
+An :class:`Allocator` wraps one NumPy ``mem_handler`` capsule -- memplug's,
+NumPy's own ``default_allocator``, or another library's -- and there is one
+:class:`Allocator` per handler (equal capsules give the same object). The
+``with`` statement's bookkeeping lives in a context variable, as NumPy's
+current handler does: each ``__enter__`` records the handler it replaced in
+the current context (thread or asyncio task), and its ``__exit__`` puts that
+one back.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import itertools
+import threading
+from typing import Any, Callable, Dict, Optional, Tuple, Union
+
+import memplug
+from memplug import _memplug as _native
+
+#: A NumPy ``mem_handler`` capsule (a ``PyCapsule``).
+Capsule = Any
+
+#: One level of ``with``: the allocator entered and the capsule it replaced.
+_Entry = Tuple["Allocator", Capsule]
+
+_entered: contextvars.ContextVar[Tuple[_Entry, ...]] = contextvars.ContextVar("memplug_numpy_entered", default=())
+_cache: Dict[int, "Allocator"] = {}
+_cache_lock = threading.Lock()
+_names = itertools.count(1)
+#: Bounds the walk from a view to the array owning its data.
+_MAX_BASE_DEPTH = 10_000
+
+
+class Allocator:
+    """A NumPy data-memory handler (NEP 49) as a Python object.
+
+    Get one from :func:`allocator` (a memplug handler name, a
+    ``memplug.Handler``, or a capsule), :func:`get_allocator` (the current
+    one, or the one that made an array's data), :func:`hooked` or
+    :func:`create_allocator`; never construct it directly. Allocators of the
+    same handler are the same object, so ``==`` and ``is`` agree.
+
+    ``with alloc:`` makes it NumPy's handler in the current context (thread
+    or asyncio task) for the block and then restores the handler it
+    replaced there -- also when blocks of several allocators interleave
+    across threads and tasks, or one allocator is entered on several
+    threads at once. It gives the allocator to ``as``.
+    """
+
+    __slots__ = ("_capsule", "_key", "_name", "_memplug_name", "__weakref__")
+
+    _capsule: Capsule
+    _key: int
+    _name: str
+    _memplug_name: Optional[str]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("use memplug.numpy.allocator(name_or_handler_or_capsule) to get an Allocator")
+
+    @classmethod
+    def _of(cls, capsule: Capsule) -> "Allocator":
+        key = _native.capsule_key(capsule)
+        if key is None:
+            raise memplug.NumpyError(
+                f"{capsule!r} is not a NumPy `mem_handler` capsule: pass a memplug handler name, a memplug.Handler, "
+                "an Allocator, or a capsule from NumPy or a library that makes handlers",
+                "not-a-handler",
+            )
+        with _cache_lock:
+            found = _cache.get(key)
+            if found is None:
+                numpy_name, memplug_name = _native.describe_capsule(capsule)
+                found = object.__new__(cls)
+                found._capsule = capsule
+                found._key = key
+                found._name = numpy_name
+                found._memplug_name = memplug_name
+                _cache[key] = found
+        return found
+
+    @property
+    def name(self) -> str:
+        """The name NumPy shows for this handler (``get_handler_name``):
+        ``"memplug:tracking"``, ``"default_allocator"``, ..."""
+        return self._name
+
+    @property
+    def capsule(self) -> Capsule:
+        """NumPy's ``mem_handler`` capsule of this handler."""
+        return self._capsule
+
+    @property
+    def handler(self) -> Optional["memplug.Handler"]:
+        """The :class:`memplug.Handler` behind it (``.name`` is what
+        :func:`memplug.stats` and :func:`memplug.numpy.handler` take), or
+        None for NumPy's default, hooked allocators and other libraries'
+        handlers."""
+        return None if self._memplug_name is None else memplug.Handler(self._memplug_name)
+
+    @property
+    def memplug_name(self) -> Optional[str]:
+        """The memplug handler's name (``"tracking"``,
+        ``"arena:region_size=1m"``), or None: ``handler.name``."""
+        return self._memplug_name
+
+    def install(self) -> "Allocator":
+        """Make this NumPy's handler in the current context (thread or
+        asyncio task), until changed; returns the previous allocator (pass
+        it to :func:`set_allocator` or call its ``install`` to go back)."""
+        return _wrap(_native.numpy_set(self._capsule))
+
+    def handles(self, arr: Any) -> bool:
+        """Whether this allocator made ``arr``'s data: that of the array
+        owning it, for a view (see :func:`get_allocator`)."""
+        return get_allocator(arr) is self
+
+    def __enter__(self) -> "Allocator":
+        previous = _native.numpy_set(self._capsule)
+        _entered.set(_entered.get() + ((self, previous),))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        stack = _entered.get()
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i][0] is self:
+                break
+        else:
+            raise memplug.NumpyError(
+                f"{self!r} is left in a context where it was not entered: enter and leave an allocator's `with` "
+                "block in the same thread or asyncio task",
+                "not-entered",
+            )
+        previous = stack[i][1]
+        if i == len(stack) - 1:
+            _native.numpy_set(previous)
+            _entered.set(stack[:i])
+        else:
+            # Left before a block entered after it (no `with` statement does
+            # that; explicit __enter__/__exit__ calls can): the handler of
+            # the later block stays current, and that block will restore
+            # what this one replaced.
+            later, _ = stack[i + 1]
+            _entered.set(stack[:i] + ((later, previous),) + stack[i + 2 :])
+
+    def __reduce__(self) -> Any:
+        if self._memplug_name is None:
+            raise TypeError(f"{self!r} cannot be pickled: only memplug handlers' allocators can (by name)")
+        return (allocator, (self._memplug_name,))
+
+    def __repr__(self) -> str:
+        return f"<memplug.numpy.Allocator {self._name!r}>"
+
+
+def _wrap(capsule: Optional[Capsule]) -> Optional[Allocator]:
+    return None if capsule is None else Allocator._of(capsule)
+
+
+def _default_capsule() -> Capsule:
+    previous = _native.numpy_set(None)
+    try:
+        return _native.numpy_get()
+    finally:
+        _native.numpy_set(previous)
+
+
+AllocatorLike = Union[Allocator, str, Capsule, None]
+
+
+def allocator(handler_or_name: AllocatorLike) -> Allocator:
+    """The :class:`Allocator` of a handler.
+
+    ``handler_or_name`` is a memplug handler name (``"tracking"``,
+    ``"arena:region_size=1m"``: as :func:`memplug.numpy.handler`), a
+    ``memplug.Handler`` (by its ``name``), a NumPy ``mem_handler`` capsule
+    (memplug's, NumPy's or another library's), an :class:`Allocator`
+    (returned as is), or None for NumPy's own ``default_allocator``.
+
+    Raises what :func:`memplug.numpy.handler` raises for a name, and
+    :class:`memplug.NumpyError` ``"not-a-handler"`` for any other object.
+    """
+    from memplug.numpy import handler
+
+    if isinstance(handler_or_name, Allocator):
+        return handler_or_name
+    if handler_or_name is None:
+        return Allocator._of(_default_capsule())
+    if isinstance(handler_or_name, str):
+        return Allocator._of(handler(handler_or_name))
+    if _native.capsule_key(handler_or_name) is not None:
+        return Allocator._of(handler_or_name)
+    name = getattr(handler_or_name, "name", None)
+    if isinstance(name, str):  # a memplug.Handler
+        return Allocator._of(handler(name))
+    return Allocator._of(handler_or_name)  # raises not-a-handler
+
+
+def owner_of(arr: Any) -> Optional[Any]:
+    """The ndarray that owns ``arr``'s data, found by following ``.base``
+    from a view (slices, transposes, reshapes, views of views), or None if
+    no array owns it: the memory came from elsewhere (``bytes``, ``mmap``,
+    a ctypes buffer, :func:`memplug.numpy.from_pointer`).
+
+    Besides arrays, the walk goes through a ``memoryview``'s ``obj`` and
+    through objects whose ``base`` is an array or a memoryview (such as
+    the ones ``np.lib.stride_tricks.as_strided`` makes)."""
+    import numpy as np
+
+    obj = arr
+    for _ in range(_MAX_BASE_DEPTH):
+        if isinstance(obj, np.ndarray):
+            if obj.flags.owndata:
+                return obj
+            following = obj.base
+        elif isinstance(obj, memoryview):
+            following = obj.obj
+        else:
+            following = getattr(obj, "base", None)
+            if not isinstance(following, (np.ndarray, memoryview)):
+                return None
+        if following is None:
+            return None
+        obj = following
+    return None
+
+
+def get_allocator(arr: Any = None) -> Optional[Allocator]:
+    """The current context's allocator, or (given ``arr``) the allocator
+    that made ``arr``'s data.
+
+    For a view, that is the allocator of the array owning the data,
+    however many views away (see :func:`owner_of`). None when no handler
+    made the data: an array over memory from elsewhere (``np.frombuffer``
+    of bytes, a memory map, :func:`memplug.numpy.from_pointer`), or an
+    owning array NumPy gave no handler. Handlers memplug did not make
+    (NumPy's ``default_allocator``, other libraries') get an Allocator too.
+    """
+    if arr is None:
+        return _wrap(_native.numpy_get())
+    import numpy as np
+
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"get_allocator needs a numpy.ndarray (or nothing), not {type(arr).__name__}")
+    owner = owner_of(arr)
+    if owner is None:
+        return None
+    capsule = _native.array_handler(owner, owner.__array_interface__["data"][0], owner.ndim)
+    return _wrap(capsule)
+
+
+def set_allocator(alloc: AllocatorLike) -> Allocator:
+    """Make ``alloc`` NumPy's handler in the current context (None: NumPy's
+    default); returns the previous :class:`Allocator`. ``alloc`` is
+    anything :func:`allocator` takes."""
+    cap = None if alloc is None else allocator(alloc).capsule
+    return Allocator._of(_native.numpy_set(cap))
+
+
+def _fresh_name() -> str:
+    taken = set(memplug.names())
+    while True:
+        name = f"python-{next(_names)}"
+        if name not in taken:
+            return name
+
+
+def create_allocator(
+    *,
+    malloc: Any,
+    free: Any,
+    calloc: Any = None,
+    realloc: Any = None,
+    name: Optional[str] = None,
+    thread_safe: bool = True,
+    alignment: int = 16,
+) -> Allocator:
+    """An allocator over C functions you give (ctypes functions or their
+    addresses), as NEP 49's discussion spells it:
+    ``allocator(memplug.from_functions(name, malloc=..., free=..., ...))``.
+
+    ``name`` defaults to ``"python-N"``, the first ``N`` (from 1) not
+    registered yet. See :func:`memplug.from_functions` for the functions'
+    signatures, ``thread_safe`` and ``alignment``.
+    """
+    from_functions = getattr(memplug, "from_functions", None)
+    if from_functions is None:
+        raise memplug.NumpyError(
+            "this memplug has no memplug.from_functions, which create_allocator needs: upgrade memplug",
+            "no-from-functions",
+        )
+    handler = from_functions(
+        name if name is not None else _fresh_name(),
+        malloc=malloc,
+        free=free,
+        calloc=calloc,
+        realloc=realloc,
+        thread_safe=thread_safe,
+        alignment=alignment,
+    )
+    return allocator(handler)
+
+
+Callback = Callable[[str, int, int, Optional[int]], Any]
+
+
+def hooked(alloc: AllocatorLike, callback: Callback) -> Allocator:
+    """An allocator that serves every call from ``alloc`` (anything
+    :func:`allocator` takes: a memplug handler, NumPy's default, another
+    library's) and then calls ``callback(event, ptr, size, old_ptr)``.
+
+    ``event`` is ``"malloc"``, ``"calloc"``, ``"realloc"`` or ``"free"``;
+    ``ptr`` the block's address (the new one for ``realloc``; 0 when the
+    allocation failed or NumPy frees NULL); ``size`` the bytes asked for
+    (``nelem * elsize`` for calloc; for ``free``, the size NumPy passes);
+    ``old_ptr`` the block given to ``realloc``, else None.
+
+    The callback runs with the GIL held (taken if NumPy called without it),
+    on the thread that made the call, after the call. An exception it
+    raises is reported as unraisable (``sys.unraisablehook``) and changes
+    nothing else. Calls made by NumPy while the callback runs on that
+    thread (arrays the callback makes) are served but not reported, and
+    none is reported once the interpreter is finalizing.
+
+    Arrays made under it free through it, so the hook sees their frees
+    whenever they happen. Each call makes a new handler, kept (with
+    ``callback``) for the rest of the process; it is named
+    ``memplug:hooked(<alloc's name>)``.
+    """
+    inner = allocator(alloc)
+    if not callable(callback):
+        raise TypeError(f"the hook's callback must be callable, not {type(callback).__name__}")
+    return Allocator._of(_native.numpy_hooked(inner.capsule, callback))

@@ -1,0 +1,242 @@
+//! Handlers made of functions given from Python (`memplug.from_functions`):
+//! the trampolines that call Python callables, and the registration of C
+//! functions given by address.
+//!
+//! Python callables: a leaked [`Callables`] is the handler's `ctx`, and the
+//! trampolines (the ABI's signatures, `malloc(ctx, size)` and so on) take
+//! the GIL — from any thread, whether or not it holds it, as NumPy calls
+//! without it in places — call the callable, and turn its result into a
+//! pointer (`None` is NULL). An exception is reported through
+//! `sys.unraisablehook` (`PyErr_WriteUnraisable`) and the call returns
+//! NULL; an exception already being raised when the call comes is set
+//! aside and restored after it. The handler is registered thread-safe for
+//! the host, which then takes no lock of its own (a host lock held while
+//! waiting for the GIL would deadlock against a thread holding the GIL and
+//! waiting for that lock); callables not declared thread-safe are instead
+//! called one at a time through a [`Turn`], waited for with the GIL
+//! released.
+//!
+//! C functions given by address become a [`memplug::functions::CFunctions`]
+//! here, where the address is taken for a function.
+//!
+//! Imports `memplug` (the host) and pyo3; nothing of this crate.
+
+use memplug::functions::{self, CFunctions, ContextFunctions, FunctionSpec, Functions};
+use memplug::{Handler, LoadError, Refusal, Registry};
+use pyo3::prelude::*;
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Condvar, Mutex};
+
+/// Callables not declared thread-safe are called one at a time: a turn is
+/// taken (waiting with the GIL released) before each call and given back
+/// after it.
+#[derive(Default)]
+pub struct Turn {
+    busy: Mutex<bool>,
+    freed: Condvar,
+}
+
+impl Turn {
+    fn take(&self) {
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        while *busy {
+            busy = self.freed.wait(busy).unwrap_or_else(|e| e.into_inner());
+        }
+        *busy = true;
+    }
+
+    fn give(&self) {
+        *self.busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.freed.notify_one();
+    }
+}
+
+/// The Python callables of a handler.
+pub struct Callables {
+    /// `malloc(size) -> int | None`.
+    pub malloc: Py<PyAny>,
+    /// `calloc(nelem, size) -> int | None`, or derived.
+    pub calloc: Option<Py<PyAny>>,
+    /// `realloc(ptr, old_size, new_size) -> int | None`, or derived.
+    pub realloc: Option<Py<PyAny>>,
+    /// `free(ptr, size)`.
+    pub free: Py<PyAny>,
+    /// Present when the callables are not thread-safe.
+    pub turn: Option<Turn>,
+}
+
+/// The callables behind a `ctx` made by [`register_callables`].
+///
+/// # Safety
+/// `ctx` is the `ctx` of a handler made by [`register_callables`].
+unsafe fn callables<'a>(ctx: *mut c_void) -> &'a Callables {
+    // SAFETY: per the contract, `ctx` is a leaked `Callables`.
+    unsafe { &*(ctx as *const Callables) }
+}
+
+/// Call `f` with the GIL, one at a time if the callables say so; a panic
+/// (pyo3 failing to take the GIL) or an exception gives `None`, the
+/// exception reported as unraisable with `callable` as its object.
+fn with_callable<T>(
+    c: &Callables,
+    callable: &Py<PyAny>,
+    f: impl FnOnce(Python<'_>, &Bound<'_, PyAny>) -> PyResult<T>,
+) -> Option<T> {
+    // SAFETY: `Py_IsInitialized` may be called at any time, with or
+    // without the GIL.
+    if unsafe { pyo3::ffi::Py_IsInitialized() } == 0 {
+        return None;
+    }
+    catch_unwind(AssertUnwindSafe(|| {
+        Python::with_gil(|py| {
+            if let Some(turn) = &c.turn {
+                py.allow_threads(|| turn.take());
+            }
+            let pending = PyErr::take(py);
+            let bound = callable.bind(py);
+            let result = f(py, bound);
+            if let Some(turn) = &c.turn {
+                turn.give();
+            }
+            let out = match result {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    e.write_unraisable(py, Some(bound));
+                    None
+                }
+            };
+            if let Some(e) = pending {
+                e.restore(py);
+            }
+            out
+        })
+    }))
+    .ok()
+    .flatten()
+}
+
+/// A callable's result as a pointer: `None` is NULL, else an `int`.
+fn pointer(result: &Bound<'_, PyAny>) -> PyResult<*mut c_void> {
+    if result.is_none() {
+        return Ok(std::ptr::null_mut());
+    }
+    Ok(result.extract::<usize>()? as *mut c_void)
+}
+
+unsafe extern "C" fn py_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: the host only passes this handler's ctx.
+    let c = unsafe { callables(ctx) };
+    with_callable(c, &c.malloc, |_, f| pointer(&f.call1((size,))?)).unwrap_or(std::ptr::null_mut())
+}
+
+unsafe extern "C" fn py_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
+    // SAFETY: the host only passes this handler's ctx.
+    let c = unsafe { callables(ctx) };
+    let calloc = c.calloc.as_ref().expect("registered only with a calloc");
+    with_callable(c, calloc, |_, f| pointer(&f.call1((nelem, elsize))?)).unwrap_or(std::ptr::null_mut())
+}
+
+unsafe extern "C" fn py_realloc(ctx: *mut c_void, ptr: *mut c_void, old: usize, new: usize) -> *mut c_void {
+    // SAFETY: the host only passes this handler's ctx.
+    let c = unsafe { callables(ctx) };
+    let realloc = c.realloc.as_ref().expect("registered only with a realloc");
+    with_callable(c, realloc, |_, f| pointer(&f.call1((ptr as usize, old, new))?)).unwrap_or(std::ptr::null_mut())
+}
+
+unsafe extern "C" fn py_free(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
+    // SAFETY: the host only passes this handler's ctx.
+    let c = unsafe { callables(ctx) };
+    with_callable(c, &c.free, |_, f| f.call1((ptr as usize, size)).map(drop));
+}
+
+/// Register Python callables as handler `name` (checked by the conformance
+/// pass first). Call with the GIL released: the pass calls the callables
+/// from threads of its own.
+pub fn register_callables(name: &str, callables: Callables, alignment: Option<u64>) -> Result<Handler, LoadError> {
+    let (has_calloc, has_realloc) = (callables.calloc.is_some(), callables.realloc.is_some());
+    let ctx: &'static Callables = Box::leak(Box::new(callables));
+    let functions = ContextFunctions {
+        ctx: ctx as *const Callables as *mut c_void,
+        malloc: py_malloc,
+        calloc: has_calloc.then_some(py_calloc as memplug_abi::CallocFn),
+        realloc: has_realloc.then_some(py_realloc as memplug_abi::ReallocFn),
+        free: py_free,
+    };
+    let mut spec = FunctionSpec::new(name, Functions::Context(functions)).thread_safe(true).origin("Python callables");
+    spec.alignment = alignment;
+    // SAFETY: each trampoline has its ABI role's signature and calls the
+    // user's callable for that role, whose results the user vouches for
+    // (`memplug.from_functions` documents this: as with ctypes, the
+    // callables are trusted to return blocks of the size asked for); a
+    // failing callable gives NULL, which the ABI allows. They may be called
+    // from any thread at once: each takes the GIL, and callables not
+    // declared thread-safe take turns. `ctx` is leaked, and the callables
+    // it holds are owned by it, so they live for the rest of the process.
+    unsafe { Registry::global().register_functions(&spec) }
+}
+
+/// C functions given by address: `malloc(size)`, `free(ptr)` (or
+/// `free(ptr, size)` when `sized_free`), optional `calloc(nelem, size)` and
+/// `realloc(ptr, size)`.
+pub struct Addresses {
+    /// `malloc`'s address.
+    pub malloc: usize,
+    /// `calloc`'s address, if given.
+    pub calloc: Option<usize>,
+    /// `realloc`'s address, if given.
+    pub realloc: Option<usize>,
+    /// `free`'s address.
+    pub free: usize,
+    /// Whether `free` takes the block's size as well.
+    pub sized_free: bool,
+}
+
+/// Register C functions given by address as handler `name` (checked by the
+/// conformance pass first). A NULL `malloc` or `free` is refused
+/// (`null-function`). Call with the GIL released.
+pub fn register_addresses(
+    name: &str,
+    a: &Addresses,
+    thread_safe: bool,
+    alignment: Option<u64>,
+) -> Result<Handler, LoadError> {
+    let refuse =
+        |field| LoadError { source_desc: format!("{name} (C functions)"), refusal: Refusal::NullFunction { field } };
+    if a.malloc == 0 {
+        return Err(refuse("malloc"));
+    }
+    if a.free == 0 {
+        return Err(refuse("free"));
+    }
+    // The transmutes below ("as above") all hold for the same reason.
+    // SAFETY: a non-zero address the user gave for this role, which the user
+    // vouches is a C function of the role's signature (`memplug.from_functions`
+    // documents this, as ctypes does for the addresses it calls); function
+    // pointers and `usize` have the same size here.
+    let malloc = unsafe { std::mem::transmute::<usize, functions::MallocFn>(a.malloc) };
+    let mut f = if a.sized_free {
+        // SAFETY: as above.
+        CFunctions::with_sized_free(malloc, unsafe { std::mem::transmute::<usize, functions::SizedFreeFn>(a.free) })
+    } else {
+        // SAFETY: as above.
+        CFunctions::new(malloc, unsafe { std::mem::transmute::<usize, functions::FreeFn>(a.free) })
+    };
+    if let Some(addr) = a.calloc.filter(|&x| x != 0) {
+        // SAFETY: as above.
+        f = f.calloc(unsafe { std::mem::transmute::<usize, functions::CallocFn>(addr) });
+    }
+    if let Some(addr) = a.realloc.filter(|&x| x != 0) {
+        // SAFETY: as above.
+        f = f.realloc(unsafe { std::mem::transmute::<usize, functions::ReallocFn>(addr) });
+    }
+    let mut spec = FunctionSpec::new(name, Functions::C(f)).thread_safe(thread_safe).origin("C functions");
+    spec.alignment = alignment;
+    // SAFETY: the functions are C functions of their roles (as above), which
+    // the user vouches behave as those roles' C functions do; the user keeps
+    // them loaded for the process (`memplug.from_functions` keeps the ctypes
+    // objects it was given alive, and a library's functions stay while the
+    // library is loaded, which ctypes never undoes); thread safety is as the
+    // user declared it, and the host locks calls when it is not declared.
+    unsafe { Registry::global().register_functions(&spec) }
+}

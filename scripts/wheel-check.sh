@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Check the Python package's distributions, end to end:
+#  1. scripts/build-wheel.sh builds the sdist and the wheel (and fails unless
+#     `auditwheel show` finds the wheel consistent with its manylinux tag);
+#  2. the sdist lists what building it needs: the top-level pyproject.toml and
+#     PKG-INFO, both Cargo.lock, the build backend, and the Cargo.toml of every
+#     crate of the workspace;
+#  3. the wheel, with numpy, pytest and hypothesis, installs into a new virtual
+#     environment with a PATH on which there is no cargo and no rustc (checked)
+#     and from binary distributions only, so nothing is compiled;
+#  4. that environment imports memplug from its own site-packages (its
+#     __version__ the wheel's) and finds the bundled plugins there, then runs
+#     python/tests against it.
+#  5. with --sdist, also: `pip install` of the sdist into another new virtual
+#     environment (cargo on PATH) compiles memplug and its plugins, and that
+#     memplug finds its bundled plugins. This builds the whole workspace in
+#     release mode from nothing: minutes, so .ci/run leaves it out.
+#
+#   scripts/wheel-check.sh            # 1-4
+#   scripts/wheel-check.sh --sdist    # 1-5
+#
+# The files go to target/wheel-check/ (dist/, venv/, sdist-venv/,
+# build-wheel.log; made afresh each time).
+# Needs what scripts/build-wheel.sh needs, cc (the tests build bad plugins)
+# and PyPI. Prints how long each step took.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+with_sdist=0
+case ${1:-} in
+"") ;;
+--sdist) with_sdist=1 ;;
+*) echo "wheel-check: unknown argument $1 (the one option is --sdist)" >&2; exit 2 ;;
+esac
+work=target/wheel-check
+fail() { echo "wheel-check: FAILED: $*" >&2; exit 1; }
+times=()
+step_start=$SECONDS
+step_name=
+step() {
+    [[ -n "$step_name" ]] && times+=("$step_name: $((SECONDS - step_start)) s")
+    step_name=$1
+    step_start=$SECONDS
+    [[ -n "$1" ]] && echo "== wheel-check: $1 ($(date +%T))"
+    return 0
+}
+
+# Checks memplug as installed in the virtual environment $1: imported from
+# that environment's site-packages (not from the checkout), its __version__
+# the installed distribution's, its bundled plugins there and registered.
+check_memplug() {
+    (cd "$1" && "$1/bin/python" - "$1" <<'EOF'
+import importlib.metadata, pathlib, sys
+import memplug
+venv = pathlib.Path(sys.argv[1]).resolve()
+where = pathlib.Path(memplug.__file__).resolve()
+assert venv in where.parents, f"memplug imported from {where}, not from {venv}"
+version = importlib.metadata.version("memplug")
+assert memplug.__version__ == version, f"memplug.__version__ is {memplug.__version__}, the installed {version}"
+bundled = sorted(p.name for p in (where.parent / "plugins").glob("*.so"))
+assert bundled, f"no bundled plugins in {where.parent / 'plugins'}"
+names = memplug.names()
+unregistered = [b for b in bundled if b.removeprefix("libmemplug_").removesuffix(".so") not in names]
+assert not unregistered, f"bundled but not registered: {unregistered} (handlers: {names})"
+print(f"   {where.parent}: {len(bundled)} bundled plugins, handlers {', '.join(names)}")
+EOF
+    )
+}
+
+step "build the sdist and the wheel (scripts/build-wheel.sh)"
+rm -rf "$work"
+mkdir -p "$work"
+scripts/build-wheel.sh --out "$work/dist" | tee "$work/build-wheel.log"
+sdist=$(tail -n 2 "$work/build-wheel.log" | sed -n 1p)
+wheel=$(tail -n 1 "$work/build-wheel.log")
+[[ -f "$sdist" && -f "$wheel" ]] || fail "build-wheel.sh did not print the sdist's and the wheel's paths"
+
+step "the sdist holds what building it needs"
+top=$(basename "$sdist" .tar.gz)
+listing=$(tar tzf "$sdist")
+need=(pyproject.toml PKG-INFO Cargo.lock python/Cargo.toml python/Cargo.lock python/_build_backend/backend.py
+    python/memplug/__init__.py)
+while read -r manifest; do
+    need+=("${manifest#"$root"/}")
+done < <(cargo metadata --format-version 1 --no-deps |
+    python3 -c 'import json, sys; m = json.load(sys.stdin); ids = set(m["workspace_members"]); print("\n".join(p["manifest_path"] for p in m["packages"] if p["id"] in ids))')
+for f in "${need[@]}"; do
+    grep -qxF "$top/$f" <<<"$listing" || fail "$(basename "$sdist") lacks $f"
+done
+echo "   ${#need[@]} required files present, $(grep -vc '/$' <<<"$listing") in all"
+
+step "install the wheel where there is no Rust"
+# The PATH without every directory that holds cargo or rustc.
+norust=
+IFS=: read -ra dirs <<<"$PATH"
+for d in "${dirs[@]}"; do
+    [[ -n "$d" && ! -e "$d/cargo" && ! -e "$d/rustc" ]] && norust+="${norust:+:}$d"
+done
+venv="$root/$work/venv"
+"${PYTHON:-python3}" -m venv "$venv"
+norust="$venv/bin:$norust"
+in_norust() { env -u CARGO -u RUSTC -u RUSTUP_TOOLCHAIN PATH="$norust" "$@"; }
+if in_norust bash -c 'command -v cargo || command -v rustc'; then
+    fail "cargo or rustc is still on the PATH meant to be without them"
+fi
+echo "   PATH=$norust (no cargo, no rustc)"
+in_norust "$venv/bin/python" -m pip install -q --only-binary :all: "$wheel" numpy pytest hypothesis
+
+step "memplug from the wheel: where it is, its bundled plugins"
+PATH="$norust" check_memplug "$venv" || fail "the installed wheel's memplug is not as expected (see above)"
+
+step "python/tests against the installed wheel"
+# From inside the venv, so that neither the checkout's python/ nor its build
+# outputs are on sys.path.
+(cd "$venv" && in_norust "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+    --rootdir "$root/python" "$root/python/tests")
+
+if ((with_sdist)); then
+    step "pip install the sdist (compiles memplug and its plugins)"
+    sdist_venv="$root/$work/sdist-venv"
+    "${PYTHON:-python3}" -m venv "$sdist_venv"
+    "$sdist_venv/bin/python" -m pip install -q "$sdist"
+    check_memplug "$sdist_venv" || fail "memplug built from $(basename "$sdist") is not as expected (see above)"
+fi
+
+step ""
+echo "== wheel-check: ok: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB), $(basename "$sdist")"
+printf '   %s\n' "${times[@]}"
