@@ -6,9 +6,9 @@ Variants (each NumPy's handler for its block of work):
   system           memplug's bundled `system` plugin (libc) through the bridge
   numpy-allocator  (if the `numpy-allocator` package is installed) its handler
                    with libc's malloc, calloc, realloc and free by address
-  from_functions   (if memplug has `from_functions`) a handler made from libc's
-                   functions by ctypes (`ctypes`) and from Python callables
-                   (`python`)
+  ff-ctypes        (if memplug has `from_functions`) a handler made by
+                   memplug.from_functions from libc's malloc and free (ctypes)
+  ff-python        the same from Python callables that call them
   mimalloc         (unless --no-mimalloc) mimalloc taken by symbol name
                    (examples/manifests/mimalloc.memplug.toml)
   shm              (with --shm) the shareable `shm` plugin, a 256 MiB segment of
