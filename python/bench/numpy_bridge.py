@@ -120,6 +120,10 @@ def numpy_allocator_variant():
         _malloc_ = ctypes.addressof(libc.malloc)
         _realloc_ = ctypes.addressof(libc.realloc)
 
+    # numpy-allocator 1.2.1's handler capsule crashes when it is destroyed at
+    # the interpreter's exit (its destructor releases what it does not own):
+    # one reference more keeps it, as handlers are kept, for the process.
+    ctypes.pythonapi.Py_IncRef(ctypes.py_object(libc_allocator.handler()))
     return lambda: libc_allocator
 
 
