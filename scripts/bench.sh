@@ -135,13 +135,14 @@ if scripts/py-env.sh --reuse >&2; then
         echo "## Instructions per NumPy create+delete"
         echo
         echo "SKIPPED in a quick run (valgrind: about 3 minutes); scripts/bench.sh without --quick runs it:"
-        echo "python/bench/instructions.sh $py large; python/bench/instructions.sh $py small"
+        echo "python/bench/instructions.sh $py CASE, for CASE in empty1m empty8 ones64"
         echo
     else
         instructions() {
-            python/bench/instructions.sh "$py" large | tee "$tmp/large.txt" >&2 &&
-                python/bench/instructions.sh "$py" small | tee "$tmp/small.txt" >&2 &&
-                python3 scripts/bench_tables.py instructions "$tmp/large.txt" "$tmp/small.txt"
+            python/bench/instructions.sh "$py" empty1m | tee "$tmp/empty1m.txt" >&2 &&
+                python/bench/instructions.sh "$py" empty8 | tee "$tmp/empty8.txt" >&2 &&
+                python/bench/instructions.sh "$py" ones64 | tee "$tmp/ones64.txt" >&2 &&
+                python3 scripts/bench_tables.py instructions "$tmp/empty1m.txt" "$tmp/empty8.txt" "$tmp/ones64.txt"
         }
         section "Instructions per NumPy create+delete" instructions
     fi

@@ -69,11 +69,13 @@ def instructions(paths: list[Path]) -> None:
                 counts.setdefault(m[1], {})["added"] = m[2]
     if not counts:
         sys.exit("bench_tables: no instruction counts found")
-    print("Instructions per NumPy create+delete (valgrind), NumPy's default handler vs the bridge with `system`")
-    print("| case | default | system | the bridge adds |")
-    print("|---|---:|---:|---:|")
+    print("Instructions per NumPy create+delete (valgrind), NumPy's default handler vs the bridge with `system` "
+          "and numpy-allocator over libc")
+    print("| case | default | system | numpy-allocator | the bridge adds |")
+    print("|---|---:|---:|---:|---:|")
     for case, c in counts.items():
-        print(f"| {case} | {c.get('default', '?')} | {c.get('system', '?')} | {c.get('added', '?')} |")
+        print(f"| {case} | {c.get('default', '?')} | {c.get('system', '?')} | {c.get('numpy_allocator', '—')} "
+              f"| {c.get('added', '?')} |")
     print()
 
 

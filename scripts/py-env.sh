@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The Python environment the tests and benchmarks use: a virtual environment
-# with numpy, pytest, hypothesis and maturin from PyPI, and memplug built
+# with numpy, pytest, hypothesis and maturin from PyPI (and numpy-allocator, for
+# the NumPy benchmark), and memplug built
 # from python/ and installed into it. Prints nothing else on success but
 # progress lines; the environment's path is $MEMPLUG_VENV (default
 # target/py-venv).
@@ -24,11 +25,20 @@ if [[ ! -x "$venv/bin/python" ]]; then
     "$python" -m venv "$venv"
 fi
 venv=$(cd "$venv" && pwd)
+# numpy-allocator, pinned: the other NumPy handler python/bench/numpy_bridge.py
+# compares with (a C extension; optional: the benchmark leaves it out without).
+numpy_allocator() {
+    "$venv/bin/python" -c 'import numpy_allocator' >/dev/null 2>&1 ||
+        "$venv/bin/python" -m pip install -q numpy-allocator==1.2.1 ||
+        echo "   numpy-allocator 1.2.1 did not install: the NumPy benchmark will leave it out" >&2
+}
 if ((reuse)) && "$venv/bin/python" -c 'import memplug, numpy' >/dev/null 2>&1; then
+    numpy_allocator
     exit 0
 fi
 "$venv/bin/python" -m pip install -q --upgrade pip
 "$venv/bin/python" -m pip install -q numpy pytest hypothesis maturin
+numpy_allocator
 "$venv/bin/python" -c 'import numpy, sys; print("   python", sys.version.split()[0], "numpy", numpy.__version__)'
 
 echo "== python: pip install ./python (plugins + extension module) ($(date +%T))"

@@ -1,16 +1,18 @@
-//! The shape of the code, checked: the host's modules form layers (each
-//! imports only from modules declared before it in `lib.rs`, so there is no
-//! circle of imports, and the unsafe core `raw` sits beneath the front ends),
-//! and no source file grows past 450 lines before its tests.
+//! The shape of the code, checked: the host's modules, and those of the
+//! Python package's native crate (`python/src`), form layers (each imports
+//! only from modules declared before it in its `lib.rs`, so there is no
+//! circle of imports, and the host's unsafe core `raw` sits beneath the
+//! front ends), and no source file grows past 450 lines before its tests.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 mod support;
 
-/// The host's modules in `lib.rs` order, which is the layer order.
-fn layers() -> Vec<String> {
-    let lib = std::fs::read_to_string(support::root().join("host/src/lib.rs")).unwrap();
+/// The modules of the crate in `src` (relative to the repository), in
+/// `lib.rs` order, which is the layer order.
+fn layers(src: &str) -> Vec<String> {
+    let lib = std::fs::read_to_string(support::root().join(src).join("lib.rs")).unwrap();
     lib.lines()
         .map(str::trim)
         .filter_map(|l| l.strip_prefix("pub mod ").or_else(|| l.strip_prefix("mod ")))
@@ -33,36 +35,72 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The files of module `name`: `name.rs`, or everything in `name/`.
-fn module_files(name: &str) -> Vec<PathBuf> {
-    let src = support::root().join("host/src");
+/// The files of module `name` of the crate in `src`: `name.rs`, or
+/// everything in `name/`.
+fn module_files(src: &str, name: &str) -> Vec<PathBuf> {
+    let src = support::root().join(src);
     let file = src.join(format!("{name}.rs"));
     if file.exists() { vec![file] } else { rust_files(&src.join(name)) }
 }
 
-/// The crate modules a file refers to (`crate::NAME`), outside comments.
+/// The crate modules a file refers to (`crate::NAME`, and each NAME of
+/// `crate::{NAME, ...}`, over lines if need be), outside comments.
 fn references(file: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(file).unwrap();
+    let code: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.starts_with("//"))
+        .map(|l| l.split(" //").next().unwrap_or(l))
+        .collect();
+    let code = code.join("\n");
+    let ident = |s: &str| -> String { s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect() };
     let mut found = Vec::new();
-    for line in text.lines().map(str::trim).filter(|l| !l.starts_with("//")) {
-        let code = line.split(" //").next().unwrap_or(line);
-        for (i, _) in code.match_indices("crate::") {
-            let rest = &code[i + "crate::".len()..];
-            let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-            found.push(name);
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        match rest.strip_prefix('{') {
+            Some(group) => {
+                let mut depth = 0;
+                let end = group
+                    .char_indices()
+                    .find(|&(_, c)| {
+                        depth += match c {
+                            '{' => 1,
+                            '}' => -1,
+                            _ => 0,
+                        };
+                        depth < 0
+                    })
+                    .map_or(group.len(), |(k, _)| k);
+                // The first name of each top-level item of the group.
+                let mut depth = 0;
+                let mut start = true;
+                for (k, c) in group[..end].char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => start = true,
+                        c if start && (c.is_ascii_alphanumeric() || c == '_') => {
+                            found.push(ident(&group[k..]));
+                            start = false;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            None => found.push(ident(rest)),
         }
     }
     found
 }
 
-#[test]
-fn modules_import_only_from_the_layers_below() {
-    let layers = layers();
-    assert!(layers.len() > 10, "lib.rs lists the modules: {layers:?}");
+/// Each module of the crate in `src` that uses one declared after it.
+fn layer_violations(src: &str) -> Vec<String> {
+    let layers = layers(src);
     let rank: BTreeMap<&str, usize> = layers.iter().enumerate().map(|(i, m)| (m.as_str(), i)).collect();
     let mut violations = Vec::new();
     for (i, module) in layers.iter().enumerate() {
-        for file in module_files(module) {
+        for file in module_files(src, module) {
             for target in references(&file) {
                 match rank.get(target.as_str()) {
                     Some(&j) if j > i => violations.push(format!(
@@ -74,13 +112,53 @@ fn modules_import_only_from_the_layers_below() {
             }
         }
     }
+    violations
+}
+
+#[test]
+fn modules_import_only_from_the_layers_below() {
+    let layers = layers("host/src");
+    assert!(layers.len() > 10, "lib.rs lists the modules: {layers:?}");
+    let violations = layer_violations("host/src");
     assert!(violations.is_empty(), "imports against the layer order of lib.rs:\n{}", violations.join("\n"));
+}
+
+#[test]
+fn the_python_crates_modules_import_only_from_the_layers_below() {
+    let layers = layers("python/src");
+    assert!(layers.len() > 10, "python/src/lib.rs lists the modules: {layers:?}");
+    let mut listed: Vec<String> = rust_files(&support::root().join("python/src"))
+        .iter()
+        .filter_map(|f| f.file_stem()?.to_str().map(str::to_string))
+        .filter(|m| m != "lib")
+        .collect();
+    listed.sort();
+    let mut declared = layers.clone();
+    declared.sort();
+    assert_eq!(listed, declared, "every file of python/src is a module declared in its lib.rs");
+    let violations = layer_violations("python/src");
+    assert!(violations.is_empty(), "imports against the layer order of python/src/lib.rs:\n{}", violations.join("\n"));
+}
+
+#[test]
+fn references_read_single_names_groups_and_wrapped_groups() {
+    let dir = std::env::temp_dir().join(format!("memplug-architecture-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("sample.rs");
+    std::fs::write(
+        &file,
+        "use crate::a::B;\n// use crate::commented;\nuse crate::{c, d::{E, F}};\nuse crate::{\n    g,\n    h::I,\n};\nlet x = crate::j::k(); // crate::k\n",
+    )
+    .unwrap();
+    let found = references(&file);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(found, ["a", "c", "d", "g", "h", "j"]);
 }
 
 #[test]
 fn the_unsafe_core_imports_no_front_end() {
     let front_ends = ["handle", "handler", "buffer", "lock", "current", "registry", "check", "report", "load"];
-    for file in module_files("raw") {
+    for file in module_files("host/src", "raw") {
         for target in references(&file) {
             assert!(!front_ends.contains(&target.as_str()), "{} uses crate::{target}", file.display());
         }
@@ -90,7 +168,7 @@ fn the_unsafe_core_imports_no_front_end() {
 #[test]
 fn no_source_file_is_over_450_lines_before_its_tests() {
     let root = support::root();
-    let mut dirs = vec![root.join("host/src"), root.join("abi/src")];
+    let mut dirs = vec![root.join("host/src"), root.join("abi/src"), root.join("python/src")];
     for plugin in std::fs::read_dir(root.join("plugins")).unwrap() {
         let src = plugin.unwrap().path().join("src");
         if src.is_dir() {

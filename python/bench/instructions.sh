@@ -1,30 +1,46 @@
 #!/usr/bin/env bash
 # Instructions per NumPy create+delete, NumPy's default handler vs the bridge
-# with the `system` plugin: deterministic, where the time of a 130 ns loop is
-# not (valgrind counts the instructions; two loop lengths are run and the
-# difference divided, so the interpreter's start-up cancels out).
+# with the `system` plugin (and numpy-allocator over libc, if installed):
+# deterministic, where the time of a 130 ns loop is not (valgrind counts the
+# instructions; two loop lengths are run and the difference divided, so the
+# interpreter's start-up cancels out).
 #
-#   python/bench/instructions.sh [PYTHON] [large|small]
+#   python/bench/instructions.sh [PYTHON] [empty1m|empty8|ones64]
+#
+# empty1m: np.empty(1 MiB, uint8); empty8: np.empty(8); ones64: np.ones(64).
 #
 # PYTHON defaults to target/py-venv/bin/python (scripts/python-tests.sh --quick
 # makes it). Needs valgrind. Takes about a minute.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 python=${1:-target/py-venv/bin/python}
-case=${2:-large}
+case=${2:-empty1m}
 command -v valgrind >/dev/null || { echo "instructions.sh: valgrind is needed" >&2; exit 2; }
 
 prog='
-import os, sys
+import os, sys, ctypes, ctypes.util
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import numpy as np, memplug.numpy as mnp
 variant, n, case = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-h = None if variant == "default" else mnp.handler(variant)
-empty, u8 = np.empty, np.uint8
-with mnp.use(h):
-    if case == "large":
+if variant == "numpy_allocator":
+    import numpy_allocator
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    class libc_allocator(metaclass=numpy_allocator.type):
+        _calloc_ = ctypes.addressof(libc.calloc)
+        _free_ = ctypes.addressof(libc.free)
+        _malloc_ = ctypes.addressof(libc.malloc)
+        _realloc_ = ctypes.addressof(libc.realloc)
+    ctx = libc_allocator
+else:
+    ctx = mnp.use(None if variant == "default" else mnp.handler(variant))
+empty, ones, u8 = np.empty, np.ones, np.uint8
+with ctx:
+    if case == "empty1m":
         for _ in range(n):
             empty(1 << 20, dtype=u8)
+    elif case == "ones64":
+        for _ in range(n):
+            ones(64)
     else:
         for _ in range(n):
             empty(8)
@@ -35,8 +51,10 @@ count() { # variant n -> instructions of the whole run
         "$python" -c "$prog" "$1" "$2" "$case" 2>&1 | awk '/I *refs:/ {gsub(",", "", $NF); print $NF}'
 }
 
+variants=(default system)
+"$python" -c 'import numpy_allocator' 2>/dev/null && variants+=(numpy_allocator)
 declare -A per_op
-for variant in default system; do
+for variant in "${variants[@]}"; do
     a=$(count "$variant" 50000)
     b=$(count "$variant" 150000)
     per_op[$variant]=$(( (b - a) / 100000 ))

@@ -7,7 +7,8 @@
 //! The calls NumPy makes are in [`crate::raw_numpy`]; this module owns the
 //! state they use and the cold paths they call into.
 
-use crate::counters::{Counts, Totals};
+use crate::counters::Totals;
+use crate::lines::Counts;
 use crate::raw_thread;
 use memplug::{DirectCalls, Handler, Instance};
 use pyo3::prelude::*;
@@ -195,7 +196,7 @@ pub struct Bridge {
     /// Pointers handed to `free`/`realloc` that this bridge did not make
     /// (or freed already): never passed to the plugin.
     pub foreign_pointers: EventLog,
-    /// The instance made from options, kept until [`Bridge::close`].
+    /// The instance made from options, kept until [`crate::raw_plugin::close`].
     instance: Mutex<Option<Instance>>,
 }
 
@@ -256,20 +257,15 @@ impl Bridge {
         room.checked_add(self.header)
     }
 
-    /// Turn the small-block cache on or off; whether it was on. Turning it
-    /// off frees the blocks cached by this thread and by threads that
-    /// ended at once, and those of other live threads at their next free
-    /// of a small block through this bridge. `Err` with the reason for a
-    /// bridge that never caches.
-    pub fn set_caching(&'static self, on: bool) -> Result<bool, String> {
+    /// Switch the small-block cache on or off; whether it was on. `Err`
+    /// with the reason for a bridge that never caches. Switching it off
+    /// leaves the blocks cached: [`crate::raw_plugin::set_caching`] frees
+    /// them (that is the call to make).
+    pub fn switch_cache(&self, on: bool) -> Result<bool, String> {
         if let Some(why) = &self.cache_refusal {
             return Err(why.clone());
         }
-        let was = self.cache.swap(if on { CACHE_ON } else { CACHE_OFF }, Relaxed) == CACHE_ON;
-        if !on {
-            crate::raw_block::drain_caches(self);
-        }
-        Ok(was)
+        Ok(self.cache.swap(if on { CACHE_ON } else { CACHE_OFF }, Relaxed) == CACHE_ON)
     }
 
     /// The cache's state: `on`, `off` or `never`.
@@ -281,15 +277,10 @@ impl Bridge {
         }
     }
 
-    /// Let the bridge's instance go: the host destroys it (for `shm`,
-    /// unmaps the segment and, with `unlink=1`, removes its name) once its
-    /// last block is freed — at once if none is live. Blocks still live
-    /// free as before; a new allocation succeeds while any block lives and
-    /// fails afterwards. The small-block cache is turned off first (its
-    /// blocks hold the instance). `false` if the bridge has no instance (a
-    /// registered handler lives for the process) or was closed already.
-    pub fn close(&'static self) -> bool {
-        let _ = self.set_caching(false);
+    /// Let go of the bridge's instance (see [`crate::raw_plugin::close`],
+    /// which turns the cache off first: the call to make); `false` if it
+    /// has none or let it go already.
+    pub fn take_instance(&self) -> bool {
         self.instance.lock().unwrap_or_else(|e| e.into_inner()).take().is_some()
     }
 

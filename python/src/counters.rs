@@ -1,32 +1,10 @@
 //! The bridge's counters: blocks and bytes allocated, freed, live and peak,
-//! and `free(NULL)` calls, per bridged handler.
-//!
-//! They are updated on NumPy's every `malloc` and `free`, so they must cost
-//! next to nothing. Measured on NumPy's `np.empty` loop, what costs is not
-//! arithmetic but cache lines that the interpreter evicted between two
-//! calls, and a thread-local access (a `dlopen`ed library pays a call to
-//! `__tls_get_addr`). So the hot path has **no atomic read-modify-write, no
-//! thread-local access, and touches one cache line**: each handler has a
-//! table of [`MAX_THREADS`] 64-byte lines, each holding its owner's id
-//! (the thread pointer) beside the counts, written with plain loads and
-//! stores. The first thread to count claims the [first line](FIRST_LINE)
-//! — the one every hot path looks at first, at a fixed place, so a
-//! program that uses NumPy from one thread never hashes its id — and any
-//! other thread the line at the hash of its id (its home), or, if another
-//! thread holds that, the next free one (probing, off the hot path).
-//!
-//! Counts are cumulative and never move: when a thread ends it gives its
-//! lines up, and the next thread to claim a line carries on counting in it.
-//! A reader sums every line. Threads beyond [`MAX_THREADS`] alive at once
-//! count in shared atomics instead.
-//!
-//! Each line also holds its thread's small-block cache ([`SmallCache`],
-//! the next 64 bytes: the adjacent cache line), which the bridge uses for
-//! handlers it may cache for ([`crate::raw_block`]); a line given up keeps
-//! its cached blocks for the next thread that claims it.
+//! and `free(NULL)` calls, per bridged handler — counted in the per-thread
+//! lines of [`crate::lines`] (see there why they cost next to nothing), and
+//! summed over them.
 //!
 //! **Peak bytes** need all threads at once. A thread checks the peak when its
-//! own live bytes have grown by [`PEAK_CHECK_BYTES`] since its last check
+//! own live bytes have grown by [`PEAK_CHECK_BYTES`](crate::lines::PEAK_CHECK_BYTES) since its last check
 //! (at every large block, every so many small ones): each line keeps the
 //! `headroom` left before the next check ([`FULL_HEADROOM`] after one),
 //! which an allocation lowers and a free raises, and a check is due when it
@@ -35,9 +13,9 @@
 //! ever counted in, a thread's live bytes are the total: it raises the
 //! shared peak to them, and only when they pass its last high (so a loop of
 //! large blocks reads no shared line). Once a second line is claimed (or a
-//! thread counts in the fallback) every line is marked [`CROWDED`] in its
+//! thread counts in the fallback) every line is marked crowded in its
 //! owner word; its owner takes the mark in at its next call (its next
-//! allocation then checks, and the mark becomes [`CROWD_SEEN`]). From then
+//! allocation then checks). From then
 //! on a free raises the headroom to [`FULL_HEADROOM`] at most — the
 //! thread's last check follows its live bytes down, so that growing back
 //! counts as growth (another thread may have grown meanwhile) — and a check
@@ -46,172 +24,12 @@
 //! grows in steps of `PEAK_CHECK_BYTES` or more, and can be short by up to
 //! about `PEAK_CHECK_BYTES` per thread when it grows in small blocks; live
 //! counts are always exact.
+//!
+//! Imports [`crate::lines`], [`crate::raw_cache`].
 
-use crate::raw_cache::{CLASSES, SmallCache};
-use crate::raw_thread::thread_id;
-use std::cell::RefCell;
-use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
-
-use Ordering::Relaxed;
-
-/// Threads counting per thread at once, per handler.
-pub const MAX_THREADS: usize = 256;
-/// Growth of one thread's live bytes between two checks of the peak.
-pub const PEAK_CHECK_BYTES: i64 = 32 * 1024;
-/// A line's headroom right after a check: an allocation that brings the
-/// growth to [`PEAK_CHECK_BYTES`] makes it negative.
-const FULL_HEADROOM: i64 = PEAK_CHECK_BYTES - 1;
-
-const _: () = assert!(MAX_THREADS.is_power_of_two());
-
-/// A counter written by one thread and read by any: a relaxed load and
-/// store, not an atomic add (no `lock` prefix, no cache-line traffic).
-#[derive(Default)]
-struct Owned(AtomicU64);
-
-impl Owned {
-    #[inline]
-    fn add(&self, n: u64) {
-        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
-    }
-
-    #[inline]
-    fn get(&self) -> u64 {
-        self.0.load(Relaxed)
-    }
-}
-
-/// One thread's counts for one handler, who owns them, and its cached
-/// blocks: two cache lines.
-#[derive(Default)]
-#[repr(C, align(128))]
-pub struct Line {
-    /// The owning thread's id (a multiple of 4), with [`CROWDED`] or
-    /// [`CROWD_SEEN`] in its low bits; 0 when free.
-    owner: AtomicUsize,
-    allocs: Owned,
-    frees: Owned,
-    reallocs: Owned,
-    null_frees: Owned,
-    bytes_allocated: Owned,
-    bytes_freed: Owned,
-    /// Bytes the owner's live bytes may still grow by before it checks the
-    /// peak: [`FULL_HEADROOM`] above its live bytes at its last check (for a
-    /// crowded line: at their lowest since), less what they are now.
-    headroom: AtomicI64,
-    /// The owner's small-block cache.
-    pub cache: SmallCache,
-}
-
-const _: () = assert!(size_of::<Line>() == 128);
-
-/// A mark in a line's owner word, set by any thread: the bridge counts in
-/// more than one line (or in the shared fallback), so this thread's live
-/// bytes are not the total (see the module docs on the peak). Its owner has
-/// not taken it in yet: [`Counts::mine`] does, on its next call.
-const CROWDED: usize = 1;
-/// The owner's mark in its owner word: it took [`CROWDED`] in.
-const CROWD_SEEN: usize = 2;
-/// The bits of an owner word that are not the owner.
-const MARKS: usize = CROWDED | CROWD_SEEN;
-
-impl Line {
-    /// Mark this line [`CROWDED`] if a thread owns it and it is not marked
-    /// yet.
-    fn crowd(&self) {
-        let mut v = self.owner.load(Relaxed);
-        while v != 0 && v & MARKS == 0 {
-            match self.owner.compare_exchange_weak(v, v | CROWDED, Relaxed, Relaxed) {
-                Ok(_) => return,
-                Err(now) => v = now,
-            }
-        }
-    }
-
-    fn live(&self) -> i64 {
-        self.bytes_allocated.get().wrapping_sub(self.bytes_freed.get()) as i64
-    }
-
-    /// Whether other lines count too, as far as the owner knows
-    /// ([`CROWD_SEEN`]); for the owner to ask.
-    #[inline]
-    pub fn crowded(&self) -> bool {
-        self.owner.load(Relaxed) & CROWD_SEEN != 0
-    }
-
-    /// Raise the headroom by `n` freed bytes; for a crowded line, to
-    /// [`FULL_HEADROOM`] at most (the last check follows the live bytes
-    /// down, so that growing back up is growth: other threads may have
-    /// grown meanwhile, and the sum of all may pass the peak on the way).
-    #[inline(always)]
-    fn give_back(&self, n: u64, crowded: bool) {
-        let room = self.headroom.load(Relaxed).wrapping_add(n as i64);
-        self.headroom.store(if crowded { room.min(FULL_HEADROOM) } else { room }, Relaxed);
-    }
-
-    /// Lower the headroom by `n` allocated bytes; whether a check is due
-    /// (it is used up: the sign of the subtraction's result tells).
-    #[inline]
-    fn take(&self, n: u64) -> bool {
-        let room = self.headroom.load(Relaxed).wrapping_sub(n as i64);
-        self.headroom.store(room, Relaxed);
-        room < 0
-    }
-
-    /// The counts, indexed by [`BYTES_ALLOCATED`] and the others.
-    fn counts(&self) -> [u64; 6] {
-        [
-            self.bytes_allocated.get(),
-            self.bytes_freed.get(),
-            self.allocs.get(),
-            self.frees.get(),
-            self.reallocs.get(),
-            self.null_frees.get(),
-        ]
-    }
-}
-
-// Byte counts first: the peak check reads them from `Counts::fallback`,
-// which then shares its cache line with `used` and `peak`.
-const BYTES_ALLOCATED: usize = 0;
-const BYTES_FREED: usize = 1;
-const ALLOCS: usize = 2;
-const FREES: usize = 3;
-const REALLOCS: usize = 4;
-const NULL_FREES: usize = 5;
-
-/// The line a thread claims if it is free — the first thread to count in
-/// a bridge does, and keeps it — and that the hot paths look at before
-/// the thread's [`home`]: a program that uses NumPy from one thread finds
-/// its line at a fixed place, without hashing its id.
-pub const FIRST_LINE: usize = 0;
-
-/// Where a thread's search for its line starts, after the
-/// [first line](FIRST_LINE) (never that one: a thread that does not own
-/// it finds its line at its home).
-#[inline]
-fn home(thread: usize) -> usize {
-    let hash =
-        (thread.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (usize::BITS - MAX_THREADS.trailing_zeros())) % MAX_THREADS;
-    const _: () = assert!(FIRST_LINE == 0);
-    hash.max(1)
-}
-
-thread_local! {
-    /// The lines this thread claimed, given up when it ends. Touched only
-    /// when a line is claimed.
-    static CLAIMED: Claimed = const { Claimed(RefCell::new(Vec::new())) };
-}
-
-struct Claimed(RefCell<Vec<&'static AtomicUsize>>);
-
-impl Drop for Claimed {
-    fn drop(&mut self) {
-        for owner in self.0.take() {
-            owner.store(0, Ordering::Release);
-        }
-    }
-}
+use crate::lines::{ALLOCS, BYTES_ALLOCATED, BYTES_FREED, Counts, FREES, FULL_HEADROOM, Line, NULL_FREES, REALLOCS};
+use crate::raw_cache::CLASSES;
+use std::sync::atomic::{Ordering, Ordering::Relaxed};
 
 /// Totals for one handler, summed over threads.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -245,118 +63,7 @@ impl Totals {
     }
 }
 
-/// The counters of one bridged handler. Counting needs a `&'static Counts`
-/// (bridges are leaked): a thread's claim on a line outlives the call. The
-/// lines are inline (no pointer to follow on the hot path).
-#[repr(C)]
-pub struct Counts {
-    lines: [Line; MAX_THREADS],
-    /// Which lines were ever claimed (one bit each): readers and the peak
-    /// check sum only those.
-    used: [AtomicU64; MAX_THREADS / 64],
-    peak: AtomicI64,
-    /// Counts of threads that found no free line.
-    fallback: [AtomicU64; 6],
-    /// Whether any thread counted in `fallback`.
-    fallback_used: std::sync::atomic::AtomicBool,
-}
-
-// What the peak check reads beside the lines (`used`, `peak`, the fallback's
-// byte counts) lies in one cache line.
-const _: () = assert!(
-    std::mem::offset_of!(Counts, used) % 64 == 0
-        && std::mem::offset_of!(Counts, fallback) + 8 * (BYTES_FREED + 1) <= std::mem::offset_of!(Counts, used) + 64
-);
-
-impl Default for Counts {
-    fn default() -> Self {
-        Counts::new()
-    }
-}
-
 impl Counts {
-    /// Counters for a new bridged handler (32 KiB of lines).
-    pub fn new() -> Counts {
-        Counts {
-            lines: std::array::from_fn(|_| Line::default()),
-            used: std::array::from_fn(|_| AtomicU64::new(0)),
-            peak: AtomicI64::new(0),
-            fallback: std::array::from_fn(|_| AtomicU64::new(0)),
-            fallback_used: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
-    /// This thread's line: at its usual place, or found or claimed
-    /// elsewhere; `None` when every line is taken.
-    #[inline]
-    pub fn mine(&'static self) -> Option<&'static Line> {
-        self.at_home().or_else(|| self.find_or_claim(thread_id()))
-    }
-
-    /// This thread's line if it is the [first](FIRST_LINE) or the one at
-    /// its home, and needs nothing done: the hot paths' question, with
-    /// [`Counts::mine`] as their cold fallback.
-    #[inline]
-    pub fn at_home(&'static self) -> Option<&'static Line> {
-        let me = thread_id();
-        let first = &self.lines[FIRST_LINE];
-        if first.owner.load(Relaxed) & !CROWD_SEEN == me {
-            return Some(first);
-        }
-        let line = &self.lines[home(me)];
-        (line.owner.load(Relaxed) & !CROWD_SEEN == me).then_some(line)
-    }
-
-    /// The [first line](FIRST_LINE) if it is this thread's and the only
-    /// one counted in (no mark in its owner word): `free`'s common case in
-    /// one comparison, with [`Counts::mine`] as its fallback.
-    #[inline(always)]
-    pub fn sole_first(&'static self) -> Option<&'static Line> {
-        let first = &self.lines[FIRST_LINE];
-        (first.owner.load(Relaxed) == thread_id()).then_some(first)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn find_or_claim(&'static self, me: usize) -> Option<&'static Line> {
-        let start = home(me);
-        let probe = std::iter::once(&self.lines[FIRST_LINE])
-            .chain((0..MAX_THREADS).map(|k| &self.lines[(start + k) % MAX_THREADS]));
-        if let Some(line) = probe.clone().find(|l| l.owner.load(Ordering::Acquire) & !MARKS == me) {
-            return Some(Self::take_in(line, me));
-        }
-        let line = probe.clone().find(|l| {
-            l.owner.load(Relaxed) == 0 && l.owner.compare_exchange(0, me, Ordering::Acquire, Relaxed).is_ok()
-        })?;
-        let index = (std::ptr::from_ref(line).addr() - std::ptr::from_ref(&self.lines[0]).addr()) / size_of::<Line>();
-        // SeqCst with the loads below: of two threads claiming their first
-        // lines at once, at least one sees the other's bit and crowds both.
-        self.used[index / 64].fetch_or(1 << (index % 64), Ordering::SeqCst);
-        let lines: u32 = self.used.iter().map(|w| w.load(Ordering::SeqCst).count_ones()).sum();
-        if lines > 1 || self.fallback_used.load(Ordering::SeqCst) {
-            self.used_lines().for_each(Line::crowd);
-        }
-        // A line given up at thread exit only has its owner reset. If the
-        // thread is being torn down this cannot be registered: the line then
-        // stays with this thread id (a later thread with the same id carries
-        // on in it).
-        let _ = CLAIMED.try_with(|c| c.0.borrow_mut().push(&line.owner));
-        Some(Self::take_in(line, me))
-    }
-
-    /// This thread's own `line`, with a [`CROWDED`] mark taken in: its
-    /// next allocation checks the peak (while the line was alone its last
-    /// check did not follow frees down), and the mark becomes
-    /// [`CROWD_SEEN`]. Only the owner clears `CROWDED` (others only set it
-    /// on an unmarked word), so the swap cannot fail.
-    fn take_in(line: &'static Line, me: usize) -> &'static Line {
-        if line.owner.load(Relaxed) & CROWDED != 0 {
-            line.headroom.store(0, Relaxed);
-            line.owner.store(me | CROWD_SEEN, Relaxed);
-        }
-        line
-    }
-
     #[cold]
     #[inline(never)]
     fn fallback(&self, adds: &[(usize, u64)]) {
@@ -367,21 +74,6 @@ impl Counts {
             self.used_lines().for_each(Line::crowd);
         }
         self.check_peak();
-    }
-
-    /// The lines ever claimed.
-    fn used_lines(&self) -> impl Iterator<Item = &Line> {
-        // Set bits only (the peak check runs at every large block).
-        self.used.iter().enumerate().flat_map(move |(w, bits)| {
-            let mut bits = bits.load(Relaxed);
-            std::iter::from_fn(move || {
-                let b = bits.trailing_zeros() as usize;
-                (bits != 0).then(|| {
-                    bits &= bits - 1;
-                    &self.lines[w * 64 + b]
-                })
-            })
-        })
     }
 
     /// Raise the peak to the live bytes now, if higher. Not `#[cold]`: a
@@ -404,12 +96,12 @@ impl Counts {
     }
 
     /// The check of the peak that `line`'s used-up headroom made due: its
-    /// live bytes grew by [`PEAK_CHECK_BYTES`] since its last check (for a
-    /// crowded line: above the lowest they were since); see the module
-    /// docs. Not `#[cold]`: a thread allocating large blocks runs it at
-    /// each.
+    /// live bytes grew by [`PEAK_CHECK_BYTES`](crate::lines::PEAK_CHECK_BYTES)
+    /// since its last check (for a crowded line: above the lowest they were
+    /// since); see the module docs. Not `#[cold]`: a thread allocating
+    /// large blocks runs it at each.
     #[inline(never)]
-    fn peak_check_due(&self, line: &Line) {
+    pub fn peak_check_due(&self, line: &Line) {
         line.headroom.store(FULL_HEADROOM, Relaxed);
         if line.crowded() {
             self.check_peak();
@@ -435,11 +127,19 @@ impl Counts {
     /// [`Counts::alloc`] in this thread's own `line`.
     #[inline]
     pub fn alloc_in(&self, line: &Line, size: usize) {
-        line.allocs.add(1);
-        line.bytes_allocated.add(size as u64);
-        if line.take(size as u64) {
+        if Self::count_alloc_in(line, size) {
             self.peak_check_due(line);
         }
+    }
+
+    /// [`Counts::alloc_in`] but for the check of the peak: whether one is
+    /// due ([`Counts::peak_check_due`] makes it), for a caller that makes
+    /// it last (a call in last place needs no registers kept across it).
+    #[inline(always)]
+    pub fn count_alloc_in(line: &Line, size: usize) -> bool {
+        line.allocs.add(1);
+        line.bytes_allocated.add(size as u64);
+        line.take(size as u64)
     }
 
     /// A block of `size` bytes was freed, by the thread of `line`.
@@ -499,21 +199,6 @@ impl Counts {
         (blocks, bytes)
     }
 
-    /// Run `f` on each line no thread owns and that has cached blocks,
-    /// claimed by this thread meanwhile (so no thread takes it in between).
-    pub fn with_unowned_caches(&'static self, mut f: impl FnMut(&'static Line)) {
-        let me = thread_id();
-        for line in self.used_lines() {
-            if !line.cache.is_empty()
-                && line.owner.load(Relaxed) == 0
-                && line.owner.compare_exchange(0, me, Ordering::Acquire, Relaxed).is_ok()
-            {
-                f(line);
-                line.owner.store(0, Ordering::Release);
-            }
-        }
-    }
-
     /// The totals over every thread, live or ended.
     pub fn totals(&self) -> Totals {
         let mut sums: [u64; 6] = std::array::from_fn(|k| self.fallback[k].load(Relaxed));
@@ -539,6 +224,7 @@ impl Counts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lines::{FIRST_LINE, PEAK_CHECK_BYTES};
 
     fn leaked() -> &'static Counts {
         Box::leak(Box::new(Counts::new()))

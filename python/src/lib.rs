@@ -6,10 +6,12 @@
 //!   ([`registry`]);
 //! - bridges: a memplug handler seen from NumPy, with its block header,
 //!   counters, small-block cache and record of NumPy's mistakes
-//!   ([`bridge`], [`counters`]), over the unsafe [`raw_block`] (the
-//!   functions NumPy calls, the header), [`raw_padded`] (the same for
-//!   shareable handlers, whose data is aligned to 64 bytes) and
-//!   [`raw_cache`] (the per-thread lists of cached blocks);
+//!   ([`bridge`]; the counters [`counters`], kept in the per-thread lines
+//!   of [`lines`]), under the unsafe [`raw_plugin`] (the block header, the
+//!   calls to the plugin), [`raw_block`] (the functions NumPy calls),
+//!   [`raw_padded`] (the same for shareable handlers, whose data is
+//!   aligned to 64 bytes) and over [`raw_cache`] (the per-thread lists of
+//!   cached blocks);
 //! - NumPy's handler capsules, current handler and arrays' handlers
 //!   ([`numpy`]), over the unsafe [`raw_numpy`] (NumPy's C API table, the
 //!   capsules) and [`raw_thread`] (the thread's id, whether it holds the
@@ -24,10 +26,12 @@
 //!   over the unsafe [`raw_callbacks`]: the trampolines that call Python);
 //! - exceptions with reason codes ([`errors`]).
 //!
-//! Layers, lowest first: `errors`, `raw_thread`, `raw_cache` → `counters` → `bridge` ↔
-//! `raw_block`, `raw_padded` (the bridge's state and the calls on it) → `raw_numpy` →
-//! `hook` → `raw_hook` → `raw_share` → `registry` → `numpy`, `share` → `raw_callbacks` → `define` →
-//! this module.
+//! Layers, lowest first, in the order of the `mod` lines below: each
+//! module imports only from the modules declared before it (checked by
+//! `tests/architecture.rs`): `errors`, `raw_thread`, `raw_cache` → `lines`
+//! → `counters` → `bridge` → `raw_plugin` → `raw_padded` → `raw_block` →
+//! `raw_numpy` → `hook` → `raw_hook` → `raw_share` → `registry` → `numpy`,
+//! `share` → `raw_callbacks` → `define` → this module.
 //!
 //! Its Rust API is private (Python is the public one): these docs are for
 //! the people working on it, `cargo doc --document-private-items`.
@@ -36,30 +40,33 @@
 // The module map above links the private modules it describes.
 #![allow(rustdoc::private_intra_doc_links)]
 
-mod bridge;
-mod counters;
-mod define;
 mod errors;
-mod hook;
-mod numpy;
 #[allow(unsafe_code)]
-mod raw_block;
-#[allow(unsafe_code)]
-mod raw_callbacks;
+mod raw_thread;
 #[allow(unsafe_code)]
 mod raw_cache;
+mod lines;
+mod counters;
+mod bridge;
 #[allow(unsafe_code)]
-mod raw_hook;
-#[allow(unsafe_code)]
-mod raw_numpy;
+mod raw_plugin;
 #[allow(unsafe_code)]
 mod raw_padded;
 #[allow(unsafe_code)]
-mod raw_share;
+mod raw_block;
 #[allow(unsafe_code)]
-mod raw_thread;
+mod raw_numpy;
+mod hook;
+#[allow(unsafe_code)]
+mod raw_hook;
+#[allow(unsafe_code)]
+mod raw_share;
 mod registry;
+mod numpy;
 mod share;
+#[allow(unsafe_code)]
+mod raw_callbacks;
+mod define;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
@@ -234,7 +241,7 @@ fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(define::define_callables, m)?)?;
     m.add_function(wrap_pyfunction!(define::define_addresses, m)?)?;
     m.add("HEADER_MIN_BYTES", 16)?;
-    m.add("PEAK_CHECK_BYTES", counters::PEAK_CHECK_BYTES)?;
+    m.add("PEAK_CHECK_BYTES", lines::PEAK_CHECK_BYTES)?;
     m.add("CACHE_MAX_BYTES", raw_cache::MAX_CACHED)?;
     m.add("CACHE_DEPTH", raw_cache::DEPTH)?;
     m.add("CACHE_ENV", bridge::CACHE_ENV)?;

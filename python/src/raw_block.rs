@@ -1,23 +1,7 @@
-//! The functions NumPy calls on a bridge, and the block header they read
-//! and write: the hot path of every NumPy allocation, and the unsafe code
-//! it needs. (Bridges of shareable handlers use [`crate::raw_padded`]'s.)
-//!
-//! # The block header
-//! NumPy's `realloc(ctx, ptr, new_size)` does not pass the old size and its
-//! `free(ctx, ptr, size)` may pass a wrong one, while a memplug plugin is
-//! owed the exact size on both. So every block carries a header of
-//! [`Bridge::header`] bytes in front of the pointer NumPy gets: a multiple
-//! of the handler's alignment and at least 16, so the pointer keeps the
-//! handler's alignment. Its last two words hold the size NumPy asked for
-//! and a check word (`cookie`) derived from the pointer, the size and the
-//! bridge: a pointer this bridge did not make (or already freed: the check
-//! word is cleared on free) is recognised and never handed to the plugin.
-//!
-//! ```text
-//!   base (from the plugin)          ptr (to NumPy)
-//!   |<------------ header ------------>|<------- size bytes ------->
-//!   [ padding ... | size | cookie     ][ array data ...            ]
-//! ```
+//! The functions NumPy calls on a bridge: the hot path of every NumPy
+//! allocation, and the unsafe code it needs, over the block header of
+//! [`crate::raw_plugin`]. (Bridges of shareable handlers use
+//! [`crate::raw_padded`]'s.)
 //!
 //! # The small-block cache
 //! For a bridge that may cache ([`Bridge::rounds`]: a thread-safe handler
@@ -36,7 +20,7 @@
 //! bridge's own copy of its `malloc`/`free` ([`Bridge::direct`]), by
 //! functions installed only on bridges that have one ([`direct_malloc`],
 //! [`direct_free`]: no test of it per call); a program's first thread
-//! counts in the [first line](crate::counters::FIRST_LINE), found with one
+//! counts in the [first line](crate::lines::FIRST_LINE), found with one
 //! comparison (no hash of the thread's id); whatever is rare (NULL, a
 //! foreign pointer, a wrong size, another thread's line, a crowded line,
 //! the cache's misses) is a separate function called last, so `free`'s
@@ -44,67 +28,15 @@
 //! and `malloc` counts after the plugin's call, so that only the bridge
 //! and the size live across it.
 //!
-//! Imports [`crate::bridge`], [`crate::counters`], [`crate::raw_cache`].
+//! Imports [`crate::bridge`], [`crate::lines`], [`crate::raw_cache`],
+//! [`crate::raw_plugin`], [`crate::raw_padded`].
 
 use crate::bridge::Bridge;
-use crate::counters::{Counts, Line};
-use crate::raw_cache::{CLASSES, MAX_CACHED, class_of};
-use memplug::DirectCalls;
+use crate::lines::{Counts, Line};
+use crate::raw_cache::{MAX_CACHED, class_of};
+use crate::raw_plugin::{drain_line, finish, finish_at, plugin_alloc, plugin_free, read_header};
 use std::ffi::c_void;
 use std::ptr::NonNull;
-
-/// The check word stored beside a block's size: the pointer, the size and
-/// the bridge's [salt](Bridge::salt) mixed.
-#[inline]
-pub fn cookie(bridge: &Bridge, ptr: *mut u8, size: usize) -> usize {
-    (ptr as usize) ^ size ^ bridge.salt
-}
-
-/// Write the header in front of `ptr` (a block's data pointer); `ptr`.
-///
-/// # Safety
-/// The two words before `ptr` are the block's, writable; `ptr` is 8-aligned.
-#[inline]
-unsafe fn finish_at(bridge: &Bridge, ptr: *mut u8, size: usize) -> *mut c_void {
-    let words = ptr.cast::<usize>();
-    // SAFETY: the caller's contract.
-    unsafe {
-        words.sub(2).write(size);
-        words.sub(1).write(cookie(bridge, ptr, size));
-    }
-    ptr.cast()
-}
-
-/// Write the header of a block the plugin just returned; the pointer for
-/// NumPy.
-///
-/// # Safety
-/// `base` is a live block of at least `bridge.header` bytes from the
-/// bridge's handler.
-#[inline]
-unsafe fn finish(bridge: &Bridge, base: NonNull<u8>, size: usize) -> *mut c_void {
-    // SAFETY: `header >= 16` bytes lie in the block before `ptr`, and both
-    // words are aligned (header is a multiple of 16 and base is 16-aligned,
-    // or at least 8-aligned for handlers declaring alignment 8).
-    unsafe { finish_at(bridge, base.as_ptr().add(bridge.header), size) }
-}
-
-/// Read the header in front of a pointer NumPy handed back: the size, or
-/// `None` if the check word does not match (not ours, or freed already).
-///
-/// # Safety
-/// The two words before `ptr` are readable: NumPy passes back pointers from
-/// this handler's `malloc`/`calloc`/`realloc` (an array's data is freed by
-/// the handler that made it).
-#[inline]
-unsafe fn read_header(bridge: &Bridge, ptr: *mut u8) -> Option<usize> {
-    // SAFETY: the caller's contract.
-    let (size, check) = unsafe {
-        let words = ptr.cast::<usize>();
-        (words.sub(2).read(), words.sub(1).read())
-    };
-    (check == cookie(bridge, ptr, size)).then_some(size)
-}
 
 /// The size NumPy asked for of the live block at `ptr`, from its header;
 /// `None` if the check word does not match.
@@ -119,103 +51,6 @@ pub unsafe fn block_size(bridge: &Bridge, ptr: NonNull<u8>) -> Option<usize> {
     }
     // SAFETY: the caller's contract is `read_header`'s.
     unsafe { read_header(bridge, ptr.as_ptr()) }
-}
-
-/// The bridge's [direct calls](Bridge::direct), for the functions
-/// installed only on bridges that have them (`DIRECT`): no test.
-///
-/// # Safety
-/// `DIRECT` is false, or `bridge.direct` is `Some`.
-#[inline(always)]
-unsafe fn direct_calls<const DIRECT: bool>(bridge: &Bridge) -> Option<DirectCalls> {
-    if DIRECT {
-        // SAFETY: the caller's contract. (`direct` never changes: bridges
-        // are shared as `&'static Bridge`, and the field is not a cell.)
-        Some(unsafe { bridge.direct.unwrap_unchecked() })
-    } else {
-        bridge.direct
-    }
-}
-
-/// A block of `total` bytes from the bridge's plugin: straight from its
-/// `malloc` when the bridge has the [direct calls](Bridge::direct).
-///
-/// # Safety
-/// As for [`direct_calls`].
-#[inline(always)]
-unsafe fn plugin_alloc<const DIRECT: bool>(bridge: &Bridge, total: usize) -> Option<NonNull<u8>> {
-    // SAFETY: the caller's contract.
-    match unsafe { direct_calls::<DIRECT>(bridge) } {
-        // SAFETY: `total > 0`: every block has the header in front.
-        Some(calls) => NonNull::new(unsafe { calls.malloc(total) }),
-        None => handler_alloc(bridge, total),
-    }
-}
-
-/// [`plugin_alloc`] through the handler (its lock, its count): out of
-/// line, so that the direct path keeps no room for its result.
-#[inline(never)]
-fn handler_alloc(bridge: &Bridge, total: usize) -> Option<NonNull<u8>> {
-    bridge.handler.alloc(total).ok()
-}
-
-/// Give a block back to the bridge's plugin.
-///
-/// # Safety
-/// `base` is a live block of `total` bytes from [`plugin_alloc`] (or the
-/// handler's `alloc`/`realloc` with that size), not used again; and as for
-/// [`direct_calls`].
-#[inline(always)]
-unsafe fn plugin_free<const DIRECT: bool>(bridge: &Bridge, base: NonNull<u8>, total: usize) {
-    // SAFETY: the caller's contract.
-    match unsafe { direct_calls::<DIRECT>(bridge) } {
-        // SAFETY: the caller's contract; `total > 0` (the header).
-        Some(calls) => unsafe { calls.free(base, total) },
-        // SAFETY: the caller's contract.
-        None => unsafe { handler_free(bridge, base, total) },
-    }
-}
-
-/// [`plugin_free`] through the handler (its lock, its count), out of line.
-/// The cold paths of `free` are `extern "C"`, as NumPy's `free` is, so
-/// that it can jump to them (a call in last place to a function of
-/// another calling convention stays a call, with a stack frame around it).
-///
-/// # Safety
-/// As for [`plugin_free`].
-#[inline(never)]
-unsafe extern "C" fn handler_free(bridge: &Bridge, base: NonNull<u8>, total: usize) {
-    // SAFETY: the caller's contract.
-    unsafe { bridge.handler.free(base, total) }
-}
-
-/// Free the blocks cached in `line` through the bridge's handler.
-///
-/// # Safety
-/// The calling thread owns `line` (it is [`crate::counters::Counts::mine`]'s,
-/// or claimed by [`crate::counters::Counts::with_unowned_caches`]), which is
-/// one of `bridge`'s lines.
-unsafe fn drain_line(bridge: &Bridge, line: &Line) {
-    // SAFETY: the caller owns the line; every cached block is a block of
-    // the bridge's handler allocated as `header + CLASSES[class]` bytes,
-    // no one's any more.
-    unsafe {
-        line.cache.drain(|class, ptr| {
-            bridge.handler.free(NonNull::new_unchecked(ptr.as_ptr().sub(bridge.header)), bridge.header + CLASSES[class])
-        })
-    };
-}
-
-/// Free the blocks cached by this thread and by threads that ended.
-/// Threads alive keep theirs until their next free through the bridge
-/// (when the cache is off) or their end.
-pub fn drain_caches(bridge: &'static Bridge) {
-    if let Some(line) = bridge.counts.mine() {
-        // SAFETY: `mine` is this thread's own line.
-        unsafe { drain_line(bridge, line) };
-    }
-    // SAFETY: each line is claimed by this thread while it is drained.
-    bridge.counts.with_unowned_caches(|line| unsafe { drain_line(bridge, line) });
 }
 
 // The functions NumPy calls. A panic must not unwind into NumPy; nothing on
@@ -241,10 +76,12 @@ pub unsafe extern "C" fn direct_malloc(ctx: *mut c_void, size: usize) -> *mut c_
     unsafe { malloc_impl::<true>(ctx, size) }
 }
 
-/// NumPy's `malloc`, for both kinds of bridge.
+/// NumPy's `malloc`, for both kinds of bridge: a test and a jump, to the
+/// cache or to the plugin (no registers to keep: the small path is not
+/// slowed by the large one's needs).
 ///
 /// # Safety
-/// As for [`bridge_malloc`], and as for [`direct_calls`].
+/// As for [`bridge_malloc`], and as for [`direct_calls`](crate::raw_plugin::direct_calls).
 #[inline(always)]
 unsafe fn malloc_impl<const DIRECT: bool>(ctx: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: `ctx` is the leaked bridge `new_capsule` stored.
@@ -253,25 +90,50 @@ unsafe fn malloc_impl<const DIRECT: bool>(ctx: *mut c_void, size: usize) -> *mut
         return malloc_cached(bridge, size);
     }
     // SAFETY: the caller's contract.
+    unsafe { malloc_large::<DIRECT>(bridge, size) }
+}
+
+/// `malloc` of a block the cache does not serve: from the plugin.
+///
+/// # Safety
+/// As for [`direct_calls`](crate::raw_plugin::direct_calls).
+#[inline(never)]
+unsafe extern "C" fn malloc_large<const DIRECT: bool>(bridge: &'static Bridge, size: usize) -> *mut c_void {
+    // SAFETY: the caller's contract.
     unsafe { malloc_from_plugin::<DIRECT>(bridge, size) }
 }
 
 /// `malloc` of a small block while the cache is on: this thread's cached
 /// block of its class, if any. A function of its own, jumped to, so that
 /// `malloc`'s path to the plugin is short and straight (its time moved
-/// with where its code lay while it was spread over both).
+/// with where its code lay while it was spread over both). Its calls are
+/// all in last place (the header is written before the count, and a due
+/// check of the peak returns the pointer), so its common path keeps no
+/// registers.
 #[inline(never)]
 extern "C" fn malloc_cached(bridge: &'static Bridge, size: usize) -> *mut c_void {
     if let Some(line) = bridge.counts.at_home()
         // SAFETY: `line` is this thread's own line (`at_home`).
         && let Some(ptr) = unsafe { line.cache.pop(class_of(size)) }
     {
-        bridge.counts.alloc_in(line, size);
         // SAFETY: a cached block: its header is writable and it has room
         // for its class, which `size` fits.
-        return unsafe { finish_at(bridge, ptr.as_ptr(), size) };
+        let ptr = unsafe { finish_at(bridge, ptr.as_ptr(), size) };
+        if Counts::count_alloc_in(line, size) {
+            return check_peak_then(bridge, line, ptr);
+        }
+        return ptr;
     }
     malloc_small(bridge, size)
+}
+
+/// The check of the peak an allocation made due, then `ptr`: a call in
+/// last place for [`malloc_cached`].
+#[cold]
+#[inline(never)]
+extern "C" fn check_peak_then(bridge: &'static Bridge, line: &Line, ptr: *mut c_void) -> *mut c_void {
+    bridge.counts.peak_check_due(line);
+    ptr
 }
 
 /// A block from the plugin, counted, with its header written; NULL if the
@@ -279,7 +141,7 @@ extern "C" fn malloc_cached(bridge: &'static Bridge, size: usize) -> *mut c_void
 /// live across it.
 ///
 /// # Safety
-/// As for [`direct_calls`].
+/// As for [`direct_calls`](crate::raw_plugin::direct_calls).
 #[inline(always)]
 unsafe fn malloc_from_plugin<const DIRECT: bool>(bridge: &'static Bridge, size: usize) -> *mut c_void {
     let Some(total) = bridge.plugin_size(size) else { return std::ptr::null_mut() };
@@ -416,7 +278,7 @@ pub unsafe extern "C" fn direct_free(ctx: *mut c_void, ptr: *mut c_void, size: u
 /// NumPy's `free`, for both kinds of bridge.
 ///
 /// # Safety
-/// As for [`bridge_free`], and as for [`direct_calls`].
+/// As for [`bridge_free`], and as for [`direct_calls`](crate::raw_plugin::direct_calls).
 #[inline(always)]
 unsafe fn free_impl<const DIRECT: bool>(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
     // SAFETY: as in `bridge_malloc`.
@@ -443,7 +305,7 @@ unsafe fn free_impl<const DIRECT: bool>(ctx: *mut c_void, ptr: *mut c_void, size
     }
 }
 
-/// `free` by a thread whose line is not the [first](crate::counters::FIRST_LINE)
+/// `free` by a thread whose line is not the [first](crate::lines::FIRST_LINE)
 /// or is crowded (other threads count too: the same, with the headroom
 /// capped, see [`crate::counters`]), or must take a mark in. (A version
 /// that found the line without a call, a leaf ending in a jump to the
@@ -451,7 +313,7 @@ unsafe fn free_impl<const DIRECT: bool>(ctx: *mut c_void, ptr: *mut c_void, size
 /// one-thread benchmark: code placement, see BENCHMARKS.md.)
 ///
 /// # Safety
-/// As for [`free_counted`], but for the line; and as for [`direct_calls`]
+/// As for [`free_counted`], but for the line; and as for [`direct_calls`](crate::raw_plugin::direct_calls)
 /// (`DIRECT` is not used: the direct calls are tested).
 #[inline(never)]
 unsafe extern "C" fn free_other<const DIRECT: bool>(bridge: &'static Bridge, ptr: *mut u8, real: usize) {
@@ -506,7 +368,7 @@ unsafe extern "C" fn free_mismatched(bridge: &'static Bridge, ptr: *mut u8, real
 /// # Safety
 /// The block's header matched (it is a live block of this bridge of `real`
 /// bytes asked, which NumPy is done with); `line` is this thread's own
-/// line, if any; and as for [`direct_calls`].
+/// line, if any; and as for [`direct_calls`](crate::raw_plugin::direct_calls).
 #[inline(always)]
 unsafe fn free_counted<const DIRECT: bool>(
     bridge: &'static Bridge,
@@ -520,9 +382,11 @@ unsafe fn free_counted<const DIRECT: bool>(
         Some(l) => Counts::free_in(l, real, crowded),
         None => bridge.counts.free(None, real),
     }
-    if real <= MAX_CACHED && bridge.rounds {
-        if let Some(l) = line
-            && bridge.caching()
+    if real <= MAX_CACHED {
+        // The cache is on only for a bridge that rounds: tested first, so
+        // that the common small free reads one flag.
+        if bridge.caching()
+            && let Some(l) = line
             // SAFETY: `l` is this thread's own line; the header matched, so
             // `ptr` is a live block of this bridge, allocated with the room
             // of its class (`rounds`), and NumPy is done with it.
@@ -530,9 +394,11 @@ unsafe fn free_counted<const DIRECT: bool>(
         {
             return;
         }
-        // SAFETY: forwarded: the caller's contract; a bridge that rounds
-        // made the block with the room of its class.
-        return unsafe { free_small(bridge, line, ptr, real) };
+        if bridge.rounds {
+            // SAFETY: forwarded: the caller's contract; a bridge that
+            // rounds made the block with the room of its class.
+            return unsafe { free_small(bridge, line, ptr, real) };
+        }
     }
     // SAFETY: the header matched: `ptr - header` is a live block of
     // `plugin_size(real)` bytes (which did not overflow when it was made);
@@ -546,7 +412,7 @@ unsafe fn free_counted<const DIRECT: bool>(
 ///
 /// # Safety
 /// `ptr - header` is a live block of the bridge of `total` bytes, NumPy's
-/// no more; and as for [`direct_calls`].
+/// no more; and as for [`direct_calls`](crate::raw_plugin::direct_calls).
 #[inline(always)]
 unsafe fn release<const DIRECT: bool>(bridge: &Bridge, ptr: *mut u8, total: usize) {
     // SAFETY: the caller's contract; the check word is in the header.

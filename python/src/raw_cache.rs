@@ -2,8 +2,11 @@
 //! short last-in-first-out list per size class of blocks NumPy freed, kept
 //! to be handed out again without calling the plugin.
 //!
-//! A [`SmallCache`] is 64 bytes: the depth of each list (one byte each, in
-//! one word) and the list heads. The lists are threaded through the blocks
+//! A [`SmallCache`] is 128 bytes, two cache lines: the depth of each list
+//! (four bits each, in one word) and the list heads, those of the classes
+//! up to 192 bytes in the first line with the depths. The classes reach
+//! 1 KiB, as NumPy's own cache does (it keeps up to 7 blocks of each byte
+//! size below 1024). The lists are threaded through the blocks
 //! themselves: a cached block's header (the two words in front of the
 //! pointer NumPy had, see [`crate::raw_block`]) holds the next block of its
 //! list and a cleared check word, so a cached block is never taken for a
@@ -20,17 +23,35 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 /// Bytes of data served by each size class; a cached block of class `c`
-/// was allocated with room for `CLASSES[c]` bytes.
-pub const CLASSES: [usize; 7] = [16, 32, 48, 64, 96, 128, 256];
+/// was allocated with room for `CLASSES[c]` bytes (at most half as much
+/// again as it was asked for).
+pub const CLASSES: [usize; 12] = [16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024];
 /// The largest request served from the cache.
-pub const MAX_CACHED: usize = 256;
+pub const MAX_CACHED: usize = 1024;
 /// Blocks kept per size class and thread.
 pub const DEPTH: u64 = 8;
 
-/// The class of a request of `size <= MAX_CACHED` bytes, by 16-byte step.
-const CLASS_BY_16: [u8; MAX_CACHED / 16 + 1] = [0, 0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 6, 6, 6, 6, 6, 6];
+/// The class of a request of `size <= MAX_CACHED` bytes, by 16-byte step:
+/// the smallest class that holds the step's top.
+const CLASS_BY_16: [u8; MAX_CACHED / 16 + 1] = {
+    let mut table = [0u8; MAX_CACHED / 16 + 1];
+    let mut step = 0;
+    while step < table.len() {
+        let mut class = 0;
+        while CLASSES[class] < step * 16 {
+            class += 1;
+        }
+        table[step] = class as u8;
+        step += 1;
+    }
+    table
+};
 
-const _: () = assert!(CLASSES[CLASSES.len() - 1] == MAX_CACHED && DEPTH < 256);
+/// Bits of a list's depth in [`SmallCache::depths`].
+const DEPTH_BITS: usize = 4;
+
+const _: () =
+    assert!(CLASSES[CLASSES.len() - 1] == MAX_CACHED && DEPTH < (1 << DEPTH_BITS) && CLASSES.len() * DEPTH_BITS <= 64);
 
 /// The size class of a request of `size` bytes (`size <= MAX_CACHED`).
 #[inline]
@@ -47,21 +68,21 @@ pub fn rounded(size: usize) -> usize {
 
 /// One thread's cached blocks (see the module docs).
 #[derive(Default)]
-#[repr(C)]
+#[repr(C, align(64))]
 pub struct SmallCache {
-    /// Byte `c`: how many blocks list `c` holds.
+    /// Bits `4c..4c+4`: how many blocks list `c` holds.
     depths: AtomicU64,
     /// The last block pushed of each class (its data pointer), or 0.
     heads: [AtomicUsize; CLASSES.len()],
 }
 
-const _: () = assert!(size_of::<SmallCache>() == 64);
+const _: () = assert!(size_of::<SmallCache>() == 128);
 
 impl SmallCache {
     /// Blocks cached, by class.
     pub fn depths(&self) -> [u64; CLASSES.len()] {
         let d = self.depths.load(Relaxed);
-        std::array::from_fn(|c| (d >> (8 * c)) & 0xff)
+        std::array::from_fn(|c| (d >> (DEPTH_BITS * c)) & ((1 << DEPTH_BITS) - 1))
     }
 
     /// Whether no block is cached.
@@ -81,7 +102,7 @@ impl SmallCache {
     #[inline]
     pub unsafe fn push(&self, class: usize, ptr: NonNull<u8>) -> bool {
         let depths = self.depths.load(Relaxed);
-        if (depths >> (8 * class)) & 0xff >= DEPTH {
+        if (depths >> (DEPTH_BITS * class)) & ((1 << DEPTH_BITS) - 1) >= DEPTH {
             return false;
         }
         let words = ptr.as_ptr().cast::<usize>();
@@ -92,7 +113,7 @@ impl SmallCache {
             words.sub(1).write(0);
         }
         self.heads[class].store(ptr.as_ptr() as usize, Relaxed);
-        self.depths.store(depths + (1 << (8 * class)), Relaxed);
+        self.depths.store(depths + (1 << (DEPTH_BITS * class)), Relaxed);
         true
     }
 
@@ -108,7 +129,7 @@ impl SmallCache {
         // untouched while listed.
         let next = unsafe { head.as_ptr().cast::<usize>().sub(2).read() };
         self.heads[class].store(next, Relaxed);
-        self.depths.store(self.depths.load(Relaxed) - (1 << (8 * class)), Relaxed);
+        self.depths.store(self.depths.load(Relaxed) - (1 << (DEPTH_BITS * class)), Relaxed);
         Some(head)
     }
 
@@ -138,7 +159,10 @@ mod tests {
             assert!(CLASSES[c] >= size, "{size}");
             assert!(c == 0 || CLASSES[c - 1] < size, "{size} is in the smallest class that fits");
         }
-        assert_eq!((rounded(8), rounded(64), rounded(65), rounded(257)), (16, 64, 96, 257));
+        assert_eq!(
+            (rounded(8), rounded(64), rounded(65), rounded(512), rounded(513), rounded(1024), rounded(1025)),
+            (16, 64, 96, 512, 768, 1024, 1025)
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! than NumPy wants; the data starts at the first 64-aligned address at
 //! least three words into it. The three words in front of the data hold
 //! the offset from the block's start, the size NumPy asked for, and the
-//! check word (as in [`crate::raw_block`], with the offset mixed in):
+//! check word (as in [`crate::raw_plugin`], with the offset mixed in):
 //!
 //! ```text
 //!   base (from the plugin)                 ptr (to NumPy, 64-aligned)
@@ -20,10 +20,10 @@
 //!
 //! No small-block cache here: shareable handlers report statistics.
 //!
-//! Imports [`crate::bridge`] and [`crate::raw_block`]'s check word.
+//! Imports [`crate::bridge`] and [`crate::raw_plugin`]'s check word.
 
 use crate::bridge::{Bridge, PAD_ALIGN, PADDED_OVERHEAD};
-use crate::raw_block::cookie;
+use crate::raw_plugin::cookie;
 use std::ffi::c_void;
 use std::ptr::NonNull;
 

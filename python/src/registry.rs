@@ -171,7 +171,7 @@ pub fn existing_bridge(key: &str) -> Option<&'static Bridge> {
 }
 
 /// Close the bridge of `key`, an instance (`name:options`): let its
-/// instance go once its blocks are freed ([`Bridge::close`]), and forget
+/// instance go once its blocks are freed ([`crate::raw_plugin::close`]), and forget
 /// the name, so that asking for it again makes a new instance. `false` if
 /// no bridge of that name is open.
 pub fn close(key: &str) -> PyResult<bool> {
@@ -189,7 +189,7 @@ pub fn close(key: &str) -> PyResult<bool> {
     state.bridges.remove(key);
     state.closed.insert(key.to_string(), bridge);
     drop(state);
-    Ok(bridge.close())
+    Ok(crate::raw_plugin::close(bridge))
 }
 
 fn events<'py>(py: Python<'py>, log: &EventLog) -> PyResult<Bound<'py, PyList>> {
@@ -310,7 +310,7 @@ pub fn stats<'py>(py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyDict>> {
 /// need be); whether it was on.
 pub fn set_caching(key: &str, on: bool) -> PyResult<bool> {
     let b = bridge(key)?;
-    b.set_caching(on).map_err(|why| {
+    crate::raw_plugin::set_caching(b, on).map_err(|why| {
         errors::numpy_error("not-cacheable", format!("the bridge of `{key}` never caches small blocks: {why}"))
     })
 }

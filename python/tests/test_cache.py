@@ -55,7 +55,7 @@ def test_each_size_class_keeps_a_bounded_number_of_blocks(system_cache):
     with mnp.use("system"):
         arrays = [np.empty(8) for _ in range(3 * depth)]
         del arrays  # 24 blocks of the 64-byte class freed at once
-        large = [np.empty(100) for _ in range(3)]  # 800 bytes: never cached
+        large = [np.empty(200) for _ in range(3)]  # 1600 bytes: never cached
         del large
     s = bridge("system")
     assert s["cached_blocks"] == depth, "one class, at most DEPTH blocks"

@@ -34,10 +34,10 @@ How it behaves:
   without the GIL in places; memplug serialises every call into a plugin
   that does not declare itself thread-safe.
 - **Small blocks are cached, where no plugin can tell.** Like NumPy's own
-  handler, the bridge keeps blocks of up to 256 bytes that NumPy freed and
+  handler, the bridge keeps blocks of up to 1 KiB that NumPy freed and
   hands them out again -- per thread (no GIL needed), 8 per size class
-  (16, 32, 48, 64, 96, 128, 256 bytes; a small request is given its class's
-  room) -- but only for a handler that is thread-safe and reports no
+  (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024 bytes; a small
+  request is given its class's room) -- but only for a handler that is thread-safe and reports no
   statistics (``system``, allocators by symbol name, ``aligned``): a plugin
   that counts, checks or shares its blocks (``tracking``, ``guard``,
   ``arena``, ``shm``) sees every free. :func:`set_cache` turns it off
