@@ -41,9 +41,9 @@
 //! above the handler's). A free adds the arena's range check.
 //!
 //! For a thread-safe handler that is not an instance, blocks within its
-//! alignment go straight to the plugin's `malloc` and `free`
-//! ([`Handler::direct_calls`]); everything else (zeroed blocks, resizing,
-//! larger alignments) goes through the `Allocator` impl. A handler that is
+//! alignment go straight to the plugin's `malloc`, `calloc`, `realloc` and
+//! `free` (as [`Handler::direct_calls`] gives them); larger alignments go
+//! through the `Allocator` impl. A handler that is
 //! not thread-safe is called under a futex lock of `Global`'s own (which
 //! never allocates) around the handler's lock.
 //!
@@ -98,8 +98,9 @@ const SYSTEM: u8 = 3;
 const HANDLER: u8 = 4;
 /// Final: a handler called under `Global`'s lock.
 const LOCKED: u8 = 5;
-/// Final: a thread-safe handler whose plain `malloc` and `free` are called
-/// straight ([`Handler::direct_calls`]); the rest as in [`HANDLER`].
+/// Final: a thread-safe handler whose plain `malloc`, `calloc`, `realloc`
+/// and `free` are called straight ([`Handler::direct_calls`]); the rest as
+/// in [`HANDLER`].
 const DIRECT: u8 = 7;
 
 /// A global allocator chosen at start-up by an environment variable (see
@@ -116,8 +117,8 @@ pub struct Global {
 struct Chosen {
     status: Status,
     handler: Option<Handler>,
-    /// In the *direct* state: the plugin's `malloc` and `free`, and the
-    /// alignment their blocks have.
+    /// In the *direct* state: the plugin's direct calls, and the alignment
+    /// their blocks have.
     direct: Option<(DirectCalls, usize)>,
 }
 

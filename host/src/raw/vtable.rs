@@ -103,10 +103,10 @@ impl VTable {
         }
     }
 
-    /// The `malloc` and `free` calls alone, to be made without this vtable
-    /// (see [`DirectCalls`]).
+    /// The `malloc`, `free`, `calloc` and `realloc` calls alone, to be made
+    /// without this vtable (see [`DirectCalls`]).
     pub(crate) fn direct_calls(&self) -> DirectCalls {
-        DirectCalls { ctx: self.ctx, malloc: self.malloc, free: self.free }
+        DirectCalls { ctx: self.ctx, malloc: self.malloc, free: self.free, calloc: self.calloc, realloc: self.realloc }
     }
 
     /// The same functions with another `ctx` (an instance's, from `create`).
@@ -314,6 +314,10 @@ pub struct DirectCalls {
     ctx: *mut c_void,
     malloc: MallocFn,
     free: FreeFn,
+    /// For the crate's global allocator (`DirectCalls::calloc`).
+    calloc: CallocFn,
+    /// For the crate's global allocator (`DirectCalls::realloc`).
+    realloc: ReallocFn,
 }
 
 impl std::fmt::Debug for DirectCalls {
@@ -322,7 +326,7 @@ impl std::fmt::Debug for DirectCalls {
     }
 }
 
-// SAFETY: plain data (two function pointers and the plugin's opaque `ctx`)
+// SAFETY: plain data (function pointers and the plugin's opaque `ctx`)
 // of a thread-safe handler: any thread may call them, at once.
 unsafe impl Send for DirectCalls {}
 // SAFETY: as above.
@@ -347,12 +351,44 @@ impl DirectCalls {
     ///
     /// # Safety
     /// `ptr` is a live block of this handler of `size` bytes, made by
-    /// [`DirectCalls::malloc`] with `size` or by the handler's `alloc(size)`
-    /// with `size > 0`, and is not used again.
+    /// [`DirectCalls::malloc`] with `size` (or by this crate's direct
+    /// `calloc` with `size`, or `realloc` to `size`) or by the handler's
+    /// `alloc(size)` with `size > 0`, and is not used again.
     #[inline(always)]
     pub unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
         // SAFETY: the caller guarantees the block and its size; the handler
         // is thread-safe and counts no blocks, so nothing else is owed.
         unsafe { (self.free)(self.ctx, ptr.as_ptr().cast(), size) }
+    }
+
+    /// The plugin's `calloc(ctx, size, 1)`: a zeroed block of `size` bytes
+    /// with the handler's alignment, or NULL; the same call the handler's
+    /// `alloc_zeroed(size, 1)` makes, so its block is freed the same ways
+    /// as one from [`DirectCalls::malloc`].
+    ///
+    /// # Safety
+    /// `size > 0`.
+    #[inline(always)]
+    pub(crate) unsafe fn calloc(&self, size: usize) -> *mut u8 {
+        // SAFETY: `calloc` is the handler's ABI function and `ctx` its own;
+        // the handler is thread-safe (no lock owed); `size * 1` is non-zero
+        // and does not overflow.
+        unsafe { (self.calloc)(self.ctx, size, 1) as *mut u8 }
+    }
+
+    /// The plugin's `realloc(ctx, ptr, old_size, new_size)`: the block
+    /// resized to `new_size` bytes with the handler's alignment, or NULL
+    /// with the old block untouched; the same call the handler's `realloc`
+    /// makes, so the new block is freed the same ways as one from
+    /// [`DirectCalls::malloc`] with `new_size`.
+    ///
+    /// # Safety
+    /// As for [`DirectCalls::free`] with `old_size`; `new_size > 0`. On
+    /// success the old pointer is not used again.
+    #[inline(always)]
+    pub(crate) unsafe fn realloc(&self, ptr: NonNull<u8>, old_size: usize, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller guarantees the block, its size and a non-zero
+        // new size; the handler is thread-safe and counts no blocks.
+        unsafe { (self.realloc)(self.ctx, ptr.as_ptr().cast(), old_size, new_size) as *mut u8 }
     }
 }
