@@ -1,7 +1,7 @@
 //! `unsafe impl GlobalAlloc for Global`: the hot paths, and the slow path
 //! that decides and serves the bootstrap. In the *direct* state a block
 //! within the handler's alignment goes straight to the plugin's calls
-//! ([`DirectCalls`]); every other call into the handler goes through its
+//! ([`PlainCalls`]); every other call into the handler goes through its
 //! [`Allocator`] impl (`alloc_api.rs`), every other block to the system
 //! allocator or the bootstrap arena (`raw/bootstrap.rs`). The hot paths
 //! (the system allocator, the direct calls) are inlined into the trait's
@@ -10,9 +10,9 @@
 //! Imports its parent, `handler`, `raw` and allocator-api2.
 
 use super::{DIRECT, FINISHING, Global, HANDLER, LOADING, LOCKED, SYSTEM, TAINTED, UNSET};
-use crate::handler::DirectCalls;
 use crate::handler::Handler;
 use crate::raw::bootstrap;
+use crate::raw::vtable::PlainCalls;
 use allocator_api2::alloc::Allocator;
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::{self, NonNull};
@@ -68,7 +68,7 @@ impl Global {
 
     /// The plugin's direct calls and their alignment (state *direct* only).
     #[inline(always)]
-    fn direct(&self) -> (DirectCalls, usize) {
+    fn direct(&self) -> (PlainCalls, usize) {
         match self.chosen.get().and_then(|c| c.direct) {
             Some(d) => d,
             None => unreachable!("the direct state is published after its calls"),
@@ -120,7 +120,7 @@ impl Global {
     /// The plugin's direct calls, when the state is *direct* and `align`
     /// is within the handler's alignment: the hot path's one extra check.
     #[inline(always)]
-    fn direct_for(&self, state: u8, align: usize) -> Option<DirectCalls> {
+    fn direct_for(&self, state: u8, align: usize) -> Option<PlainCalls> {
         if state != DIRECT {
             return None;
         }

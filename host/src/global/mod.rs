@@ -42,8 +42,8 @@
 //!
 //! For a thread-safe handler that is not an instance, blocks within its
 //! alignment go straight to the plugin's `malloc`, `calloc`, `realloc` and
-//! `free` (as [`Handler::direct_calls`] gives them); larger alignments go
-//! through the `Allocator` impl. A handler that is
+//! `free` (the handlers that have [`Handler::direct_calls`]); larger
+//! alignments go through the `Allocator` impl. A handler that is
 //! not thread-safe is called under a futex lock of `Global`'s own (which
 //! never allocates) around the handler's lock.
 //!
@@ -75,9 +75,10 @@ mod global_alloc;
 
 use crate::discover::{self, Candidate};
 use crate::error::GlobalError;
-use crate::handler::{DirectCalls, Handler, Instance};
+use crate::handler::{Handler, Instance};
 use crate::policy::Policy;
 use crate::raw::bootstrap;
+use crate::raw::vtable::PlainCalls;
 use crate::registry::Registry;
 use std::io::Write;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -99,8 +100,8 @@ const HANDLER: u8 = 4;
 /// Final: a handler called under `Global`'s lock.
 const LOCKED: u8 = 5;
 /// Final: a thread-safe handler whose plain `malloc`, `calloc`, `realloc`
-/// and `free` are called straight ([`Handler::direct_calls`]); the rest as
-/// in [`HANDLER`].
+/// and `free` are called straight (it has [`Handler::direct_calls`]); the
+/// rest as in [`HANDLER`].
 const DIRECT: u8 = 7;
 
 /// A global allocator chosen at start-up by an environment variable (see
@@ -119,7 +120,7 @@ struct Chosen {
     handler: Option<Handler>,
     /// In the *direct* state: the plugin's direct calls, and the alignment
     /// their blocks have.
-    direct: Option<(DirectCalls, usize)>,
+    direct: Option<(PlainCalls, usize)>,
 }
 
 /// What a [`Global`] serves the process from.
@@ -196,7 +197,7 @@ impl Global {
         });
         let status = match status {
             Status::Handler(h) => {
-                let direct = h.direct_calls().map(|d| (d, h.alignment()));
+                let direct = h.plain_calls().map(|d| (d, h.alignment()));
                 let word = match (direct, h.is_thread_safe()) {
                     (Some(_), _) => DIRECT,
                     (None, true) => HANDLER,

@@ -103,10 +103,16 @@ impl VTable {
         }
     }
 
-    /// The `malloc`, `free`, `calloc` and `realloc` calls alone, to be made
-    /// without this vtable (see [`DirectCalls`]).
+    /// The `malloc` and `free` calls alone, to be made without this vtable
+    /// (see [`DirectCalls`]).
     pub(crate) fn direct_calls(&self) -> DirectCalls {
-        DirectCalls { ctx: self.ctx, malloc: self.malloc, free: self.free, calloc: self.calloc, realloc: self.realloc }
+        DirectCalls { ctx: self.ctx, malloc: self.malloc, free: self.free }
+    }
+
+    /// The four block calls alone, to be made without this vtable (see
+    /// [`PlainCalls`]).
+    pub(crate) fn plain_calls(&self) -> PlainCalls {
+        PlainCalls { ctx: self.ctx, malloc: self.malloc, calloc: self.calloc, realloc: self.realloc, free: self.free }
     }
 
     /// The same functions with another `ctx` (an instance's, from `create`).
@@ -314,10 +320,6 @@ pub struct DirectCalls {
     ctx: *mut c_void,
     malloc: MallocFn,
     free: FreeFn,
-    /// For the crate's global allocator (`DirectCalls::calloc`).
-    calloc: CallocFn,
-    /// For the crate's global allocator (`DirectCalls::realloc`).
-    realloc: ReallocFn,
 }
 
 impl std::fmt::Debug for DirectCalls {
@@ -326,7 +328,7 @@ impl std::fmt::Debug for DirectCalls {
     }
 }
 
-// SAFETY: plain data (function pointers and the plugin's opaque `ctx`)
+// SAFETY: plain data (two function pointers and the plugin's opaque `ctx`)
 // of a thread-safe handler: any thread may call them, at once.
 unsafe impl Send for DirectCalls {}
 // SAFETY: as above.
@@ -351,44 +353,88 @@ impl DirectCalls {
     ///
     /// # Safety
     /// `ptr` is a live block of this handler of `size` bytes, made by
-    /// [`DirectCalls::malloc`] with `size` (or by this crate's direct
-    /// `calloc` with `size`, or `realloc` to `size`) or by the handler's
-    /// `alloc(size)` with `size > 0`, and is not used again.
+    /// [`DirectCalls::malloc`] with `size` or by the handler's `alloc(size)`
+    /// with `size > 0`, and is not used again.
     #[inline(always)]
     pub unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
         // SAFETY: the caller guarantees the block and its size; the handler
         // is thread-safe and counts no blocks, so nothing else is owed.
         unsafe { (self.free)(self.ctx, ptr.as_ptr().cast(), size) }
     }
+}
+
+/// A handler's `malloc`, `calloc`, `realloc` and `free` with their `ctx`,
+/// copied out of it for the global allocator's hot paths
+/// ([`Global`](crate::global::Global) in its *direct* state). Like
+/// [`DirectCalls`], only for a handler whose calls need nothing around them
+/// (thread-safe, not an instance), from a library never unloaded. Each call
+/// is the one the handler's own per-call path makes for a block within its
+/// alignment (`calloc` as `calloc(size, 1)`), so a block made, resized or
+/// freed here is a block of the handler as if through it.
+#[derive(Clone, Copy)]
+pub(crate) struct PlainCalls {
+    ctx: *mut c_void,
+    malloc: MallocFn,
+    calloc: CallocFn,
+    realloc: ReallocFn,
+    free: FreeFn,
+}
+
+// SAFETY: plain data (function pointers and the plugin's opaque `ctx`) of a
+// thread-safe handler: any thread may call them, at once.
+unsafe impl Send for PlainCalls {}
+// SAFETY: as above.
+unsafe impl Sync for PlainCalls {}
+
+impl PlainCalls {
+    /// The plugin's `malloc(ctx, size)`: a block of `size` bytes with the
+    /// handler's alignment, or NULL.
+    ///
+    /// # Safety
+    /// `size > 0`.
+    #[inline(always)]
+    pub(crate) unsafe fn malloc(&self, size: usize) -> *mut u8 {
+        // SAFETY: `malloc` is the handler's ABI function and `ctx` its own;
+        // the handler is thread-safe, so the call needs no lock (the only
+        // way to get a `PlainCalls`); the caller passes a non-zero size.
+        unsafe { (self.malloc)(self.ctx, size) as *mut u8 }
+    }
 
     /// The plugin's `calloc(ctx, size, 1)`: a zeroed block of `size` bytes
-    /// with the handler's alignment, or NULL; the same call the handler's
-    /// `alloc_zeroed(size, 1)` makes, so its block is freed the same ways
-    /// as one from [`DirectCalls::malloc`].
+    /// with the handler's alignment, or NULL.
     ///
     /// # Safety
     /// `size > 0`.
     #[inline(always)]
     pub(crate) unsafe fn calloc(&self, size: usize) -> *mut u8 {
-        // SAFETY: `calloc` is the handler's ABI function and `ctx` its own;
-        // the handler is thread-safe (no lock owed); `size * 1` is non-zero
-        // and does not overflow.
+        // SAFETY: as in `malloc`; `size * 1` is non-zero and does not overflow.
         unsafe { (self.calloc)(self.ctx, size, 1) as *mut u8 }
     }
 
     /// The plugin's `realloc(ctx, ptr, old_size, new_size)`: the block
     /// resized to `new_size` bytes with the handler's alignment, or NULL
-    /// with the old block untouched; the same call the handler's `realloc`
-    /// makes, so the new block is freed the same ways as one from
-    /// [`DirectCalls::malloc`] with `new_size`.
+    /// with the old block untouched.
     ///
     /// # Safety
-    /// As for [`DirectCalls::free`] with `old_size`; `new_size > 0`. On
+    /// As for [`PlainCalls::free`] with `old_size`; `new_size > 0`. On
     /// success the old pointer is not used again.
     #[inline(always)]
     pub(crate) unsafe fn realloc(&self, ptr: NonNull<u8>, old_size: usize, new_size: usize) -> *mut u8 {
         // SAFETY: the caller guarantees the block, its size and a non-zero
         // new size; the handler is thread-safe and counts no blocks.
         unsafe { (self.realloc)(self.ctx, ptr.as_ptr().cast(), old_size, new_size) as *mut u8 }
+    }
+
+    /// The plugin's `free(ctx, ptr, size)`.
+    ///
+    /// # Safety
+    /// `ptr` is a live block of this handler of `size > 0` bytes, made by
+    /// these calls or the handler's own within its alignment (with `size`,
+    /// or resized to it), and is not used again.
+    #[inline(always)]
+    pub(crate) unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
+        // SAFETY: the caller guarantees the block and its size; the handler
+        // is thread-safe and counts no blocks, so nothing else is owed.
+        unsafe { (self.free)(self.ctx, ptr.as_ptr().cast(), size) }
     }
 }
