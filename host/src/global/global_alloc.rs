@@ -69,8 +69,8 @@ impl Global {
     /// The plugin's direct calls and their alignment (state *direct* only).
     #[inline(always)]
     fn direct(&self) -> (PlainCalls, usize) {
-        match self.chosen.get().and_then(|c| c.direct) {
-            Some(d) => d,
+        match self.direct.get() {
+            Some(&d) => d,
             None => unreachable!("the direct state is published after its calls"),
         }
     }

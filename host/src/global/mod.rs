@@ -110,6 +110,10 @@ pub struct Global {
     var: &'static str,
     state: AtomicU8,
     chosen: OnceLock<Chosen>,
+    /// In the *direct* state: the plugin's plain calls, and the alignment
+    /// their blocks have (set before that state is published; apart from
+    /// [`Chosen`] so that the hot path checks one word less).
+    direct: OnceLock<(PlainCalls, usize)>,
     /// Held around every call into a handler that is not thread-safe.
     serial: Mutex<()>,
 }
@@ -118,9 +122,6 @@ pub struct Global {
 struct Chosen {
     status: Status,
     handler: Option<Handler>,
-    /// In the *direct* state: the plugin's direct calls, and the alignment
-    /// their blocks have.
-    direct: Option<(PlainCalls, usize)>,
 }
 
 /// What a [`Global`] serves the process from.
@@ -148,7 +149,13 @@ static PENDING: Status = Status::Pending;
 impl Global {
     /// A global allocator that reads `var` at the first allocation.
     pub const fn from_env(var: &'static str) -> Global {
-        Global { var, state: AtomicU8::new(UNSET), chosen: OnceLock::new(), serial: Mutex::new(()) }
+        Global {
+            var,
+            state: AtomicU8::new(UNSET),
+            chosen: OnceLock::new(),
+            direct: OnceLock::new(),
+            serial: Mutex::new(()),
+        }
     }
 
     /// The environment variable it reads.
@@ -206,7 +213,10 @@ impl Global {
                 // No allocation from here to the final store, so that no
                 // block can come from the system allocator in between.
                 if self.state.compare_exchange(LOADING, FINISHING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                    let _ = self.chosen.set(Chosen { status: Status::Handler(h), handler: Some(h), direct });
+                    if let Some(d) = direct {
+                        let _ = self.direct.set(d);
+                    }
+                    let _ = self.chosen.set(Chosen { status: Status::Handler(h), handler: Some(h) });
                     self.state.store(word, Ordering::Release);
                     return;
                 }
@@ -219,7 +229,7 @@ impl Global {
         if let Status::Failed { value, error } = &status {
             report(self.var, value, error);
         }
-        let _ = self.chosen.set(Chosen { status, handler: None, direct: None });
+        let _ = self.chosen.set(Chosen { status, handler: None });
         self.state.store(SYSTEM, Ordering::Release);
     }
 
