@@ -32,6 +32,10 @@ fn work(seed: usize) -> usize {
     }
     let mut big: Vec<u64> = (0..10_000).collect();
     big.retain(|x| x % 3 == 0);
+    // A zeroed block (`alloc_zeroed`), grown (`realloc`).
+    let mut zeros = vec![0u64; 4096];
+    zeros.extend(std::iter::repeat_n(0, 4096));
+    assert!(zeros.iter().all(|&z| z == 0), "a zeroed block holds zeros");
     words.len() + text.len() + big.len()
 }
 

@@ -160,6 +160,13 @@ impl Handler {
         self.raw().direct_calls()
     }
 
+    /// The plugin's `malloc`, `calloc`, `realloc` and `free`, for the
+    /// global allocator's hot paths: `Some` exactly when
+    /// [`direct_calls`](Handler::direct_calls) is.
+    pub(crate) fn plain_calls(&self) -> Option<crate::raw::vtable::PlainCalls> {
+        self.raw().plain_calls()
+    }
+
     /// Whether the handler reports statistics.
     pub fn has_stats(&self) -> bool {
         self.raw().vtable().has_stats()

@@ -1,14 +1,18 @@
 //! `unsafe impl GlobalAlloc for Global`: the hot paths, and the slow path
-//! that decides and serves the bootstrap. Every call into the handler goes
-//! through its [`Allocator`] impl (`alloc_api.rs`), every other block to the
-//! system allocator or the bootstrap arena (`raw/bootstrap.rs`).
+//! that decides and serves the bootstrap. In the *direct* state a block
+//! within the handler's alignment goes straight to the plugin's calls
+//! ([`PlainCalls`]); every other call into the handler goes through its
+//! [`Allocator`] impl (`alloc_api.rs`), every other block to the system
+//! allocator or the bootstrap arena (`raw/bootstrap.rs`). The hot paths
+//! (the system allocator, the direct calls) are inlined into the trait's
+//! methods; the rest is out of line, so they save no registers.
 //!
 //! Imports its parent, `handler`, `raw` and allocator-api2.
 
 use super::{DIRECT, FINISHING, Global, HANDLER, LOADING, LOCKED, SYSTEM, TAINTED, UNSET};
-use crate::handler::DirectCalls;
 use crate::handler::Handler;
 use crate::raw::bootstrap;
+use crate::raw::vtable::PlainCalls;
 use allocator_api2::alloc::Allocator;
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::{self, NonNull};
@@ -64,9 +68,9 @@ impl Global {
 
     /// The plugin's direct calls and their alignment (state *direct* only).
     #[inline(always)]
-    fn direct(&self) -> (DirectCalls, usize) {
-        match self.chosen.get().and_then(|c| c.direct) {
-            Some(d) => d,
+    fn direct(&self) -> (PlainCalls, usize) {
+        match self.direct.get() {
+            Some(&d) => d,
             None => unreachable!("the direct state is published after its calls"),
         }
     }
@@ -113,6 +117,19 @@ impl Global {
         }
     }
 
+    /// The plugin's direct calls, when the state is *direct* and `align`
+    /// is within the handler's alignment: the hot path's one extra check.
+    #[inline(always)]
+    fn direct_for(&self, state: u8, align: usize) -> Option<PlainCalls> {
+        if state != DIRECT {
+            return None;
+        }
+        let (calls, alignment) = self.direct();
+        (align <= alignment).then_some(calls)
+    }
+
+    /// An allocation: the system allocator or the plugin's own call inline,
+    /// everything else out of line (so the hot path saves no registers).
     #[inline(always)]
     #[allow(unsafe_code)]
     fn alloc_any(&self, layout: Layout, zeroed: bool) -> *mut u8 {
@@ -121,14 +138,17 @@ impl Global {
             // SAFETY: `GlobalAlloc::alloc`'s contract: a non-zero size.
             return unsafe { bootstrap::system_alloc(layout, zeroed) };
         }
-        if state == DIRECT && !zeroed {
-            let (calls, alignment) = self.direct();
-            if layout.align() <= alignment {
-                // SAFETY: `GlobalAlloc::alloc`'s contract: a non-zero size;
-                // the block has the handler's alignment, which is enough.
-                return unsafe { calls.malloc(layout.size()) };
-            }
+        if let Some(calls) = self.direct_for(state, layout.align()) {
+            // SAFETY: `GlobalAlloc::alloc`'s contract: a non-zero size; the
+            // block has the handler's alignment, which is enough.
+            return unsafe { if zeroed { calls.calloc(layout.size()) } else { calls.malloc(layout.size()) } };
         }
+        self.alloc_other(state, layout, zeroed)
+    }
+
+    /// An allocation in the *handler* state or outside the final states.
+    #[inline(never)]
+    fn alloc_other(&self, state: u8, layout: Layout, zeroed: bool) -> *mut u8 {
         if state == HANDLER || state == DIRECT {
             return handler_alloc(self.final_handler(), layout, zeroed);
         }
@@ -147,24 +167,29 @@ impl Global {
             // SAFETY: outside the arena, in this state, a block is the system's.
             return unsafe { bootstrap::system_dealloc(ptr, layout) };
         }
+        if let Some(calls) = self.direct_for(state, layout.align()) {
+            // SAFETY: outside the arena, a block was made by the handler;
+            // with this alignment it is a plain block of `layout.size()`
+            // bytes (from the direct calls or the handler's `Allocator`
+            // impl, which made it with `alloc`, `alloc_zeroed` or `realloc`).
+            return unsafe { calls.free(NonNull::new_unchecked(ptr), layout.size()) };
+        }
+        // SAFETY: the caller's contract.
+        unsafe { self.dealloc_other(state, ptr, layout) }
+    }
+
+    /// Free a block outside the arena, but a plain one in the *direct* state.
+    ///
+    /// # Safety
+    /// As for [`dealloc_made`](Global::dealloc_made).
+    #[inline(never)]
+    #[allow(unsafe_code)]
+    unsafe fn dealloc_other(&self, state: u8, ptr: *mut u8, layout: Layout) {
         match state {
-            DIRECT => {
-                let (calls, alignment) = self.direct();
-                if layout.align() <= alignment {
-                    // SAFETY: outside the arena, a block was made by the
-                    // handler; with this alignment it is a plain block of
-                    // `layout.size()` bytes (from `calls.malloc` or the
-                    // handler's `Allocator` impl, which made it with `alloc`).
-                    unsafe { calls.free(NonNull::new_unchecked(ptr), layout.size()) }
-                } else {
-                    // SAFETY: outside the arena, a block was made by the
-                    // handler through its `Allocator` impl's aligned path.
-                    unsafe { handler_dealloc(self.final_handler(), ptr, layout) }
-                }
-            }
             // SAFETY: outside the arena, a block was made by the final
-            // allocator: the handler, in these states.
-            HANDLER => unsafe { handler_dealloc(self.final_handler(), ptr, layout) },
+            // allocator: the handler, in these states (in *direct*, through
+            // its `Allocator` impl's aligned path, given the alignment).
+            HANDLER | DIRECT => unsafe { handler_dealloc(self.final_handler(), ptr, layout) },
             LOCKED => {
                 let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
                 // SAFETY: as above.
@@ -173,6 +198,45 @@ impl Global {
             // SAFETY: in every other state, a block outside the arena came
             // from the system allocator (*tainted*, *system*).
             _ => unsafe { bootstrap::system_dealloc(ptr, layout) },
+        }
+    }
+
+    /// Resize an arena block: a fresh block, the bytes copied.
+    ///
+    /// # Safety
+    /// As for `GlobalAlloc::realloc`, and `ptr` is in the arena.
+    #[cold]
+    #[inline(never)]
+    #[allow(unsafe_code)]
+    unsafe fn realloc_arena(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: the trait's contract makes this layout valid.
+        let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
+        let q = self.alloc_any(new, false);
+        if !q.is_null() {
+            // SAFETY: the old block holds `layout.size()` bytes, the new
+            // one `new_size`; a fresh block does not overlap an old one.
+            unsafe { bootstrap::copy(ptr, q, layout.size().min(new_size)) };
+        }
+        q
+    }
+
+    /// Resize a block outside the arena, but a plain one in the *direct* state.
+    ///
+    /// # Safety
+    /// As for `GlobalAlloc::realloc`, and `ptr` is not in the arena.
+    #[inline(never)]
+    #[allow(unsafe_code)]
+    unsafe fn realloc_other(&self, state: u8, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        match state {
+            // SAFETY: outside the arena, in these states, a block is the handler's.
+            HANDLER | DIRECT => unsafe { handler_realloc(self.final_handler(), ptr, layout, new_size) },
+            LOCKED => {
+                let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
+                // SAFETY: as above.
+                unsafe { handler_realloc(self.final_handler(), ptr, layout, new_size) }
+            }
+            // SAFETY: outside the arena, in these states, a block is the system's.
+            _ => unsafe { bootstrap::system_realloc(ptr, layout, new_size) },
         }
     }
 }
@@ -187,11 +251,11 @@ impl Global {
 // the layout's size and alignment and frees them with the same layout;
 // the arena aligns each block as asked; the system allocator is
 // `std::alloc::System`. In the *direct* state, plain blocks (alignment
-// within the handler's) are made and freed with the plugin's own `malloc`
-// and `free`, which are the calls the `Allocator` impl makes for them too,
-// so either may free the other's. A handler that is not thread-safe is called only
-// under `serial` (and its own lock). Nothing here unwinds: loading runs
-// under `catch_unwind`.
+// within the handler's) are made, resized and freed with the plugin's own
+// `malloc`, `calloc`, `realloc` and `free`, which are the calls the
+// `Allocator` impl makes for them too, so either may free the other's. A
+// handler that is not thread-safe is called only under `serial` (and its
+// own lock). Nothing here unwinds: loading runs under `catch_unwind`.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Global {
     #[inline]
@@ -216,26 +280,23 @@ unsafe impl GlobalAlloc for Global {
     #[inline]
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if bootstrap::contains(ptr) {
-            // SAFETY: the trait's contract makes this layout valid.
-            let new = unsafe { Layout::from_size_align_unchecked(new_size, layout.align()) };
-            let q = self.alloc_any(new, false);
-            if !q.is_null() {
-                // SAFETY: the old block holds `layout.size()` bytes, the new
-                // one `new_size`; a fresh block does not overlap an old one.
-                unsafe { bootstrap::copy(ptr, q, layout.size().min(new_size)) };
-            }
-            return q;
+            // SAFETY: the trait's contract, and in the arena.
+            return unsafe { self.realloc_arena(ptr, layout, new_size) };
         }
-        match self.state.load(Ordering::Acquire) {
-            // SAFETY: outside the arena, in these states, a block is the handler's.
-            HANDLER | DIRECT => unsafe { handler_realloc(self.final_handler(), ptr, layout, new_size) },
-            LOCKED => {
-                let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
-                // SAFETY: as above.
-                unsafe { handler_realloc(self.final_handler(), ptr, layout, new_size) }
-            }
-            // SAFETY: outside the arena, in these states, a block is the system's.
-            _ => unsafe { bootstrap::system_realloc(ptr, layout, new_size) },
+        let state = self.state.load(Ordering::Acquire);
+        if state == SYSTEM {
+            // SAFETY: outside the arena, in this state, a block is the system's.
+            return unsafe { bootstrap::system_realloc(ptr, layout, new_size) };
         }
+        if let Some(calls) = self.direct_for(state, layout.align()) {
+            // SAFETY: outside the arena, a block was made by the handler;
+            // with this alignment it is a plain block of `layout.size()`
+            // bytes (as in `dealloc_made`); the trait's contract gives a
+            // non-zero `new_size`, and the new block keeps the handler's
+            // alignment, which covers `layout.align()`.
+            return unsafe { calls.realloc(NonNull::new_unchecked(ptr), layout.size(), new_size) };
+        }
+        // SAFETY: the trait's contract, and not in the arena.
+        unsafe { self.realloc_other(state, ptr, layout, new_size) }
     }
 }

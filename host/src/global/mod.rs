@@ -41,9 +41,9 @@
 //! above the handler's). A free adds the arena's range check.
 //!
 //! For a thread-safe handler that is not an instance, blocks within its
-//! alignment go straight to the plugin's `malloc` and `free`
-//! ([`Handler::direct_calls`]); everything else (zeroed blocks, resizing,
-//! larger alignments) goes through the `Allocator` impl. A handler that is
+//! alignment go straight to the plugin's `malloc`, `calloc`, `realloc` and
+//! `free` (the handlers that have [`Handler::direct_calls`]); larger
+//! alignments go through the `Allocator` impl. A handler that is
 //! not thread-safe is called under a futex lock of `Global`'s own (which
 //! never allocates) around the handler's lock.
 //!
@@ -75,9 +75,10 @@ mod global_alloc;
 
 use crate::discover::{self, Candidate};
 use crate::error::GlobalError;
-use crate::handler::{DirectCalls, Handler, Instance};
+use crate::handler::{Handler, Instance};
 use crate::policy::Policy;
 use crate::raw::bootstrap;
+use crate::raw::vtable::PlainCalls;
 use crate::registry::Registry;
 use std::io::Write;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -98,8 +99,9 @@ const SYSTEM: u8 = 3;
 const HANDLER: u8 = 4;
 /// Final: a handler called under `Global`'s lock.
 const LOCKED: u8 = 5;
-/// Final: a thread-safe handler whose plain `malloc` and `free` are called
-/// straight ([`Handler::direct_calls`]); the rest as in [`HANDLER`].
+/// Final: a thread-safe handler whose plain `malloc`, `calloc`, `realloc`
+/// and `free` are called straight (it has [`Handler::direct_calls`]); the
+/// rest as in [`HANDLER`].
 const DIRECT: u8 = 7;
 
 /// A global allocator chosen at start-up by an environment variable (see
@@ -108,6 +110,10 @@ pub struct Global {
     var: &'static str,
     state: AtomicU8,
     chosen: OnceLock<Chosen>,
+    /// In the *direct* state: the plugin's plain calls, and the alignment
+    /// their blocks have (set before that state is published; apart from
+    /// [`Chosen`] so that the hot path checks one word less).
+    direct: OnceLock<(PlainCalls, usize)>,
     /// Held around every call into a handler that is not thread-safe.
     serial: Mutex<()>,
 }
@@ -116,9 +122,6 @@ pub struct Global {
 struct Chosen {
     status: Status,
     handler: Option<Handler>,
-    /// In the *direct* state: the plugin's `malloc` and `free`, and the
-    /// alignment their blocks have.
-    direct: Option<(DirectCalls, usize)>,
 }
 
 /// What a [`Global`] serves the process from.
@@ -146,7 +149,13 @@ static PENDING: Status = Status::Pending;
 impl Global {
     /// A global allocator that reads `var` at the first allocation.
     pub const fn from_env(var: &'static str) -> Global {
-        Global { var, state: AtomicU8::new(UNSET), chosen: OnceLock::new(), serial: Mutex::new(()) }
+        Global {
+            var,
+            state: AtomicU8::new(UNSET),
+            chosen: OnceLock::new(),
+            direct: OnceLock::new(),
+            serial: Mutex::new(()),
+        }
     }
 
     /// The environment variable it reads.
@@ -195,7 +204,7 @@ impl Global {
         });
         let status = match status {
             Status::Handler(h) => {
-                let direct = h.direct_calls().map(|d| (d, h.alignment()));
+                let direct = h.plain_calls().map(|d| (d, h.alignment()));
                 let word = match (direct, h.is_thread_safe()) {
                     (Some(_), _) => DIRECT,
                     (None, true) => HANDLER,
@@ -204,7 +213,10 @@ impl Global {
                 // No allocation from here to the final store, so that no
                 // block can come from the system allocator in between.
                 if self.state.compare_exchange(LOADING, FINISHING, Ordering::Acquire, Ordering::Relaxed).is_ok() {
-                    let _ = self.chosen.set(Chosen { status: Status::Handler(h), handler: Some(h), direct });
+                    if let Some(d) = direct {
+                        let _ = self.direct.set(d);
+                    }
+                    let _ = self.chosen.set(Chosen { status: Status::Handler(h), handler: Some(h) });
                     self.state.store(word, Ordering::Release);
                     return;
                 }
@@ -217,7 +229,7 @@ impl Global {
         if let Status::Failed { value, error } = &status {
             report(self.var, value, error);
         }
-        let _ = self.chosen.set(Chosen { status, handler: None, direct: None });
+        let _ = self.chosen.set(Chosen { status, handler: None });
         self.state.store(SYSTEM, Ordering::Release);
     }
 

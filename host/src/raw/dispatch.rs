@@ -121,6 +121,12 @@ impl RawHandler {
         self.direct.then(|| self.vtable.direct_calls())
     }
 
+    /// The plugin's four block calls, to be called without this core: only
+    /// for a direct handler, as [`direct_calls`](RawHandler::direct_calls).
+    pub(crate) fn plain_calls(&self) -> Option<super::vtable::PlainCalls> {
+        self.direct.then(|| self.vtable.plain_calls())
+    }
+
     /// The plugin's functions, for what they have (not to call them).
     pub(crate) fn vtable(&self) -> &VTable {
         &self.vtable

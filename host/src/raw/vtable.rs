@@ -109,6 +109,12 @@ impl VTable {
         DirectCalls { ctx: self.ctx, malloc: self.malloc, free: self.free }
     }
 
+    /// The four block calls alone, to be made without this vtable (see
+    /// [`PlainCalls`]).
+    pub(crate) fn plain_calls(&self) -> PlainCalls {
+        PlainCalls { ctx: self.ctx, malloc: self.malloc, calloc: self.calloc, realloc: self.realloc, free: self.free }
+    }
+
     /// The same functions with another `ctx` (an instance's, from `create`).
     pub(crate) fn with_ctx(&self, ctx: *mut c_void) -> VTable {
         VTable { ctx, ..*self }
@@ -351,6 +357,82 @@ impl DirectCalls {
     /// with `size > 0`, and is not used again.
     #[inline(always)]
     pub unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
+        // SAFETY: the caller guarantees the block and its size; the handler
+        // is thread-safe and counts no blocks, so nothing else is owed.
+        unsafe { (self.free)(self.ctx, ptr.as_ptr().cast(), size) }
+    }
+}
+
+/// A handler's `malloc`, `calloc`, `realloc` and `free` with their `ctx`,
+/// copied out of it for the global allocator's hot paths
+/// ([`Global`](crate::global::Global) in its *direct* state). Like
+/// [`DirectCalls`], only for a handler whose calls need nothing around them
+/// (thread-safe, not an instance), from a library never unloaded. Each call
+/// is the one the handler's own per-call path makes for a block within its
+/// alignment (`calloc` as `calloc(size, 1)`), so a block made, resized or
+/// freed here is a block of the handler as if through it.
+#[derive(Clone, Copy)]
+pub(crate) struct PlainCalls {
+    ctx: *mut c_void,
+    malloc: MallocFn,
+    calloc: CallocFn,
+    realloc: ReallocFn,
+    free: FreeFn,
+}
+
+// SAFETY: plain data (function pointers and the plugin's opaque `ctx`) of a
+// thread-safe handler: any thread may call them, at once.
+unsafe impl Send for PlainCalls {}
+// SAFETY: as above.
+unsafe impl Sync for PlainCalls {}
+
+impl PlainCalls {
+    /// The plugin's `malloc(ctx, size)`: a block of `size` bytes with the
+    /// handler's alignment, or NULL.
+    ///
+    /// # Safety
+    /// `size > 0`.
+    #[inline(always)]
+    pub(crate) unsafe fn malloc(&self, size: usize) -> *mut u8 {
+        // SAFETY: `malloc` is the handler's ABI function and `ctx` its own;
+        // the handler is thread-safe, so the call needs no lock (the only
+        // way to get a `PlainCalls`); the caller passes a non-zero size.
+        unsafe { (self.malloc)(self.ctx, size) as *mut u8 }
+    }
+
+    /// The plugin's `calloc(ctx, size, 1)`: a zeroed block of `size` bytes
+    /// with the handler's alignment, or NULL.
+    ///
+    /// # Safety
+    /// `size > 0`.
+    #[inline(always)]
+    pub(crate) unsafe fn calloc(&self, size: usize) -> *mut u8 {
+        // SAFETY: as in `malloc`; `size * 1` is non-zero and does not overflow.
+        unsafe { (self.calloc)(self.ctx, size, 1) as *mut u8 }
+    }
+
+    /// The plugin's `realloc(ctx, ptr, old_size, new_size)`: the block
+    /// resized to `new_size` bytes with the handler's alignment, or NULL
+    /// with the old block untouched.
+    ///
+    /// # Safety
+    /// As for [`PlainCalls::free`] with `old_size`; `new_size > 0`. On
+    /// success the old pointer is not used again.
+    #[inline(always)]
+    pub(crate) unsafe fn realloc(&self, ptr: NonNull<u8>, old_size: usize, new_size: usize) -> *mut u8 {
+        // SAFETY: the caller guarantees the block, its size and a non-zero
+        // new size; the handler is thread-safe and counts no blocks.
+        unsafe { (self.realloc)(self.ctx, ptr.as_ptr().cast(), old_size, new_size) as *mut u8 }
+    }
+
+    /// The plugin's `free(ctx, ptr, size)`.
+    ///
+    /// # Safety
+    /// `ptr` is a live block of this handler of `size > 0` bytes, made by
+    /// these calls or the handler's own within its alignment (with `size`,
+    /// or resized to it), and is not used again.
+    #[inline(always)]
+    pub(crate) unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
         // SAFETY: the caller guarantees the block and its size; the handler
         // is thread-safe and counts no blocks, so nothing else is owed.
         unsafe { (self.free)(self.ctx, ptr.as_ptr().cast(), size) }
