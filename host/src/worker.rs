@@ -2,10 +2,10 @@
 //! (expendable) process and answer the parent.
 //!
 //! A program serves as a worker by calling [`serve`] when it is started with
-//! [`probe::WORKER_ARG`](crate::probe::WORKER_ARG) (the `memplug` executable
+//! [`crate::probe::WORKER_ARG`] (the `memplug` executable
 //! does). [`serve`] reads the [`Request`] from standard input, moves standard
 //! output out of the plugin's reach (whatever the plugin prints goes to
-//! standard error), enters the [sandbox](crate::sandbox) before the plugin
+//! standard error), enters the [sandbox] before the plugin
 //! is opened, announces every stage before it runs, and writes its
 //! [`Answer`].
 //!

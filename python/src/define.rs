@@ -12,7 +12,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::sync::{LazyLock, Mutex};
 
-/// Specs registered by [`from_library`], with their handlers: the same spec
+/// Specs registered by `from_library`, with their handlers: the same spec
 /// again gives the same handler instead of `duplicate-name`.
 static LIBRARIES: LazyLock<Mutex<Vec<(SymbolSpec, Handler)>>> = LazyLock::new(Mutex::default);
 
