@@ -6,6 +6,7 @@
 //! layer raises `memplug.LoadError` for a refusal.
 
 use crate::raw_callbacks::{self, Addresses, Callables, Turn};
+use crate::registry;
 use memplug::symbols::SymbolSpec;
 use memplug::{Handler, LoadError, Registry};
 use pyo3::prelude::*;
@@ -16,24 +17,15 @@ use std::sync::{LazyLock, Mutex};
 /// again gives the same handler instead of `duplicate-name`.
 static LIBRARIES: LazyLock<Mutex<Vec<(SymbolSpec, Handler)>>> = LazyLock::new(Mutex::default);
 
-/// The outcome of one definition as a dict.
+/// The outcome of one definition as a dict: [`registry::set_status`]'s
+/// keys and `source` (the handler's, or the description of what was
+/// refused).
 fn outcome<'py>(py: Python<'py>, result: Result<Handler, LoadError>) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
+    registry::set_status(py, &d, &result)?;
     match result {
-        Ok(h) => {
-            d.set_item("status", "ok")?;
-            d.set_item("reason", py.None())?;
-            d.set_item("message", py.None())?;
-            d.set_item("name", h.name())?;
-            d.set_item("source", h.info().source.to_string())?;
-        }
-        Err(e) => {
-            d.set_item("status", "rejected")?;
-            d.set_item("reason", e.code())?;
-            d.set_item("message", e.to_string())?;
-            d.set_item("name", py.None())?;
-            d.set_item("source", e.source_desc)?;
-        }
+        Ok(h) => d.set_item("source", h.info().source.to_string())?,
+        Err(e) => d.set_item("source", e.source_desc)?,
     }
     Ok(d)
 }

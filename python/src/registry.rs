@@ -32,6 +32,27 @@ fn state() -> MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The keys every outcome dict has: `status` (`"ok"` or `"rejected"`),
+/// `reason` (the refusal's code), `message` (the refusal, without where it
+/// came from) and `name`.
+pub fn set_status(py: Python<'_>, d: &Bound<'_, PyDict>, result: &Result<Handler, memplug::LoadError>) -> PyResult<()> {
+    match result {
+        Ok(h) => {
+            d.set_item("status", "ok")?;
+            d.set_item("reason", py.None())?;
+            d.set_item("message", py.None())?;
+            d.set_item("name", h.name())?;
+        }
+        Err(e) => {
+            d.set_item("status", "rejected")?;
+            d.set_item("reason", e.code())?;
+            d.set_item("message", e.refusal.to_string())?;
+            d.set_item("name", py.None())?;
+        }
+    }
+    Ok(())
+}
+
 /// One load outcome, as a dict with the keys of `memplug check --json`
 /// rows: `path`, `symbol`, `status`, `reason`, `message`, `name`, `version`,
 /// `abi`.
@@ -43,22 +64,15 @@ fn outcome<'py>(
     let d = PyDict::new(py);
     d.set_item("path", c.path.to_string_lossy())?;
     d.set_item("symbol", &c.symbol)?;
+    set_status(py, &d, result)?;
     match result {
         Ok(h) => {
-            d.set_item("status", "ok")?;
-            d.set_item("reason", py.None())?;
-            d.set_item("message", py.None())?;
-            d.set_item("name", h.name())?;
             d.set_item("version", h.info().version.to_string())?;
             d.set_item("abi", h.info().abi())?;
         }
-        Err(e) => {
-            d.set_item("status", "rejected")?;
-            d.set_item("reason", e.code())?;
-            d.set_item("message", e.refusal.to_string())?;
-            for k in ["name", "version", "abi"] {
-                d.set_item(k, py.None())?;
-            }
+        Err(_) => {
+            d.set_item("version", py.None())?;
+            d.set_item("abi", py.None())?;
         }
     }
     Ok(d)
