@@ -135,14 +135,15 @@ if scripts/py-env.sh --reuse >&2; then
         echo "## Instructions per NumPy create+delete"
         echo
         echo "SKIPPED in a quick run (valgrind: about 3 minutes); scripts/bench.sh without --quick runs it:"
-        echo "python/bench/instructions.sh $py CASE, for CASE in empty1m empty8 ones64"
+        echo "python/bench/instructions.sh $py CASE, for CASE in empty1m mixed1m empty8 ones64"
         echo
     else
         instructions() {
             python/bench/instructions.sh "$py" empty1m | tee "$tmp/empty1m.txt" >&2 &&
+                python/bench/instructions.sh "$py" mixed1m | tee "$tmp/mixed1m.txt" >&2 &&
                 python/bench/instructions.sh "$py" empty8 | tee "$tmp/empty8.txt" >&2 &&
                 python/bench/instructions.sh "$py" ones64 | tee "$tmp/ones64.txt" >&2 &&
-                python3 scripts/bench_tables.py instructions "$tmp/empty1m.txt" "$tmp/empty8.txt" "$tmp/ones64.txt"
+                python3 scripts/bench_tables.py instructions "$tmp/empty1m.txt" "$tmp/mixed1m.txt" "$tmp/empty8.txt" "$tmp/ones64.txt"
         }
         section "Instructions per NumPy create+delete" instructions
     fi

@@ -11,59 +11,16 @@
 //! `stat` alone (a younger entry is "racy" and always compared by digest).
 
 mod support;
+#[path = "support/home.rs"]
+mod home;
 
+use home::Home;
 use serde_json::Value;
 use std::fs;
 use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
-
-struct Home {
-    root: tempfile::TempDir,
-}
-
-impl Home {
-    fn new() -> Home {
-        Home { root: tempfile::tempdir().unwrap() }
-    }
-
-    fn path(&self) -> &Path {
-        self.root.path()
-    }
-
-    fn user_dir(&self) -> PathBuf {
-        self.path().join("data/memplug/plugins")
-    }
-
-    fn memplug(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_memplug"));
-        c.args(args)
-            .env("HOME", self.path())
-            .env("XDG_DATA_HOME", self.path().join("data"))
-            .env("XDG_CACHE_HOME", self.path().join("cache"))
-            .env("MEMPLUG_SYSTEM_PLUGIN_PATH", self.path().join("prefix/lib/memplug/plugins"))
-            .env_remove("MEMPLUG_PLUGIN_PATH")
-            .env_remove("MEMPLUG_CACHE")
-            .env_remove("LD_LIBRARY_PATH")
-            .env("RUST_LOG", "memplug=debug");
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.memplug(args).output().unwrap()
-    }
-
-    /// `memplug check --json PATH`: (workers started, rows).
-    fn check(&self, path: &Path) -> (usize, Vec<Value>) {
-        let out = self.run(&["check", "--json", path.to_str().unwrap()]);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let workers = stderr.lines().filter(|l| l.contains("starting a worker process")).count();
-        let rows = serde_json::from_slice::<Value>(&out.stdout)
-            .unwrap_or_else(|e| panic!("{e}: {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
-        (workers, rows.as_array().unwrap().clone())
-    }
-}
 
 /// Wait until files made now are no longer racy for the cache.
 fn settle() {

@@ -8,57 +8,15 @@
 //! `MEMPLUG_*` set per command).
 
 mod support;
+#[path = "support/home.rs"]
+mod home;
 
+use home::Home;
 use memplug::{Policy, Registry};
 use serde_json::Value;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-/// A temp home with a user directory, a system directory and a cache.
-struct Home {
-    root: tempfile::TempDir,
-}
-
-impl Home {
-    fn new() -> Home {
-        Home { root: tempfile::tempdir().unwrap() }
-    }
-
-    fn path(&self) -> &Path {
-        self.root.path()
-    }
-
-    fn user_dir(&self) -> PathBuf {
-        self.path().join("data/memplug/plugins")
-    }
-
-    fn system_dir(&self) -> PathBuf {
-        self.path().join("prefix/lib/memplug/plugins")
-    }
-
-    fn cache_file(&self) -> PathBuf {
-        self.path().join("cache/memplug").join(format!("verdicts-{}.cbor", std::env::consts::ARCH))
-    }
-
-    /// `memplug ARGS` in this home (no MEMPLUG_PLUGIN_PATH unless given).
-    fn memplug(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_memplug"));
-        c.args(args)
-            .env("HOME", self.path())
-            .env("XDG_DATA_HOME", self.path().join("data"))
-            .env("XDG_CACHE_HOME", self.path().join("cache"))
-            .env("MEMPLUG_SYSTEM_PLUGIN_PATH", self.system_dir())
-            .env_remove("MEMPLUG_PLUGIN_PATH")
-            .env_remove("MEMPLUG_CACHE")
-            .env("RUST_LOG", "memplug=debug");
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.memplug(args).output().unwrap()
-    }
-}
+use std::process::Output;
 
 /// How many worker processes a run started (from its debug log).
 fn workers(out: &Output) -> usize {

@@ -5,9 +5,10 @@
 # instructions; two loop lengths are run and the difference divided, so the
 # interpreter's start-up cancels out).
 #
-#   python/bench/instructions.sh [PYTHON] [empty1m|empty8|ones64]
+#   python/bench/instructions.sh [PYTHON] [empty1m|mixed1m|empty8|ones64]
 #
-# empty1m: np.empty(1 MiB, uint8); empty8: np.empty(8); ones64: np.ones(64).
+# empty1m: np.empty(1 MiB, uint8); mixed1m: the same, of 1 MiB + 64 k bytes for
+# k = 0..1023 in turn; empty8: np.empty(8); ones64: np.ones(64).
 #
 # PYTHON defaults to target/py-venv/bin/python (scripts/python-tests.sh --quick
 # makes it). Needs valgrind. Takes about a minute.
@@ -38,6 +39,10 @@ with ctx:
     if case == "empty1m":
         for _ in range(n):
             empty(1 << 20, dtype=u8)
+    elif case == "mixed1m":
+        sizes = [(1 << 20) + 64 * k for k in range(1024)]
+        for i in range(n):
+            empty(sizes[i & 1023], dtype=u8)
     elif case == "ones64":
         for _ in range(n):
             ones(64)

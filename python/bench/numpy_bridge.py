@@ -19,6 +19,10 @@ Cases:
   empty8   np.empty(8) created and deleted (64 bytes of data)
   ones64   np.ones(64) created and deleted (512 bytes)
   empty1m  np.empty(1 MiB, uint8) created and deleted
+  mixed1m  the same, of 1 MiB + 64 k bytes for k = 0, 1, ..., 1023 in turn:
+           no size comes back soon enough for the bridge's two spare blocks
+           (freed blocks kept for a request of their exact size), so this
+           is their cost where they cannot help
   ufunc    a chain of ufuncs on 1e5-element float64 arrays, making temporaries:
            d = np.sqrt(a * a + b * b) * 0.5 + np.exp(-a) ; del d
 
@@ -76,6 +80,15 @@ def case_empty1m(n):
         empty(1 << 20, dtype=u8)
 
 
+MIXED_SIZES = [(1 << 20) + 64 * k for k in range(1024)]
+
+
+def case_mixed1m(n):
+    empty, u8, sizes = np.empty, np.uint8, MIXED_SIZES
+    for i in range(n):
+        empty(sizes[i & 1023], dtype=u8)
+
+
 A = np.linspace(0.0, 1.0, 100_000)
 B = np.linspace(1.0, 2.0, 100_000)
 
@@ -91,6 +104,7 @@ CASES = {
     "empty8": (case_empty8, 5_000),
     "ones64": (case_ones64, 4_000),
     "empty1m": (case_empty1m, 2_000),
+    "mixed1m": (case_mixed1m, 2_000),
     "ufunc": (case_ufunc, 100),
 }
 REPEATS = 3

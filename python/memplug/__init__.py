@@ -185,7 +185,7 @@ def stats(name: str) -> Dict[str, Any]:
     ``foreign_pointers`` with its sites (pointers NumPy handed back that the
     bridge never made: never passed to the plugin), ``header_bytes`` and
     ``data_alignment`` (64 for shareable handlers, whose arrays the bridge
-    pads), and the small-block cache: ``cache`` (``"on"``, ``"off"`` or
+    pads), and the cache of freed blocks: ``cache`` (``"on"``, ``"off"`` or
     ``"never"``, then ``cache_refusal`` says why), ``cached_blocks`` and
     ``cached_bytes`` (blocks held for reuse, which the plugin counts as
     allocated; see :func:`memplug.numpy.set_cache`).

@@ -296,7 +296,7 @@ def _handler(allocator: Any) -> Capsule:
         made = _mnp.allocator(handler)
         try:
             # The functions see every call NumPy makes, as numpy-allocator's
-            # do: no small block is kept back for reuse.
+            # do: no freed block is kept back for reuse.
             _mnp.set_cache(name, False)
         except memplug.NumpyError as e:
             if e.code != "not-cacheable":

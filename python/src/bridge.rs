@@ -147,7 +147,7 @@ pub const PAD_ALIGN: usize = 64;
 /// Bytes a padded bridge asks of its plugin beyond NumPy's size.
 pub const PADDED_OVERHEAD: usize = 88;
 
-/// The small-block cache's state ([`Bridge::caching`]).
+/// The state of the cache of freed blocks ([`Bridge::caching`]).
 const CACHE_NEVER: u8 = 0;
 const CACHE_ON: u8 = 1;
 const CACHE_OFF: u8 = 2;
@@ -200,7 +200,7 @@ pub struct Bridge {
     instance: Mutex<Option<Instance>>,
 }
 
-/// Why a bridge of `handler` must not cache small blocks, if so. A cached
+/// Why a bridge of `handler` must not cache freed blocks, if so. A cached
 /// block stays allocated in the plugin's eyes: only a plugin that cannot
 /// observe that (it reports no statistics) and does not need its calls
 /// serialised may be cached for — as NumPy's own handler caches for libc.
@@ -243,7 +243,7 @@ impl Bridge {
         }))
     }
 
-    /// Whether freed small blocks go to the cache now.
+    /// Whether freed blocks go to the cache now.
     #[inline]
     pub fn caching(&self) -> bool {
         self.cache.load(Relaxed) == CACHE_ON
@@ -257,7 +257,7 @@ impl Bridge {
         room.checked_add(self.header)
     }
 
-    /// Switch the small-block cache on or off; whether it was on. `Err`
+    /// Switch the cache of freed blocks on or off; whether it was on. `Err`
     /// with the reason for a bridge that never caches. Switching it off
     /// leaves the blocks cached: [`crate::raw_plugin::set_caching`] frees
     /// them (that is the call to make).

@@ -185,8 +185,8 @@ impl Counts {
         }
     }
 
-    /// Blocks and bytes (of room) held in the small-block caches of every
-    /// line.
+    /// Blocks and bytes (of room) held in the caches of every line: the
+    /// small blocks and the spares.
     pub fn cached(&self) -> (u64, u64) {
         let mut blocks = 0;
         let mut bytes = 0;
@@ -194,6 +194,10 @@ impl Counts {
             for (depth, size) in line.cache.depths().into_iter().zip(CLASSES) {
                 blocks += depth;
                 bytes += depth * size as u64;
+            }
+            for spare in line.cache.spare_sizes() {
+                blocks += u64::from(spare != 0);
+                bytes += spare as u64;
             }
         }
         (blocks, bytes)

@@ -5,13 +5,14 @@
 //! - loading into memplug's process-wide registry and describing it
 //!   ([`registry`]);
 //! - bridges: a memplug handler seen from NumPy, with its block header,
-//!   counters, small-block cache and record of NumPy's mistakes
+//!   counters, cache of freed blocks and record of NumPy's mistakes
 //!   ([`bridge`]; the counters [`counters`], kept in the per-thread lines
 //!   of [`lines`]), under the unsafe [`raw_plugin`] (the block header, the
-//!   calls to the plugin), [`raw_block`] (the functions NumPy calls),
+//!   calls to the plugin), [`raw_block`] and [`raw_free`] (the functions
+//!   NumPy calls),
 //!   [`raw_padded`] (the same for shareable handlers, whose data is
 //!   aligned to 64 bytes) and over [`raw_cache`] (the per-thread lists of
-//!   cached blocks);
+//!   cached small blocks and the spares);
 //! - NumPy's handler capsules, current handler and arrays' handlers
 //!   ([`numpy`]), over the unsafe [`raw_numpy`] (NumPy's C API table, the
 //!   capsules) and [`raw_thread`] (the thread's id, whether it holds the
@@ -30,7 +31,7 @@
 //! module imports only from the modules declared before it (checked by
 //! `tests/architecture.rs`): `errors`, `raw_thread`, `raw_cache` → `lines`
 //! → `counters` → `bridge` → `raw_plugin` → `raw_padded` → `raw_block` →
-//! `raw_numpy` → `hook` → `raw_hook` → `raw_share` → `registry` → `numpy`,
+//! `raw_free` → `raw_numpy` → `hook` → `raw_hook` → `raw_share` → `registry` → `numpy`,
 //! `share` → `raw_callbacks` → `define` → this module.
 //!
 //! Its Rust API is private (Python is the public one): these docs are for
@@ -54,6 +55,8 @@ mod raw_plugin;
 mod raw_padded;
 #[allow(unsafe_code)]
 mod raw_block;
+#[allow(unsafe_code)]
+mod raw_free;
 #[allow(unsafe_code)]
 mod raw_numpy;
 mod hook;
@@ -188,7 +191,7 @@ fn numpy_close(name: &str) -> PyResult<bool> {
     numpy::close(name)
 }
 
-/// Turn the small-block cache of a bridge on or off; whether it was on.
+/// Turn the cache of freed blocks of a bridge on or off; whether it was on.
 #[pyfunction]
 fn numpy_set_cache(name: &str, enabled: bool) -> PyResult<bool> {
     registry::set_caching(name, enabled)
@@ -243,6 +246,8 @@ fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HEADER_MIN_BYTES", 16)?;
     m.add("PEAK_CHECK_BYTES", lines::PEAK_CHECK_BYTES)?;
     m.add("CACHE_MAX_BYTES", raw_cache::MAX_CACHED)?;
+    m.add("CACHE_SPARE_MAX_BYTES", raw_cache::MAX_SPARE)?;
+    m.add("CACHE_SPARE_PATIENCE", raw_cache::SPARE_PATIENCE)?;
     m.add("CACHE_DEPTH", raw_cache::DEPTH)?;
     m.add("CACHE_ENV", bridge::CACHE_ENV)?;
     Ok(())

@@ -21,8 +21,8 @@
 //! A reader sums every line. Threads beyond [`MAX_THREADS`] alive at once
 //! count in shared atomics instead.
 //!
-//! Each line also holds its thread's small-block cache ([`SmallCache`],
-//! the next 128 bytes), which the bridge uses for
+//! Each line also holds its thread's cache of freed blocks ([`SmallCache`]:
+//! small blocks and two spares, the next 192 bytes), which the bridge uses for
 //! handlers it may cache for ([`crate::raw_block`]); a line given up keeps
 //! its cached blocks for the next thread that claims it.
 //!
@@ -84,12 +84,12 @@ pub struct Line {
     /// peak: [`FULL_HEADROOM`] above its live bytes at its last check (for a
     /// crowded line: at their lowest since), less what they are now.
     pub(crate) headroom: AtomicI64,
-    /// The owner's small-block cache.
+    /// The owner's cache of freed blocks.
     pub cache: SmallCache,
 }
 
-// The counts in one cache line, the cache in the next two; a fourth pads
-// the line to a multiple of 128 bytes (pairs of cache lines travel together).
+// The counts in one cache line, the cache in the next three: a multiple of
+// 128 bytes (pairs of cache lines travel together).
 const _: () = assert!(size_of::<Line>() == 256 && std::mem::offset_of!(Line, cache) == 64);
 
 /// A mark in a line's owner word, set by any thread: the bridge counts in

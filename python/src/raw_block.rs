@@ -1,17 +1,21 @@
-//! The functions NumPy calls on a bridge: the hot path of every NumPy
+//! The functions NumPy calls on a bridge to allocate (`malloc`, `calloc`,
+//! `realloc`; [`crate::raw_free`] has `free`): the hot path of every NumPy
 //! allocation, and the unsafe code it needs, over the block header of
 //! [`crate::raw_plugin`]. (Bridges of shareable handlers use
 //! [`crate::raw_padded`]'s.)
 //!
-//! # The small-block cache
+//! # The cache of freed blocks
 //! For a bridge that may cache ([`Bridge::rounds`]: a thread-safe handler
 //! reporting no statistics), a request of at most
 //! [`MAX_CACHED`] bytes is given the room of its size class
 //! ([`crate::raw_cache`]), and a freed small block goes to the freeing
 //! thread's cache (when on, and not full) instead of the plugin; the next
-//! request of its class on that thread takes it back. The plugin is always
-//! called with the size it allocated the block with: `header +` the class's
-//! room. The bridge's counters count every NumPy call either way.
+//! request of its class on that thread takes it back. A freed block of up
+//! to [`MAX_SPARE`] bytes is offered to the thread's two spares
+//! ([`crate::raw_cache`] says which it keeps), taken back by a request of
+//! exactly its size. The plugin is always called with the size it allocated the block
+//! with: `header +` the class's room, or the spare's size. The bridge's
+//! counters count every NumPy call either way.
 //!
 //! # The shape of the hot path
 //! NumPy's `np.empty` costs about 2 700 instructions; the bridge's share is
@@ -19,7 +23,7 @@
 //! small by shape more than by arithmetic: the plugin is called through the
 //! bridge's own copy of its `malloc`/`free` ([`Bridge::direct`]), by
 //! functions installed only on bridges that have one ([`direct_malloc`],
-//! [`direct_free`]: no test of it per call); a program's first thread
+//! [`direct_free`](crate::raw_free::direct_free): no test of it per call); a program's first thread
 //! counts in the [first line](crate::lines::FIRST_LINE), found with one
 //! comparison (no hash of the thread's id); whatever is rare (NULL, a
 //! foreign pointer, a wrong size, another thread's line, a crowded line,
@@ -33,8 +37,8 @@
 
 use crate::bridge::Bridge;
 use crate::lines::{Counts, Line};
-use crate::raw_cache::{MAX_CACHED, class_of};
-use crate::raw_plugin::{drain_line, finish, finish_at, plugin_alloc, plugin_free, read_header};
+use crate::raw_cache::{MAX_CACHED, MAX_SPARE, class_of};
+use crate::raw_plugin::{finish, finish_at, plugin_alloc, read_header};
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
@@ -93,12 +97,28 @@ unsafe fn malloc_impl<const DIRECT: bool>(ctx: *mut c_void, size: usize) -> *mut
     unsafe { malloc_large::<DIRECT>(bridge, size) }
 }
 
-/// `malloc` of a block the cache does not serve: from the plugin.
+/// `malloc` of a block the small-block lists do not serve: this thread's
+/// spare of exactly this size if it has one (and the cache is on), else from the
+/// plugin.
 ///
 /// # Safety
 /// As for [`direct_calls`](crate::raw_plugin::direct_calls).
 #[inline(never)]
 unsafe extern "C" fn malloc_large<const DIRECT: bool>(bridge: &'static Bridge, size: usize) -> *mut c_void {
+    if size <= MAX_SPARE
+        && bridge.caching()
+        && let Some(line) = bridge.counts.at_home()
+        // SAFETY: `line` is this thread's own line (`at_home`).
+        && let Some(ptr) = unsafe { line.cache.take_spare(size) }
+    {
+        // SAFETY: the spare is a block of this bridge that was asked with
+        // `size` bytes (room for them, its header writable), no one's.
+        let ptr = unsafe { finish_at(bridge, ptr.as_ptr(), size) };
+        if Counts::count_alloc_in(line, size) {
+            return check_peak_then(bridge, line, ptr);
+        }
+        return ptr;
+    }
     // SAFETY: the caller's contract.
     unsafe { malloc_from_plugin::<DIRECT>(bridge, size) }
 }
@@ -252,195 +272,4 @@ pub unsafe extern "C" fn bridge_realloc(ctx: *mut c_void, ptr: *mut c_void, new_
         // The old block is untouched, as C's realloc promises.
         Err(_) => std::ptr::null_mut(),
     }
-}
-
-/// NumPy's `free(ctx, ptr, size)`. Everything but the common path is out
-/// of line and called last, so that path needs no stack frame and ends by
-/// jumping to the plugin's `free`.
-///
-/// # Safety
-/// As for `realloc`.
-pub unsafe extern "C" fn bridge_free(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
-    // SAFETY: the caller's contract; `false` asks nothing of the bridge.
-    unsafe { free_impl::<false>(ctx, ptr, size) }
-}
-
-/// [`bridge_free`] for a bridge with [direct calls](Bridge::direct):
-/// [`crate::raw_numpy::new_capsule`] installs it on those only.
-///
-/// # Safety
-/// As for [`bridge_free`], and `ctx`'s `direct` is `Some`.
-pub unsafe extern "C" fn direct_free(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
-    // SAFETY: the caller's contract.
-    unsafe { free_impl::<true>(ctx, ptr, size) }
-}
-
-/// NumPy's `free`, for both kinds of bridge.
-///
-/// # Safety
-/// As for [`bridge_free`], and as for [`direct_calls`](crate::raw_plugin::direct_calls).
-#[inline(always)]
-unsafe fn free_impl<const DIRECT: bool>(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
-    // SAFETY: as in `bridge_malloc`.
-    let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
-    if ptr.is_null() {
-        return free_null(bridge);
-    }
-    let ptr = ptr.cast::<u8>();
-    // SAFETY: NumPy frees only blocks this handler made.
-    let Some(real) = (unsafe { read_header(bridge, ptr) }) else {
-        return free_foreign(bridge);
-    };
-    if size != real {
-        // SAFETY: forwarded: the header matched.
-        return unsafe { free_mismatched(bridge, ptr, real, size) };
-    }
-    match bridge.counts.sole_first() {
-        // SAFETY: forwarded: the header matched; `line` is this thread's,
-        // not crowded; the caller's contract for `DIRECT`.
-        Some(line) => unsafe { free_counted::<DIRECT>(bridge, Some(line), ptr, real, false) },
-        // SAFETY: forwarded: the header matched; the caller's contract for
-        // `DIRECT`.
-        None => unsafe { free_other::<DIRECT>(bridge, ptr, real) },
-    }
-}
-
-/// `free` by a thread whose line is not the [first](crate::lines::FIRST_LINE)
-/// or is crowded (other threads count too: the same, with the headroom
-/// capped, see [`crate::counters`]), or must take a mark in. (A version
-/// that found the line without a call, a leaf ending in a jump to the
-/// plugin, saved 13 instructions here but measured slower on the
-/// one-thread benchmark: code placement, see BENCHMARKS.md.)
-///
-/// # Safety
-/// As for [`free_counted`], but for the line; and as for [`direct_calls`](crate::raw_plugin::direct_calls)
-/// (`DIRECT` is not used: the direct calls are tested).
-#[inline(never)]
-unsafe extern "C" fn free_other<const DIRECT: bool>(bridge: &'static Bridge, ptr: *mut u8, real: usize) {
-    let line = bridge.counts.mine();
-    // SAFETY: forwarded; `mine` is this thread's line.
-    unsafe { free_counted::<false>(bridge, line, ptr, real, line.is_some_and(Line::crowded)) }
-}
-
-/// `free` by a thread whose line is elsewhere (or that has none, or must
-/// take a mark in).
-///
-/// # Safety
-/// As for [`free_counted`], but for the line.
-#[cold]
-#[inline(never)]
-unsafe extern "C" fn free_away(bridge: &'static Bridge, ptr: *mut u8, real: usize) {
-    let line = bridge.counts.mine();
-    // SAFETY: forwarded; `mine` is this thread's line.
-    unsafe { free_counted::<false>(bridge, line, ptr, real, line.is_some_and(Line::crowded)) }
-}
-
-/// NumPy handed `free` a pointer this bridge did not make.
-#[cold]
-#[inline(never)]
-extern "C" fn free_foreign(bridge: &'static Bridge) {
-    bridge.foreign_pointer("free");
-}
-
-/// NumPy frees NULL (argsort's index buffer, ...); plugins never see it.
-#[cold]
-#[inline(never)]
-extern "C" fn free_null(bridge: &'static Bridge) {
-    bridge.counts.null_free();
-}
-
-/// `free` of a block NumPy passed the wrong size for: recorded, then freed
-/// as usual (with its real size).
-///
-/// # Safety
-/// As for [`free_counted`], but for the line.
-#[cold]
-#[inline(never)]
-unsafe extern "C" fn free_mismatched(bridge: &'static Bridge, ptr: *mut u8, real: usize, passed: usize) {
-    bridge.numpy_size_mismatch(real, passed);
-    // SAFETY: forwarded: the header matched.
-    unsafe { free_away(bridge, ptr, real) }
-}
-
-/// Count the free of the block at `ptr` and give it up: to the cache or
-/// to the plugin. `crowded` is the line's [`Line::crowded`].
-///
-/// # Safety
-/// The block's header matched (it is a live block of this bridge of `real`
-/// bytes asked, which NumPy is done with); `line` is this thread's own
-/// line, if any; and as for [`direct_calls`](crate::raw_plugin::direct_calls).
-#[inline(always)]
-unsafe fn free_counted<const DIRECT: bool>(
-    bridge: &'static Bridge,
-    line: Option<&Line>,
-    ptr: *mut u8,
-    real: usize,
-    crowded: bool,
-) {
-    match line {
-        // Counted first: its loads overlap with the call below.
-        Some(l) => Counts::free_in(l, real, crowded),
-        None => bridge.counts.free(None, real),
-    }
-    if real <= MAX_CACHED {
-        // The cache is on only for a bridge that rounds: tested first, so
-        // that the common small free reads one flag.
-        if bridge.caching()
-            && let Some(l) = line
-            // SAFETY: `l` is this thread's own line; the header matched, so
-            // `ptr` is a live block of this bridge, allocated with the room
-            // of its class (`rounds`), and NumPy is done with it.
-            && unsafe { l.cache.push(class_of(real), NonNull::new_unchecked(ptr)) }
-        {
-            return;
-        }
-        if bridge.rounds {
-            // SAFETY: forwarded: the caller's contract; a bridge that
-            // rounds made the block with the room of its class.
-            return unsafe { free_small(bridge, line, ptr, real) };
-        }
-    }
-    // SAFETY: the header matched: `ptr - header` is a live block of
-    // `plugin_size(real)` bytes (which did not overflow when it was made);
-    // the caller's contract for `DIRECT`.
-    unsafe { release::<DIRECT>(bridge, ptr, bridge.header + real) }
-}
-
-/// Give NumPy's block at `ptr` to the plugin: `total` bytes from
-/// `ptr - header`. Clearing the check word first makes a second free of the
-/// same pointer recognisable.
-///
-/// # Safety
-/// `ptr - header` is a live block of the bridge of `total` bytes, NumPy's
-/// no more; and as for [`direct_calls`](crate::raw_plugin::direct_calls).
-#[inline(always)]
-unsafe fn release<const DIRECT: bool>(bridge: &Bridge, ptr: *mut u8, total: usize) {
-    // SAFETY: the caller's contract; the check word is in the header.
-    unsafe {
-        ptr.cast::<usize>().sub(1).write(0);
-        plugin_free::<DIRECT>(bridge, NonNull::new_unchecked(ptr.sub(bridge.header)), total);
-    }
-}
-
-/// The rest of `free` for a small block of a bridge that rounds, when the
-/// cache did not take it (off, or full): to the plugin — after this
-/// thread's cached blocks, if the cache was turned off.
-///
-/// # Safety
-/// `line` is this thread's own line, if any; the block at `ptr` is live, of
-/// `real` bytes asked, made by this bridge with the room of its class, and
-/// NumPy is done with it.
-#[inline(never)]
-unsafe extern "C" fn free_small(bridge: &Bridge, line: Option<&Line>, ptr: *mut u8, real: usize) {
-    if let Some(line) = line
-        && !bridge.caching()
-        && !line.cache.is_empty()
-    {
-        // The cache was turned off: give back what this thread kept.
-        // SAFETY: `line` is this thread's own line.
-        unsafe { drain_line(bridge, line) };
-    }
-    // SAFETY: the caller's contract: the block was made with the room of
-    // its class.
-    unsafe { release::<false>(bridge, ptr, bridge.header + crate::raw_cache::rounded(real)) }
 }

@@ -1,7 +1,7 @@
 //! The unsafe core of the bridge's side facing NumPy: NumPy's C API table,
 //! the `PyDataMem_Handler` struct NumPy calls through, and the capsules
 //! holding one. The functions NumPy calls through it are in
-//! [`crate::raw_block`] (and [`crate::raw_padded`]) for bridges; hooked
+//! [`crate::raw_block`] and [`crate::raw_free`] (and [`crate::raw_padded`]) for bridges; hooked
 //! handlers ([`crate::raw_hook`]) bring theirs to the one unsafe entry,
 //! [`capsule_with`].
 //!
@@ -11,7 +11,8 @@
 //! (the `ctx` NumPy hands back), the functions it installs, and PyO3.
 
 use crate::bridge::Bridge;
-use crate::raw_block::{bridge_calloc, bridge_free, bridge_malloc, bridge_realloc, direct_free, direct_malloc};
+use crate::raw_block::{bridge_calloc, bridge_malloc, bridge_realloc, direct_malloc};
+use crate::raw_free::{bridge_free, direct_free};
 use crate::raw_padded::{padded_calloc, padded_free, padded_malloc, padded_realloc};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;

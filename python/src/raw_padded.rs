@@ -18,7 +18,7 @@
 //!   [ padding ... | offset | size | cookie ][ array data ... ][ rest of the padding ]
 //! ```
 //!
-//! No small-block cache here: shareable handlers report statistics.
+//! No cache of freed blocks here: shareable handlers report statistics.
 //!
 //! Imports [`crate::bridge`] and [`crate::raw_plugin`]'s check word.
 

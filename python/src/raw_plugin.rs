@@ -1,6 +1,6 @@
 //! The block header every bridged block carries, and the calls to the
 //! plugin beneath it: what the functions NumPy calls ([`crate::raw_block`],
-//! [`crate::raw_padded`]) share, and the draining of the small-block caches
+//! [`crate::raw_padded`]) share, and the draining of the caches of freed blocks
 //! when the cache is turned off.
 //!
 //! # The block header
@@ -20,11 +20,10 @@
 //!   [ padding ... | size | cookie     ][ array data ...            ]
 //! ```
 //!
-//! Imports [`crate::bridge`], [`crate::lines`], [`crate::raw_cache`].
+//! Imports [`crate::bridge`], [`crate::lines`].
 
 use crate::bridge::Bridge;
 use crate::lines::Line;
-use crate::raw_cache::CLASSES;
 use memplug::DirectCalls;
 use std::ffi::c_void;
 use std::ptr::NonNull;
@@ -158,11 +157,11 @@ unsafe extern "C" fn handler_free(bridge: &Bridge, base: NonNull<u8>, total: usi
 /// one of `bridge`'s lines.
 pub unsafe fn drain_line(bridge: &Bridge, line: &Line) {
     // SAFETY: the caller owns the line; every cached block is a block of
-    // the bridge's handler allocated as `header + CLASSES[class]` bytes,
-    // no one's any more.
+    // the bridge's handler allocated as `header + room` bytes (a small
+    // block's class, the spare's exact size), no one's any more.
     unsafe {
-        line.cache.drain(|class, ptr| {
-            bridge.handler.free(NonNull::new_unchecked(ptr.as_ptr().sub(bridge.header)), bridge.header + CLASSES[class])
+        line.cache.drain(|room, ptr| {
+            bridge.handler.free(NonNull::new_unchecked(ptr.as_ptr().sub(bridge.header)), bridge.header + room)
         })
     };
 }
@@ -179,11 +178,11 @@ pub fn drain_caches(bridge: &'static Bridge) {
     bridge.counts.with_unowned_caches(|line| unsafe { drain_line(bridge, line) });
 }
 
-/// Turn the small-block cache of a bridge on or off; whether it was on.
-/// Turning it off frees the blocks cached by this thread and by threads
-/// that ended at once, and those of other live threads at their next free
-/// of a small block through this bridge. `Err` with the reason for a
-/// bridge that never caches.
+/// Turn the cache of freed blocks of a bridge on or off; whether it was
+/// on. Turning it off frees the blocks cached by this thread and by
+/// threads that ended at once, and those of other live threads at their
+/// next free of a block of at most 2 MiB (the spares' bound) through this
+/// bridge. `Err` with the reason for a bridge that never caches.
 pub fn set_caching(bridge: &'static Bridge, on: bool) -> Result<bool, String> {
     let was = bridge.switch_cache(on)?;
     if !on {
@@ -196,7 +195,7 @@ pub fn set_caching(bridge: &'static Bridge, on: bool) -> Result<bool, String> {
 /// the segment and, with `unlink=1`, removes its name) once its last block
 /// is freed — at once if none is live. Blocks still live free as before; a
 /// new allocation succeeds while any block lives and fails afterwards. The
-/// small-block cache is turned off first (its blocks hold the instance).
+/// cache of freed blocks is turned off first (its blocks hold the instance).
 /// `false` if the bridge has no instance (a registered handler lives for
 /// the process) or was closed already.
 pub fn close(bridge: &'static Bridge) -> bool {

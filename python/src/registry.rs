@@ -320,11 +320,11 @@ pub fn stats<'py>(py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyDict>> {
     Ok(d)
 }
 
-/// Turn the small-block cache of `key`'s bridge on or off (made first if
+/// Turn the cache of freed blocks of `key`'s bridge on or off (made first if
 /// need be); whether it was on.
 pub fn set_caching(key: &str, on: bool) -> PyResult<bool> {
     let b = bridge(key)?;
     crate::raw_plugin::set_caching(b, on).map_err(|why| {
-        errors::numpy_error("not-cacheable", format!("the bridge of `{key}` never caches small blocks: {why}"))
+        errors::numpy_error("not-cacheable", format!("the bridge of `{key}` never caches freed blocks: {why}"))
     })
 }

@@ -1,5 +1,6 @@
-"""The bridge's small-block cache (only for handlers no plugin statistics can
-tell about) and the 64-byte alignment of shareable handlers' arrays."""
+"""The bridge's cache of freed blocks, small ones and two spares (only for
+handlers no plugin statistics can tell about), and the 64-byte alignment of
+shareable handlers' arrays."""
 
 from __future__ import annotations
 
@@ -55,11 +56,61 @@ def test_each_size_class_keeps_a_bounded_number_of_blocks(system_cache):
     with mnp.use("system"):
         arrays = [np.empty(8) for _ in range(3 * depth)]
         del arrays  # 24 blocks of the 64-byte class freed at once
-        large = [np.empty(200) for _ in range(3)]  # 1600 bytes: never cached
+        large = [np.empty(200) for _ in range(3)]  # 1600 bytes: in no class
         del large
     s = bridge("system")
-    assert s["cached_blocks"] == depth, "one class, at most DEPTH blocks"
-    assert s["cached_bytes"] == depth * 64
+    assert s["cached_blocks"] == depth + 2, "one class, at most DEPTH blocks, and two spares"
+    assert s["cached_bytes"] == depth * 64 + 2 * 1600
+
+
+def test_two_larger_blocks_per_thread_are_kept_for_requests_of_their_exact_sizes(system_cache):
+    mib = 1 << 20
+    before = bridge("system")
+    with mnp.use("system"):
+        a = np.empty(mib, dtype=np.uint8)
+        first = a.ctypes.data
+        del a
+        kept = bridge("system")
+        assert (kept["cached_blocks"], kept["cached_bytes"]) == (before["cached_blocks"] + 1, before["cached_bytes"] + mib)
+        b = np.empty(mib // 8, dtype=np.int64)  # the same size: the same block
+        c = np.empty(mib + 16, dtype=np.uint8)  # another size: from the plugin
+        assert (b.ctypes.data, c.ctypes.data != first) == (first, True)
+        assert bridge("system")["cached_blocks"] == before["cached_blocks"]
+        b[:] = 7  # NumPy's now, whole (read back without an array)
+        view = memoryview(b)
+        assert (view[0], view[len(view) // 2], view[-1]) == (7, 7, 7)
+        view.release()
+        mid = bridge("system")
+        del b
+        del c  # both kept
+        s = bridge("system")
+        assert (s["cached_blocks"], s["cached_bytes"]) == (mid["cached_blocks"] + 2, mid["cached_bytes"] + 2 * mib + 16)
+        e = np.empty(mib + 16, dtype=np.uint8)  # both from the spares
+        f = np.empty(mib, dtype=np.uint8)
+        assert f.ctypes.data == first
+        assert bridge("system")["cached_blocks"] == mid["cached_blocks"]
+        del e
+        del f
+        d = np.empty(mib + 32, dtype=np.uint8)
+        del d  # both places taken: a third size goes back to the plugin
+        s = bridge("system")
+        assert (s["cached_blocks"], s["cached_bytes"]) == (mid["cached_blocks"] + 2, mid["cached_bytes"] + 2 * mib + 16)
+        for _ in range(memplug._native.CACHE_SPARE_PATIENCE - 2):
+            np.empty(mib + 32, dtype=np.uint8)
+        assert bridge("system")["cached_bytes"] == s["cached_bytes"], "the spares are kept a while unused"
+        np.empty(mib + 32, dtype=np.uint8)  # then they are stale: it replaces the older (1 MiB + 16, freed first)
+        s = bridge("system")
+        assert (s["cached_blocks"], s["cached_bytes"]) == (mid["cached_blocks"] + 2, mid["cached_bytes"] + 2 * mib + 32)
+        huge = np.empty(memplug._native.CACHE_SPARE_MAX_BYTES + 1, dtype=np.uint8)
+        del huge  # above the bound: never kept
+        assert bridge("system")["cached_bytes"] == s["cached_bytes"]
+    after = bridge("system")
+    assert after["allocations"] - before["allocations"] >= 70, "every NumPy allocation is counted"
+    assert after["frees"] - before["frees"] == after["allocations"] - before["allocations"]
+    assert after["live_blocks"] == before["live_blocks"]
+    assert after["foreign_pointers"] == 0
+    mnp.set_cache("system", False)
+    assert bridge("system")["cached_blocks"] == 0, "off: the spares go back too"
 
 
 def test_turning_the_cache_off_gives_the_blocks_back(system_cache):
@@ -82,11 +133,13 @@ def test_blocks_cached_by_an_ended_thread_are_given_back(system_cache):
         with mnp.use("system"):
             arrays = [np.zeros(4) for _ in range(6)]
             del arrays
+            spare = np.empty(100_000, dtype=np.uint8)
+            del spare
 
     t = threading.Thread(target=work)
     t.start()
     t.join()
-    assert bridge("system")["cached_blocks"] >= 6, "the thread's cache outlives it, bounded"
+    assert bridge("system")["cached_blocks"] >= 7, "the thread's cache outlives it, bounded"
     # Python's join returns a moment before the thread gives its line up.
     for _ in range(200):
         mnp.set_cache("system", False)
@@ -121,6 +174,7 @@ def test_handlers_a_plugin_could_tell_about_are_never_cached():
     with mnp.use("tracking"):
         for _ in range(100):
             np.empty(8)
+            np.empty(1 << 20, dtype=np.uint8)
     after = memplug.stats("tracking")["plugin"]
     assert after["live_count"] == before["live_count"], "tracking sees every free"
 

@@ -33,11 +33,13 @@ How it behaves:
 - **Handlers that are not thread-safe are locked.** NumPy calls the handler
   without the GIL in places; memplug serialises every call into a plugin
   that does not declare itself thread-safe.
-- **Small blocks are cached, where no plugin can tell.** Like NumPy's own
+- **Freed blocks are reused, where no plugin can tell.** Like NumPy's own
   handler, the bridge keeps blocks of up to 1 KiB that NumPy freed and
   hands them out again -- per thread (no GIL needed), 8 per size class
   (16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024 bytes; a small
-  request is given its class's room) -- but only for a handler that is thread-safe and reports no
+  request is given its class's room) -- and two spares per thread: freed
+  blocks of more than 1 KiB and at most 2 MiB, each for a request of
+  exactly its size -- but only for a handler that is thread-safe and reports no
   statistics (``system``, allocators by symbol name, ``aligned``): a plugin
   that counts, checks or shares its blocks (``tracking``, ``guard``,
   ``arena``, ``shm``) sees every free. :func:`set_cache` turns it off
@@ -287,10 +289,11 @@ def close(name: str) -> bool:
 
 
 def set_cache(name: str, enabled: bool) -> bool:
-    """Turn the bridge's small-block cache for handler ``name`` on or off;
-    returns whether it was on. Turning it off frees the blocks cached by
-    this thread and by threads that ended at once, and those of other live
-    threads at their next free of a small block through this handler.
+    """Turn the bridge's cache of freed blocks (the small blocks and each
+    thread's spares) for handler ``name`` on or off; returns whether it was
+    on. Turning it off frees the blocks cached by this thread and by
+    threads that ended at once, and those of other live threads at their
+    next free of a block of at most 2 MiB through this handler.
 
     Raises :class:`memplug.NumpyError` ``"not-cacheable"`` (with the
     reason) for a handler the bridge never caches for: not thread-safe,

@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--no-cache", action="store_true",
-        help="no small-block cache in the bridge (sets MEMPLUG_NUMPY_CACHE=0, also for child processes)",
+        help="no cache of freed blocks in the bridge (sets MEMPLUG_NUMPY_CACHE=0, also for child processes)",
     )
     return p
 

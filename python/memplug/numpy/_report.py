@@ -68,10 +68,10 @@ def format_text(report: Dict[str, Any]) -> str:
             f"peak {_bytes(b['peak_bytes'])}"
         )
         if b.get("cache") == "never":
-            out.append(f"  small-block cache: never ({b['cache_refusal']})")
+            out.append(f"  cache of freed blocks: never ({b['cache_refusal']})")
         elif b.get("cache"):
             out.append(
-                f"  small-block cache: {b['cache']}, {b['cached_blocks']} blocks "
+                f"  cache of freed blocks: {b['cache']}, {b['cached_blocks']} blocks "
                 f"({_bytes(b['cached_bytes'])}) held for reuse (the plugin counts them live)"
             )
     p = report["plugin"]
