@@ -177,8 +177,9 @@ def stats(name: str) -> Dict[str, Any]:
     handler: ``allocations``, ``frees``, ``reallocs``, ``bytes_allocated``,
     ``bytes_freed``, ``live_blocks``, ``live_bytes``, ``peak_bytes`` (checked
     whenever a thread's net growth reaches :data:`PEAK_CHECK_BYTES`: exact
-    for large blocks, and short by at most that much per thread for small
-    ones), ``null_frees`` (NumPy's ``free(NULL)``
+    for large blocks, and short by at most that much, plus what the cache's
+    small-block lists hold (``_native.CACHE_LISTS_MAX_BYTES``), per thread
+    for small ones), ``null_frees`` (NumPy's ``free(NULL)``
     calls, filtered out), ``numpy_size_mismatches`` and
     ``numpy_size_mismatch_sites`` (frees where NumPy passed a size other
     than the block's, with the Python file, line and function), and

@@ -7,6 +7,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 HEADER_MIN_BYTES: int
 PEAK_CHECK_BYTES: int
 CACHE_MAX_BYTES: int
+CACHE_LISTS_MAX_BYTES: int
 CACHE_SPARE_MAX_BYTES: int
 CACHE_SPARE_PATIENCE: int
 CACHE_DEPTH: int

@@ -14,7 +14,7 @@ use memplug::{DirectCalls, Handler, Instance};
 use pyo3::prelude::*;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 /// Distinct places kept per kind of event; later new places are counted
 /// under one `<other places>` entry.
@@ -147,10 +147,9 @@ pub const PAD_ALIGN: usize = 64;
 /// Bytes a padded bridge asks of its plugin beyond NumPy's size.
 pub const PADDED_OVERHEAD: usize = 88;
 
-/// The state of the cache of freed blocks ([`Bridge::caching`]).
-const CACHE_NEVER: u8 = 0;
-const CACHE_ON: u8 = 1;
-const CACHE_OFF: u8 = 2;
+/// [`Bridge::cache_below`] while the cache of freed blocks is on: every
+/// request the size classes serve.
+const CACHE_ON_BELOW: usize = crate::raw_cache::MAX_CACHED + 1;
 
 /// The variable that, set to `0` before a bridge is made, keeps it from
 /// ever caching.
@@ -173,8 +172,12 @@ pub struct Bridge {
     /// Whether the data is aligned to [`PAD_ALIGN`] by padding: bridges of
     /// shareable handlers aligned less ([`crate::raw_padded`]).
     pub padded: bool,
-    /// [`CACHE_NEVER`], [`CACHE_ON`] or [`CACHE_OFF`].
-    cache: AtomicU8,
+    /// Requests of fewer bytes than this are served from the cache of
+    /// freed blocks, and such blocks freed go to it: [`CACHE_ON_BELOW`]
+    /// while it is on, 0 while it is off (or never on: see
+    /// [`Bridge::cache_refusal`]). One word, so that the hot paths ask
+    /// "small, and caching?" in one comparison.
+    cache_below: AtomicUsize,
     /// Mixed into every block's check word (see [`crate::raw_block`]):
     /// drawn for each bridge, so that a block of one bridge handed to
     /// another is recognised as not its own.
@@ -230,7 +233,7 @@ impl Bridge {
             header: if padded { PADDED_OVERHEAD } else { header_size(handler.alignment()) },
             rounds: cache_refusal.is_none(),
             padded,
-            cache: AtomicU8::new(if cache_refusal.is_none() { CACHE_ON } else { CACHE_NEVER }),
+            cache_below: AtomicUsize::new(if cache_refusal.is_none() { CACHE_ON_BELOW } else { 0 }),
             salt: new_salt(),
             direct: handler.direct_calls(),
             cache_refusal,
@@ -246,7 +249,15 @@ impl Bridge {
     /// Whether freed blocks go to the cache now.
     #[inline]
     pub fn caching(&self) -> bool {
-        self.cache.load(Relaxed) == CACHE_ON
+        self.cache_below.load(Relaxed) != 0
+    }
+
+    /// Whether a request of `size` bytes is served from the cache of freed
+    /// blocks, and such a block freed goes to it: it is small enough for
+    /// the size classes and the cache is on.
+    #[inline]
+    pub fn caches(&self, size: usize) -> bool {
+        size < self.cache_below.load(Relaxed)
     }
 
     /// The bytes asked of the plugin for a request of `size`: the header
@@ -265,15 +276,17 @@ impl Bridge {
         if let Some(why) = &self.cache_refusal {
             return Err(why.clone());
         }
-        Ok(self.cache.swap(if on { CACHE_ON } else { CACHE_OFF }, Relaxed) == CACHE_ON)
+        Ok(self.cache_below.swap(if on { CACHE_ON_BELOW } else { 0 }, Relaxed) != 0)
     }
 
     /// The cache's state: `on`, `off` or `never`.
     pub fn cache_state(&self) -> &'static str {
-        match self.cache.load(Relaxed) {
-            CACHE_ON => "on",
-            CACHE_OFF => "off",
-            _ => "never",
+        if self.cache_refusal.is_some() {
+            "never"
+        } else if self.caching() {
+            "on"
+        } else {
+            "off"
         }
     }
 
@@ -315,6 +328,7 @@ const _: () = assert!(
     std::mem::offset_of!(Bridge, direct) + size_of::<Option<DirectCalls>>() <= 64
         && std::mem::offset_of!(Bridge, header) < 64
         && std::mem::offset_of!(Bridge, salt) < 64
+        && std::mem::offset_of!(Bridge, cache_below) < 64
 );
 
 /// A salt for a new bridge's check words: different for every bridge of

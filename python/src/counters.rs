@@ -9,7 +9,11 @@
 //! `headroom` left before the next check ([`FULL_HEADROOM`] after one),
 //! which an allocation lowers and a free raises, and a check is due when it
 //! goes below zero (one subtraction and a branch on its sign on the hot
-//! path). While its line is the only one the bridge
+//! path). A block that goes into the thread's cache of freed blocks, or
+//! comes out of it, leaves the headroom as it is: for the headroom it
+//! stays live while cached, so the cache's hot paths check nothing (the
+//! lists hold at most [`LISTS_MAX_BYTES`](crate::raw_cache::LISTS_MAX_BYTES)).
+//! While its line is the only one the bridge
 //! ever counted in, a thread's live bytes are the total: it raises the
 //! shared peak to them, and only when they pass its last high (so a loop of
 //! large blocks reads no shared line). Once a second line is claimed (or a
@@ -22,8 +26,10 @@
 //! sums the live bytes of every line (plain loads, no lock) and raises the
 //! shared peak if that is higher. The peak is therefore exact when memory
 //! grows in steps of `PEAK_CHECK_BYTES` or more, and can be short by up to
-//! about `PEAK_CHECK_BYTES` per thread when it grows in small blocks; live
-//! counts are always exact.
+//! about `PEAK_CHECK_BYTES` + `LISTS_MAX_BYTES` per thread when it grows in
+//! small blocks (its live bytes can grow past its last check by the
+//! headroom, and by the blocks its lists held then); live counts are
+//! always exact.
 //!
 //! Imports [`crate::lines`], [`crate::raw_cache`].
 
@@ -140,6 +146,25 @@ impl Counts {
         line.allocs.add(1);
         line.bytes_allocated.add(size as u64);
         line.take(size as u64)
+    }
+
+    /// A block of `size` bytes was taken from the cache of freed blocks of
+    /// this thread's own `line`: counted, with no change to the headroom
+    /// (a block that goes into the cache or comes out of it is counted
+    /// there as if it stayed live; see the module docs).
+    #[inline(always)]
+    pub fn count_cached_alloc(line: &Line, size: usize) {
+        line.allocs.add(1);
+        line.bytes_allocated.add(size as u64);
+    }
+
+    /// A block of `size` bytes was freed by the thread of its own `line`:
+    /// counted, with no change to the headroom — the caller gives it back
+    /// ([`Line::give_back`]) unless the block went to the cache.
+    #[inline(always)]
+    pub fn count_free_in(line: &Line, size: usize) {
+        line.frees.add(1);
+        line.bytes_freed.add(size as u64);
     }
 
     /// A block of `size` bytes was freed, by the thread of `line`.

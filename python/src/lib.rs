@@ -246,6 +246,7 @@ fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("HEADER_MIN_BYTES", 16)?;
     m.add("PEAK_CHECK_BYTES", lines::PEAK_CHECK_BYTES)?;
     m.add("CACHE_MAX_BYTES", raw_cache::MAX_CACHED)?;
+    m.add("CACHE_LISTS_MAX_BYTES", raw_cache::LISTS_MAX_BYTES)?;
     m.add("CACHE_SPARE_MAX_BYTES", raw_cache::MAX_SPARE)?;
     m.add("CACHE_SPARE_PATIENCE", raw_cache::SPARE_PATIENCE)?;
     m.add("CACHE_DEPTH", raw_cache::DEPTH)?;

@@ -4,8 +4,8 @@
 //! plugin.
 //!
 //! A [`SmallCache`] is 192 bytes, three cache lines: the depth of each list
-//! (four bits each, in one word) and the list heads, those of the classes
-//! up to 192 bytes in the first line with the depths; then the spares. The
+//! (a byte each) and the list heads, those of the classes up to 128 bytes
+//! in the first line with the depths; then the spares. The
 //! classes reach 1 KiB, as NumPy's own cache does (it keeps up to 7 blocks
 //! of each byte size below 1024). The lists are threaded through the blocks
 //! themselves: a cached block's header (the two words in front of the
@@ -26,7 +26,7 @@
 //! freed amid newer blocks costs the plugin more, see the constant). So a
 //! loop over two sizes is served whole, over three two thirds, and sizes
 //! that change for good take over the spares. The memory a cache keeps is bounded by
-//! `SPARES * MAX_SPARE` + the lists' few KiB.
+//! `SPARES * MAX_SPARE` + [`LISTS_MAX_BYTES`] (27.5 KiB).
 //!
 //! One thread owns a cache (its counter line's owner, see
 //! [`crate::counters`]): only it pushes and pops, with plain loads and
@@ -36,7 +36,7 @@
 //! Imports nothing from the crate.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 /// Bytes of data served by each size class; a cached block of class `c`
 /// was allocated with room for `CLASSES[c]` bytes (at most half as much
@@ -45,7 +45,17 @@ pub const CLASSES: [usize; 12] = [16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 7
 /// The largest request served from the cache.
 pub const MAX_CACHED: usize = 1024;
 /// Blocks kept per size class and thread.
-pub const DEPTH: u64 = 8;
+pub const DEPTH: u8 = 8;
+/// The most bytes (of room) one thread's lists hold: [`DEPTH`] blocks of
+/// every class.
+pub const LISTS_MAX_BYTES: usize = {
+    let (mut sum, mut c) = (0, 0);
+    while c < CLASSES.len() {
+        sum += CLASSES[c];
+        c += 1;
+    }
+    sum * DEPTH as usize
+};
 /// The largest block kept as a spare. (A block this large takes 512 page
 /// faults to fill the first time: the plugin's call is no longer what
 /// costs.)
@@ -77,11 +87,7 @@ const CLASS_BY_16: [u8; MAX_CACHED / 16 + 1] = {
     table
 };
 
-/// Bits of a list's depth in [`SmallCache::depths`].
-const DEPTH_BITS: usize = 4;
-
-const _: () =
-    assert!(CLASSES[CLASSES.len() - 1] == MAX_CACHED && DEPTH < (1 << DEPTH_BITS) && CLASSES.len() * DEPTH_BITS <= 64);
+const _: () = assert!(CLASSES[CLASSES.len() - 1] == MAX_CACHED);
 
 /// The size class of a request of `size` bytes (`size <= MAX_CACHED`).
 #[inline]
@@ -100,8 +106,9 @@ pub fn rounded(size: usize) -> usize {
 #[derive(Default)]
 #[repr(C, align(64))]
 pub struct SmallCache {
-    /// Bits `4c..4c+4`: how many blocks list `c` holds.
-    depths: AtomicU64,
+    /// How many blocks list `c` holds, at `c`: a byte each, so that a
+    /// push or a pop changes its list's depth in one instruction.
+    depths: [AtomicU8; CLASSES.len()],
     /// The last block pushed of each class (its data pointer), or 0.
     heads: [AtomicUsize; CLASSES.len()],
     /// The spares, the newer first.
@@ -126,8 +133,7 @@ const _: () = assert!(size_of::<SmallCache>() == 192);
 impl SmallCache {
     /// Blocks cached, by class.
     pub fn depths(&self) -> [u64; CLASSES.len()] {
-        let d = self.depths.load(Relaxed);
-        std::array::from_fn(|c| (d >> (DEPTH_BITS * c)) & ((1 << DEPTH_BITS) - 1))
+        std::array::from_fn(|c| u64::from(self.depths[c].load(Relaxed)))
     }
 
     /// The sizes of the spares held (0 for an empty place).
@@ -138,7 +144,7 @@ impl SmallCache {
     /// Whether no block is cached.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.depths.load(Relaxed) == 0 && self.spares.iter().all(|s| s.ptr.load(Relaxed) == 0)
+        self.depths.iter().all(|d| d.load(Relaxed) == 0) && self.spares.iter().all(|s| s.ptr.load(Relaxed) == 0)
     }
 
     /// A spare asked with `size` bytes (`size > 0`), taken, if one is held.
@@ -198,8 +204,9 @@ impl SmallCache {
     /// room for `CLASSES[class]` bytes after them.
     #[inline]
     pub unsafe fn push(&self, class: usize, ptr: NonNull<u8>) -> bool {
-        let depths = self.depths.load(Relaxed);
-        if (depths >> (DEPTH_BITS * class)) & ((1 << DEPTH_BITS) - 1) >= DEPTH {
+        // Loaded twice (here and for the store): the second load and the
+        // store become one add to memory.
+        if self.depths[class].load(Relaxed) >= DEPTH {
             return false;
         }
         let words = ptr.as_ptr().cast::<usize>();
@@ -210,7 +217,7 @@ impl SmallCache {
             words.sub(1).write(0);
         }
         self.heads[class].store(ptr.as_ptr() as usize, Relaxed);
-        self.depths.store(depths + (1 << (DEPTH_BITS * class)), Relaxed);
+        self.depths[class].store(self.depths[class].load(Relaxed) + 1, Relaxed);
         true
     }
 
@@ -226,7 +233,7 @@ impl SmallCache {
         // untouched while listed.
         let next = unsafe { head.as_ptr().cast::<usize>().sub(2).read() };
         self.heads[class].store(next, Relaxed);
-        self.depths.store(self.depths.load(Relaxed) - (1 << (DEPTH_BITS * class)), Relaxed);
+        self.depths[class].store(self.depths[class].load(Relaxed) - 1, Relaxed);
         Some(head)
     }
 
@@ -269,21 +276,22 @@ mod tests {
             (rounded(8), rounded(64), rounded(65), rounded(512), rounded(513), rounded(1024), rounded(1025)),
             (16, 64, 96, 512, 768, 1024, 1025)
         );
+        assert_eq!(LISTS_MAX_BYTES, 28_160, "the 27.5 KiB the guide gives");
     }
 
     #[test]
     fn lists_are_last_in_first_out_and_bounded() {
         let cache = SmallCache::default();
-        let mut blocks: Vec<Box<[usize; 10]>> = (0..DEPTH + 2).map(|_| Box::new([0; 10])).collect();
+        let mut blocks: Vec<Box<[usize; 10]>> = (0..usize::from(DEPTH) + 2).map(|_| Box::new([0; 10])).collect();
         let ptrs: Vec<NonNull<u8>> =
             blocks.iter_mut().map(|b| NonNull::new(b.as_mut_ptr().wrapping_add(2).cast::<u8>()).unwrap()).collect();
         for (i, &p) in ptrs.iter().enumerate() {
             // SAFETY: this thread alone uses the cache; each block has two
             // words in front of `p` and 64 bytes after.
             let kept = unsafe { cache.push(3, p) };
-            assert_eq!(kept, (i as u64) < DEPTH, "block {i}");
+            assert_eq!(kept, i < usize::from(DEPTH), "block {i}");
         }
-        assert_eq!(cache.depths()[3], DEPTH);
+        assert_eq!(cache.depths()[3], u64::from(DEPTH));
         // SAFETY: as above.
         assert_eq!(unsafe { cache.pop(3) }, Some(ptrs[DEPTH as usize - 1]));
         // SAFETY: as above.

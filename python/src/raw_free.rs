@@ -10,7 +10,7 @@
 use crate::bridge::Bridge;
 use crate::lines::{Counts, Line};
 use crate::raw_cache::{MAX_CACHED, MAX_SPARE, class_of};
-use crate::raw_plugin::{drain_line, plugin_free, read_header};
+use crate::raw_plugin::{drain_line, header_says, plugin_free, read_header};
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
@@ -48,13 +48,11 @@ unsafe fn free_impl<const DIRECT: bool>(ctx: *mut c_void, ptr: *mut c_void, size
     }
     let ptr = ptr.cast::<u8>();
     // SAFETY: NumPy frees only blocks this handler made.
-    let Some(real) = (unsafe { read_header(bridge, ptr) }) else {
-        return free_foreign(bridge);
-    };
-    if size != real {
-        // SAFETY: forwarded: the header matched.
-        return unsafe { free_mismatched(bridge, ptr, real, size) };
+    if !unsafe { header_says(bridge, ptr, size) } {
+        // SAFETY: forwarded.
+        return unsafe { free_unmatched(bridge, ptr, size) };
     }
+    let real = size;
     match bridge.counts.sole_first() {
         // SAFETY: forwarded: the header matched; `line` is this thread's,
         // not crowded; the caller's contract for `DIRECT`.
@@ -95,11 +93,21 @@ unsafe extern "C" fn free_away(bridge: &'static Bridge, ptr: *mut u8, real: usiz
     unsafe { free_counted::<false>(bridge, line, ptr, real, line.is_some_and(Line::crowded)) }
 }
 
-/// NumPy handed `free` a pointer this bridge did not make.
+/// `free` of a block whose check word does not say `passed` bytes: a
+/// pointer this bridge did not make (or freed already), or a block NumPy
+/// passed the wrong size for.
+///
+/// # Safety
+/// As for [`bridge_free`], for `ptr`.
 #[cold]
 #[inline(never)]
-extern "C" fn free_foreign(bridge: &'static Bridge) {
-    bridge.foreign_pointer("free");
+unsafe extern "C" fn free_unmatched(bridge: &'static Bridge, ptr: *mut u8, passed: usize) {
+    // SAFETY: the caller's contract.
+    match unsafe { read_header(bridge, ptr) } {
+        // SAFETY: forwarded: the header matched.
+        Some(real) => unsafe { free_mismatched(bridge, ptr, real, passed) },
+        None => bridge.foreign_pointer("free"),
+    }
 }
 
 /// NumPy frees NULL (argsort's index buffer, ...); plugins never see it.
@@ -139,21 +147,26 @@ unsafe fn free_counted<const DIRECT: bool>(
 ) {
     match line {
         // Counted first: its loads overlap with the call below.
-        Some(l) => Counts::free_in(l, real, crowded),
+        Some(l) => Counts::count_free_in(l, real),
         None => bridge.counts.free(None, real),
     }
+    if let Some(l) = line
+        && bridge.caches(real)
+        // SAFETY: as in `raw_block::malloc_impl` (`caches` holds only for
+        // sizes the size classes serve).
+        && unsafe { std::hint::assert_unchecked(real <= MAX_CACHED); true }
+        // SAFETY: `l` is this thread's own line; the header matched, so
+        // `ptr` is a live block of this bridge, allocated with the room of
+        // its class (a bridge that caches rounds), and NumPy is done with it.
+        && unsafe { l.cache.push(class_of(real), NonNull::new_unchecked(ptr)) }
+    {
+        // Its bytes stay in the headroom's count (see `crate::counters`).
+        return;
+    }
+    if let Some(l) = line {
+        l.give_back(real as u64, crowded);
+    }
     if real <= MAX_CACHED {
-        // The cache is on only for a bridge that rounds: tested first, so
-        // that the common small free reads one flag.
-        if bridge.caching()
-            && let Some(l) = line
-            // SAFETY: `l` is this thread's own line; the header matched, so
-            // `ptr` is a live block of this bridge, allocated with the room
-            // of its class (`rounds`), and NumPy is done with it.
-            && unsafe { l.cache.push(class_of(real), NonNull::new_unchecked(ptr)) }
-        {
-            return;
-        }
         if bridge.rounds {
             // SAFETY: forwarded: the caller's contract; a bridge that
             // rounds made the block with the room of its class.

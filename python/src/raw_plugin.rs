@@ -81,6 +81,21 @@ pub unsafe fn read_header(bridge: &Bridge, ptr: *mut u8) -> Option<usize> {
     (check == cookie(bridge, ptr, size)).then_some(size)
 }
 
+/// Whether the check word in front of `ptr` says it is a live block of
+/// this bridge asked with `size` bytes: the [`read_header`] of a caller
+/// that knows the size already (NumPy's `free`), one load, no size read.
+/// (The check word mixes the size in, so it matches only if the header's
+/// size is `size`.)
+///
+/// # Safety
+/// As for [`read_header`].
+#[inline]
+pub unsafe fn header_says(bridge: &Bridge, ptr: *mut u8, size: usize) -> bool {
+    // SAFETY: the caller's contract.
+    let check = unsafe { ptr.cast::<usize>().sub(1).read() };
+    check == cookie(bridge, ptr, size)
+}
+
 /// The bridge's [direct calls](Bridge::direct), for the functions
 /// installed only on bridges that have them (`DIRECT`): no test.
 ///
