@@ -143,15 +143,15 @@ impl Counts {
     /// it last (a call in last place needs no registers kept across it).
     #[inline(always)]
     pub fn count_alloc_in(line: &Line, size: usize) -> bool {
-        line.allocs.add(1);
-        line.bytes_allocated.add(size as u64);
+        Self::count_cached_alloc(line, size);
         line.take(size as u64)
     }
 
-    /// A block of `size` bytes was taken from the cache of freed blocks of
-    /// this thread's own `line`: counted, with no change to the headroom
-    /// (a block that goes into the cache or comes out of it is counted
-    /// there as if it stayed live; see the module docs).
+    /// A block of `size` bytes was allocated by the thread of its own
+    /// `line`: counted, with no change to the headroom — as for a block
+    /// taken from the cache of freed blocks (which is counted there as if
+    /// it stayed live; see the module docs), or as the first half of
+    /// [`Counts::count_alloc_in`].
     #[inline(always)]
     pub fn count_cached_alloc(line: &Line, size: usize) {
         line.allocs.add(1);
@@ -181,8 +181,7 @@ impl Counts {
     /// no call.
     #[inline(always)]
     pub fn free_in(line: &Line, size: usize, crowded: bool) {
-        line.frees.add(1);
-        line.bytes_freed.add(size as u64);
+        Self::count_free_in(line, size);
         line.give_back(size as u64, crowded);
     }
 
