@@ -77,16 +77,29 @@
 
 #![deny(unsafe_code)]
 
-#[allow(unsafe_code)]
-pub mod export;
+// Layers, each importing only from those above it in this list (and the
+// ABI's types in this file): `frozen`, `layout`, `options` and `share` (the
+// released layouts and the data types); `fork` (a lock a fork leaves
+// usable); `allocator` (the trait a Rust plugin implements); `atfork` (the
+// fork handlers over every live instance); `tramp` (the `extern "C"`
+// trampolines); `export` (the entries and the macros).
 pub mod frozen;
 pub mod layout;
 pub mod options;
 pub mod share;
 #[allow(unsafe_code)]
+pub mod fork;
+#[allow(unsafe_code)]
+mod allocator;
+#[allow(unsafe_code)]
+mod atfork;
+#[allow(unsafe_code)]
 mod tramp;
+#[allow(unsafe_code)]
+pub mod export;
 
-pub use export::{Allocator, fixed_str};
+pub use allocator::Allocator;
+pub use export::fixed_str;
 pub use layout::{LAYOUT_SUFFIX, MemplugLayout};
 pub use share::{
     ATTACH_CAP, LocateFn, MemplugLocation, ResolveFn, SEGMENT_CAP, SHARE_FOREIGN, SHARE_OK, SHARE_RANGE, SHARE_SIZE,

@@ -3,10 +3,11 @@
 //! [`catch_unwind`](std::panic::catch_unwind), so that no panic unwinds into
 //! the host. `export.rs` builds handlers out of them.
 //!
-//! With `export.rs` (and the macros' expansion), the only unsafe code of the
-//! ABI crate.
+//! Imports `allocator`, `atfork` (instances are registered with the fork
+//! handlers while they live) and the ABI's types.
 
-use crate::export::Allocator;
+use crate::allocator::Allocator;
+use crate::atfork;
 use crate::{ERROR_CAP, MemplugInstance, MemplugLocation, MemplugStats, SHARE_FOREIGN, SHARE_OK};
 use core::ffi::{CStr, c_char, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -129,7 +130,11 @@ pub(crate) unsafe extern "C" fn create_tramp<A: Allocator>(
     match catch_unwind(AssertUnwindSafe(|| a.with_options(text))) {
         Ok(Ok(instance)) => {
             let align = instance.alignment().max(out.alignment as usize);
-            out.ctx = Box::into_raw(Box::new(instance)) as *mut c_void;
+            let instance = Box::into_raw(Box::new(instance));
+            // SAFETY: the box stays where it is until `destroy_tramp`, which
+            // unregisters it before dropping it.
+            unsafe { atfork::register::<A>(instance) };
+            out.ctx = instance as *mut c_void;
             out.alignment = align as u64;
             0
         }
@@ -148,6 +153,7 @@ pub(crate) unsafe extern "C" fn destroy_tramp<A: Allocator>(instance_ctx: *mut c
     if instance_ctx.is_null() {
         return;
     }
+    atfork::unregister(instance_ctx);
     // SAFETY: the host passes a ctx made by `create_tramp` (a leaked `Box<A>`),
     // exactly once, after its last block was freed.
     let boxed = unsafe { Box::from_raw(instance_ctx as *mut A) };

@@ -62,7 +62,9 @@ impl Handler {
         let Prepared { vtable, info } = prepared;
         let name: &'static str = Box::leak(info.name.clone().into_boxed_str());
         let raw = RawHandler::new(vtable, info.thread_safe(), info.alignment, name);
-        Handler { state: Box::leak(Box::new(HandlerState { raw, info })) }
+        let handler = Handler { state: Box::leak(Box::new(HandlerState { raw, info })) };
+        handler.raw().hold_across_forks();
+        handler
     }
 
     #[inline]
@@ -98,6 +100,7 @@ impl Handler {
         info.alignment = raw.alignment();
         info.options = Some(options.to_string());
         let handler = Handler { state: Box::leak(Box::new(HandlerState { raw, info })) };
+        handler.raw().hold_across_forks();
         let owner = handler.raw().take_owner().expect("a new instance still has its owner's reference");
         tracing::debug!(name = self.name(), options, alignment = handler.alignment(), "created instance");
         Ok(Instance { handler, _owner: owner })

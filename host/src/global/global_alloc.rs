@@ -104,7 +104,7 @@ impl Global {
                     }
                 }
                 LOCKED => {
-                    let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
+                    let _serial = super::SERIAL.lock();
                     return handler_alloc(self.final_handler(), layout, zeroed);
                 }
                 HANDLER | DIRECT => return handler_alloc(self.final_handler(), layout, zeroed),
@@ -191,7 +191,7 @@ impl Global {
             // its `Allocator` impl's aligned path, given the alignment).
             HANDLER | DIRECT => unsafe { handler_dealloc(self.final_handler(), ptr, layout) },
             LOCKED => {
-                let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
+                let _serial = super::SERIAL.lock();
                 // SAFETY: as above.
                 unsafe { handler_dealloc(self.final_handler(), ptr, layout) }
             }
@@ -231,7 +231,7 @@ impl Global {
             // SAFETY: outside the arena, in these states, a block is the handler's.
             HANDLER | DIRECT => unsafe { handler_realloc(self.final_handler(), ptr, layout, new_size) },
             LOCKED => {
-                let _serial = self.serial.lock().unwrap_or_else(|e| e.into_inner());
+                let _serial = super::SERIAL.lock();
                 // SAFETY: as above.
                 unsafe { handler_realloc(self.final_handler(), ptr, layout, new_size) }
             }
@@ -254,7 +254,7 @@ impl Global {
 // within the handler's) are made, resized and freed with the plugin's own
 // `malloc`, `calloc`, `realloc` and `free`, which are the calls the
 // `Allocator` impl makes for them too, so either may free the other's. A
-// handler that is not thread-safe is called only under `serial` (and its
+// handler that is not thread-safe is called only under `SERIAL` (and its
 // own lock). Nothing here unwinds: loading runs under `catch_unwind`.
 #[allow(unsafe_code)]
 unsafe impl GlobalAlloc for Global {

@@ -80,9 +80,10 @@ use crate::policy::Policy;
 use crate::raw::bootstrap;
 use crate::raw::vtable::PlainCalls;
 use crate::registry::Registry;
+use memplug_abi::fork::ForkMutex;
 use std::io::Write;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::{Mutex, OnceLock};
 
 /// Nothing decided yet.
 const UNSET: u8 = 0;
@@ -114,9 +115,13 @@ pub struct Global {
     /// their blocks have (set before that state is published; apart from
     /// [`Chosen`] so that the hot path checks one word less).
     direct: OnceLock<(PlainCalls, usize)>,
-    /// Held around every call into a handler that is not thread-safe.
-    serial: Mutex<()>,
 }
+
+/// Held around every call of a `Global` into a handler that is not
+/// thread-safe (one for the process: a process has one global allocator),
+/// and across every `fork` once such a handler is chosen, so that the child
+/// finds it free.
+pub(super) static SERIAL: ForkMutex<()> = ForkMutex::new(());
 
 /// The decision, set once before the final state is published.
 struct Chosen {
@@ -149,13 +154,7 @@ static PENDING: Status = Status::Pending;
 impl Global {
     /// A global allocator that reads `var` at the first allocation.
     pub const fn from_env(var: &'static str) -> Global {
-        Global {
-            var,
-            state: AtomicU8::new(UNSET),
-            chosen: OnceLock::new(),
-            direct: OnceLock::new(),
-            serial: Mutex::new(()),
-        }
+        Global { var, state: AtomicU8::new(UNSET), chosen: OnceLock::new(), direct: OnceLock::new() }
     }
 
     /// The environment variable it reads.
@@ -210,6 +209,11 @@ impl Global {
                     (None, true) => HANDLER,
                     (None, false) => LOCKED,
                 };
+                if word == LOCKED {
+                    // Still loading: the registration's allocation comes
+                    // from the arena.
+                    crate::raw::atfork::register(&SERIAL);
+                }
                 // No allocation from here to the final store, so that no
                 // block can come from the system allocator in between.
                 if self.state.compare_exchange(LOADING, FINISHING, Ordering::Acquire, Ordering::Relaxed).is_ok() {

@@ -69,6 +69,15 @@ impl RawHandler {
         RawHandler { direct: thread_safe, vtable, alignment, name, lock, life: None }
     }
 
+    /// From now on, hold this handler's lock (if it is not thread-safe)
+    /// across every `fork` (`atfork.rs`). Called once the handler is
+    /// installed for good: its state never moves again.
+    pub(crate) fn hold_across_forks(&'static self) {
+        if let Some(lock) = &self.lock {
+            super::atfork::register(lock);
+        }
+    }
+
     /// Make an instance through the plugin's `create` with `options`: a new
     /// core with the same functions and the instance's `ctx` and alignment,
     /// whose life is counted (see [`take_owner`](RawHandler::take_owner)).

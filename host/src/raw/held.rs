@@ -16,11 +16,11 @@ use super::aligned::{align_within, block_start, over_allocation};
 use super::barrier;
 use super::dispatch::RawHandler;
 use super::pending::{Deferred, PendingBlock};
+use super::relock::ReentrantGuard;
 use super::user::Refused;
 use super::vtable::VTable;
 use crate::error::AllocError;
 use memplug_abi::MemplugStats;
-use parking_lot::ReentrantMutexGuard;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
@@ -67,7 +67,7 @@ pub(super) unsafe fn plain_block(raw: &RawHandler, ptr: NonNull<u8>, size: usize
 /// thread may call through it. Made only by [`RawHandler::lock`].
 pub(crate) struct Held<'a> {
     raw: &'a RawHandler,
-    guard: Option<ReentrantMutexGuard<'a, ()>>,
+    guard: Option<ReentrantGuard<'a>>,
     _not_send_sync: PhantomData<*const ()>,
 }
 
@@ -91,7 +91,7 @@ impl<'a> Held<'a> {
 
     /// A `Held` over a guard just taken: counted, pending frees freed.
     #[inline]
-    fn holding(raw: &'a RawHandler, guard: Option<ReentrantMutexGuard<'a, ()>>) -> Held<'a> {
+    fn holding(raw: &'a RawHandler, guard: Option<ReentrantGuard<'a>>) -> Held<'a> {
         let held = Held { raw, guard, _not_send_sync: PhantomData };
         if held.guard.is_some() {
             count_lock(1);

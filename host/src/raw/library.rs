@@ -49,6 +49,8 @@ fn open_raw(arg: &std::ffi::OsStr, record: &Path) -> Result<&'static Library, Re
     let lib = unsafe { Library::open(Some(arg), RTLD_NOW | RTLD_LOCAL) }
         .map_err(|e| Refusal::NotALibrary { library: arg.to_string_lossy().into_owned(), loader: loader_text(&e) })?;
     let lib: &'static Library = Box::leak(Box::new(lib));
+    // Its constructors may have registered fork handlers.
+    super::atfork::library_event();
     LIBRARIES.lock().unwrap_or_else(|e| e.into_inner()).push((record.to_path_buf(), lib));
     Ok(lib)
 }
@@ -149,6 +151,9 @@ pub(crate) fn read_handler(entry: EntryFn, symbol: &str) -> Result<Image, Refusa
     // SAFETY: `entry` is a plugin entry function (see `entry`); the ABI says it
     // takes no arguments and returns a handler pointer or NULL.
     let ptr: *const MemplugHandler = unsafe { entry() };
+    // The entry may have registered fork handlers (the Rust export macros'
+    // do, at the first call).
+    super::atfork::library_event();
     if ptr.is_null() {
         return Err(Refusal::NullHandler { symbol: symbol.to_string() });
     }

@@ -13,7 +13,9 @@
 //!   go through; `life` — an instance's owner, live blocks and destruction;
 //!   `pending` — a handler's lock with its queue of pending frees (frees
 //!   that could not wait for the lock), and `barrier`, the asymmetric
-//!   barrier between queuing and releasing; `aligned` — host
+//!   barrier between queuing and releasing; `relock` — the reentrant,
+//!   fork-safe lock itself; `atfork` — the `pthread_atfork` handlers that
+//!   hold every such lock (and `Global`'s) around a fork; `aligned` — host
 //!   over-allocation for large alignments;
 //!   `user` — every other call into a plugin (`stats`, `create`,
 //!   `locate`, `resolve`): counted as a user of the instance, under the
@@ -40,6 +42,7 @@
 //! caller must guarantee.
 
 pub(crate) mod aligned;
+pub(crate) mod atfork;
 pub(crate) mod barrier;
 pub(crate) mod bootstrap;
 pub(crate) mod builtin;
@@ -52,6 +55,7 @@ pub(crate) mod life;
 pub(crate) mod os;
 pub(crate) mod pending;
 pub(crate) mod process;
+pub(crate) mod relock;
 pub(crate) mod sandbox;
 pub(crate) mod share;
 pub(crate) mod static_ref;

@@ -15,9 +15,15 @@
 //! list; never while calling the plugin, and never while waiting for
 //! anything else, so it cannot take part in a deadlock.
 //!
-//! Imports `barrier` (its sibling) only.
+//! Both locks are fork-safe ([`ForkLock`]): the fork handlers
+//! (`atfork.rs`) take a handler's lock and its queue's before a fork and
+//! release them after, so the child finds no call half-made and no lock
+//! held by a thread it does not have.
+//!
+//! Imports `barrier` and `relock` (its siblings) only.
 
-use parking_lot::{Mutex, ReentrantMutex};
+use super::relock::ReentrantLock;
+use memplug_abi::fork::{ForkLock, ForkMutex};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -25,7 +31,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// use the per-call path) with the frees waiting for it.
 pub(crate) struct HandlerLock {
     /// Every call into the plugin holds it.
-    pub(super) mutex: ReentrantMutex<()>,
+    pub(super) mutex: ReentrantLock,
     /// Blocks to free once the lock is held.
     pub(super) pending: Pending,
 }
@@ -34,7 +40,42 @@ impl HandlerLock {
     /// An unlocked lock with nothing pending.
     pub(super) fn new() -> HandlerLock {
         super::barrier::prepare();
-        HandlerLock { mutex: ReentrantMutex::new(()), pending: Pending::default() }
+        HandlerLock { mutex: ReentrantLock::new(), pending: Pending::default() }
+    }
+}
+
+/// Both of a handler's locks, for the fork handlers: all or none.
+impl ForkLock for HandlerLock {
+    unsafe fn hold(&self) {
+        // SAFETY: the caller's promise (released by `release` on this thread,
+        // the lock in place until then) covers both locks.
+        unsafe {
+            self.mutex.hold();
+            self.pending.work.hold();
+        }
+    }
+
+    unsafe fn try_hold(&self) -> bool {
+        // SAFETY: as in `hold`; a lock taken here is given back at once if
+        // the other one cannot be had.
+        unsafe {
+            if !self.mutex.try_hold() {
+                return false;
+            }
+            if !self.pending.work.try_hold() {
+                self.mutex.release();
+                return false;
+            }
+        }
+        true
+    }
+
+    unsafe fn release(&self) {
+        // SAFETY: the caller holds both through `hold` or `try_hold`.
+        unsafe {
+            self.pending.work.release();
+            self.mutex.release();
+        }
     }
 }
 
@@ -60,13 +101,18 @@ pub(super) enum Deferred {
 unsafe impl Send for PendingBlock {}
 
 /// The queue of pending frees of one handler.
-#[derive(Default)]
 pub(super) struct Pending {
     /// Whether `work` may be non-empty: read without the mutex on every
     /// release of the lock. Set after a push, cleared when the list is
     /// taken, both under the mutex.
     any: AtomicBool,
-    work: Mutex<Vec<Deferred>>,
+    work: ForkMutex<Vec<Deferred>>,
+}
+
+impl Default for Pending {
+    fn default() -> Pending {
+        Pending { any: AtomicBool::new(false), work: ForkMutex::new(Vec::new()) }
+    }
 }
 
 impl Pending {

@@ -9,10 +9,11 @@ use crate::counters::Counters;
 use crate::raw::mapping::{Backing, Mapping};
 use crate::system;
 use memplug_abi::MemplugStats;
+use memplug_abi::fork::{ForkLock, ForkMutex};
 use std::collections::HashMap;
 use std::io::Write;
+use std::sync::MutexGuard;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard};
 
 /// The hugepage allocator (see the crate documentation). Thread-safe.
 #[derive(Debug)]
@@ -24,7 +25,9 @@ pub struct Hugepage {
     /// The explicit huge page size (`Hugepagesize`).
     hugetlb_page: usize,
     page: usize,
-    large: Mutex<HashMap<usize, Large>>,
+    /// The table's lock is held for one insert, lookup or remove at a time,
+    /// and taken around a `fork` ([`Hugepage::fork_locks`]).
+    large: ForkMutex<HashMap<usize, Large>>,
     counters: Counters,
     /// Whether the fall back from hugetlb to THP was reported already.
     fallback_said: AtomicBool,
@@ -57,7 +60,7 @@ impl Hugepage {
             huge: system::pmd_size(),
             hugetlb_page: system::pool().page_size.max(page_size()),
             page: page_size(),
-            large: Mutex::default(),
+            large: ForkMutex::default(),
             counters: Counters::default(),
             fallback_said: AtomicBool::new(false),
         }
@@ -108,8 +111,15 @@ impl Hugepage {
 
     fn table(&self) -> MutexGuard<'_, HashMap<usize, Large>> {
         // Every update is one insert or remove, so a panic caught at the
-        // plugin boundary cannot leave the table half-changed.
-        self.large.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        // plugin boundary cannot leave the table half-changed (`ForkMutex`
+        // ignores poisoning).
+        self.large.lock()
+    }
+
+    /// The lock a `fork` must find free: the table's (see
+    /// [`memplug_abi::fork`]).
+    pub fn fork_locks<'a>(&'a self, locks: &mut dyn FnMut(&'a dyn ForkLock)) {
+        locks(&self.large);
     }
 
     /// A new mapping for `size` bytes aligned to at least `align`, advised

@@ -25,9 +25,10 @@ use crate::format::{self, DATA_START, MAGIC, VERSION, at};
 use crate::raw::map::{self, Mapping};
 use crate::raw::mutex::{self, Taken};
 use crate::repair;
+use memplug_abi::fork::{ForkLock, ForkMutex};
 use std::ffi::CString;
+use std::sync::Once;
 use std::sync::atomic::Ordering;
-use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 /// How long an attaching process waits for the process making the segment
@@ -48,11 +49,18 @@ pub struct Segment {
 
 /// Names to remove when the process exits normally, with the process that
 /// asked (a forked child inherits this list, and must not remove its
-/// parent's segments when it exits).
-static AT_EXIT: Mutex<Vec<(CString, u32)>> = Mutex::new(Vec::new());
+/// parent's segments when it exits). Taken around a `fork`
+/// ([`fork_locks`]), so that a child that exits normally can read it.
+static AT_EXIT: ForkMutex<Vec<(CString, u32)>> = ForkMutex::new(Vec::new());
+
+/// The process-wide lock a `fork` must find free: the list of names to
+/// remove at exit (named once, by the plugin's own handler).
+pub(crate) fn fork_locks<'a>(locks: &mut dyn FnMut(&'a dyn ForkLock)) {
+    locks(&AT_EXIT);
+}
 
 extern "C" fn unlink_at_exit() {
-    let names = std::mem::take(&mut *AT_EXIT.lock().unwrap_or_else(|e| e.into_inner()));
+    let names = std::mem::take(&mut *AT_EXIT.lock());
     let me = map::pid();
     for (name, _) in names.iter().filter(|(_, pid)| *pid == me) {
         let _ = map::unlink(name);
@@ -93,7 +101,7 @@ impl Segment {
         if config.unlink {
             static REGISTER: Once = Once::new();
             REGISTER.call_once(|| map::at_exit(unlink_at_exit));
-            AT_EXIT.lock().unwrap_or_else(|e| e.into_inner()).push((c_name.clone(), map::pid()));
+            AT_EXIT.lock().push((c_name.clone(), map::pid()));
         }
         let segment = Segment { map, name, c_name, generation, unlink: config.unlink, opened_by: map::pid() };
         {
@@ -164,7 +172,7 @@ impl Drop for Segment {
         }
         if self.unlink {
             let _ = map::unlink(&self.c_name);
-            AT_EXIT.lock().unwrap_or_else(|e| e.into_inner()).retain(|(n, _)| n != &self.c_name);
+            AT_EXIT.lock().retain(|(n, _)| n != &self.c_name);
         }
     }
 }

@@ -10,8 +10,9 @@ use crate::format::{DATA_START, at};
 use crate::heap::{self, Corrupt, Freed, Request};
 use crate::repair;
 use crate::segment::{Locked, Segment};
+use memplug_abi::fork::{ForkLock, ForkMutex};
 use memplug_abi::{MemplugLocation, MemplugStats, ShareFailure};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// The test hook: when set (milliseconds) as an instance is made, every
@@ -23,8 +24,13 @@ pub const HOLD_ENV: &str = "MEMPLUG_SHM_HOLD_LOCK_MS";
 pub struct Shm {
     config: ShmConfig,
     segment: OnceLock<Segment>,
-    making: Mutex<()>,
+    /// Held while the lazy handler makes its segment (taken around a
+    /// `fork`, so a child never sees the segment half made).
+    making: ForkMutex<()>,
     hold: Option<Duration>,
+    /// Whether this is the plugin's own handler, which also names the
+    /// process-wide locks to the fork handlers.
+    process_locks: bool,
 }
 
 /// A segment's statistics, kept in the segment itself: the same for every
@@ -61,7 +67,13 @@ impl Shm {
     /// The plugin's own handler: a segment of this process, made at the
     /// first allocation (not before: loading the plugin makes nothing).
     pub fn lazy() -> Shm {
-        Shm { config: ShmConfig::default(), segment: OnceLock::new(), making: Mutex::new(()), hold: hold() }
+        Shm {
+            config: ShmConfig::default(),
+            segment: OnceLock::new(),
+            making: ForkMutex::new(()),
+            hold: hold(),
+            process_locks: true,
+        }
     }
 
     /// An instance from an options string ([`ShmConfig::parse`]): its
@@ -80,7 +92,26 @@ impl Shm {
     pub fn from_options(options: &str) -> Result<Shm, String> {
         let config = ShmConfig::parse(options)?;
         let segment = Segment::open(&config)?;
-        Ok(Shm { config, segment: OnceLock::from(segment), making: Mutex::new(()), hold: hold() })
+        Ok(Shm {
+            config,
+            segment: OnceLock::from(segment),
+            making: ForkMutex::new(()),
+            hold: hold(),
+            process_locks: false,
+        })
+    }
+
+    /// The locks a `fork` must find free (see [`memplug_abi::fork`]): the
+    /// lazy handler's while it makes its segment, then (for the plugin's own
+    /// handler) the process-wide list of segments to remove at exit, which
+    /// making a segment takes inside it. A segment's own lock lives in the
+    /// segment, shared with the child, and is released by its holder in
+    /// the parent as usual.
+    pub fn fork_locks<'a>(&'a self, locks: &mut dyn FnMut(&'a dyn ForkLock)) {
+        locks(&self.making);
+        if self.process_locks {
+            crate::segment::fork_locks(locks);
+        }
     }
 
     /// The configuration.
@@ -94,7 +125,7 @@ impl Shm {
         if let Some(s) = self.segment.get() {
             return Some(s);
         }
-        let _making = self.making.lock().unwrap_or_else(|e| e.into_inner());
+        let _making = self.making.lock();
         if self.segment.get().is_none() {
             match Segment::open(&self.config) {
                 Ok(s) => {

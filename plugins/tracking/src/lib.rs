@@ -17,10 +17,13 @@
 //! a prefix only after finding its pointer there — so a foreign pointer,
 //! even one at the start of a page with nothing mapped before it, is
 //! counted and refused, never dereferenced. The set costs a short, sharded
-//! lock per allocation and free: this is a debugging allocator.
+//! lock per allocation and free: this is a debugging allocator. Its locks
+//! are taken around a `fork` (see [`memplug_abi::fork`]), so the child of a
+//! process whose threads were inside the allocator can allocate at once.
 
 mod registry;
 
+use memplug_abi::fork::ForkLock;
 use memplug_abi::{Allocator, FLAG_THREAD_SAFE, MemplugStats, export_handler};
 use registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -179,6 +182,10 @@ impl Allocator for Tracking {
             libc::free(base as *mut libc::c_void);
         }
         self.track_free(recorded);
+    }
+
+    fn fork_locks<'a>(&'a self, locks: &mut dyn FnMut(&'a dyn ForkLock)) {
+        self.live.fork_locks(locks);
     }
 
     fn stats(&self) -> Option<MemplugStats> {

@@ -5,11 +5,15 @@
 //! threads freeing unrelated blocks rarely meet on a lock. A mutex is held
 //! only for one insert or remove (no allocation of this allocator happens
 //! under it: the sets live in libc's heap through the Rust global
-//! allocator).
+//! allocator), and never two at once.
+//!
+//! The mutexes are [`ForkMutex`]es, all named to the fork handlers
+//! ([`Registry::fork_locks`]): a `fork` waits until no thread is inside a
+//! set, and the child finds every set whole and every lock free.
 
+use memplug_abi::fork::{ForkLock, ForkMutex};
 use std::collections::HashSet;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Mutex;
 
 const SHARDS: usize = 64;
 
@@ -37,27 +41,35 @@ type Set = HashSet<usize, BuildHasherDefault<AddrHasher>>;
 
 /// See the module docs.
 pub(crate) struct Registry {
-    shards: Box<[Mutex<Set>]>,
+    shards: Box<[ForkMutex<Set>]>,
 }
 
 impl Default for Registry {
     fn default() -> Registry {
-        Registry { shards: (0..SHARDS).map(|_| Mutex::default()).collect() }
+        Registry { shards: (0..SHARDS).map(|_| ForkMutex::default()).collect() }
     }
 }
 
 impl Registry {
     /// The shard of `addr`: blocks are 16-aligned, so the low bits say
     /// nothing; mix the rest.
-    fn shard(&self, addr: usize) -> &Mutex<Set> {
+    fn shard(&self, addr: usize) -> &ForkMutex<Set> {
         let h = ((addr >> 4) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         &self.shards[(h >> 58) as usize % SHARDS]
     }
 
     fn set(&self, addr: usize) -> std::sync::MutexGuard<'_, Set> {
-        // A panic never happens while a set is borrowed: a poisoned set is
-        // still whole.
-        self.shard(addr).lock().unwrap_or_else(|e| e.into_inner())
+        // A panic never happens while a set is borrowed: a set is always
+        // whole (`ForkMutex` ignores poisoning).
+        self.shard(addr).lock()
+    }
+
+    /// Every shard's lock, in index order (a thread never holds two, so any
+    /// fixed order is safe).
+    pub(crate) fn fork_locks<'a>(&'a self, locks: &mut dyn FnMut(&'a dyn ForkLock)) {
+        for shard in self.shards.iter() {
+            locks(shard);
+        }
     }
 
     /// Record a new live block.

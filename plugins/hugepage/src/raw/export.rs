@@ -6,6 +6,7 @@
 
 use super::heap;
 use crate::state::{Hugepage, Resized};
+use memplug_abi::fork::ForkLock;
 use memplug_abi::{Allocator, FLAG_THREAD_SAFE, MemplugStats, REQUIRE_SIZED_FREE, export_handler};
 
 impl Hugepage {
@@ -43,6 +44,10 @@ impl Allocator for Hugepage {
 
     fn with_options(&self, options: &str) -> Result<Self, String> {
         Hugepage::from_options(options)
+    }
+
+    fn fork_locks<'a>(&'a self, locks: &mut dyn FnMut(&'a dyn ForkLock)) {
+        Hugepage::fork_locks(self, locks);
     }
 
     fn malloc(&self, size: usize) -> *mut u8 {

@@ -21,6 +21,10 @@ impl Allocator for Shm {
         Shm::from_options(options)
     }
 
+    fn fork_locks<'a>(&'a self, locks: &mut dyn FnMut(&'a dyn memplug_abi::fork::ForkLock)) {
+        Shm::fork_locks(self, locks);
+    }
+
     fn malloc(&self, size: usize) -> *mut u8 {
         self.alloc(size, false)
     }
