@@ -6,8 +6,11 @@
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Once;
+use std::time::Duration;
 
 mod support;
+#[path = "support/deadline.rs"]
+mod deadline;
 
 const VAR: &str = "MEMPLUG_EXAMPLE_ALLOCATOR";
 
@@ -32,7 +35,15 @@ fn example(name: &str) -> PathBuf {
     let path = profile_dir.join("examples").join(name);
     BUILD.call_once(|| {
         let mut cargo = Command::new(env!("CARGO"));
-        cargo.current_dir(support::root()).args(["build", "--example", "global_env", "--example", "global_race"]);
+        cargo.current_dir(support::root()).args([
+            "build",
+            "--example",
+            "global_env",
+            "--example",
+            "global_race",
+            "--example",
+            "global_fork",
+        ]);
         if profile_dir.file_name().is_some_and(|p| p == "release") {
             cargo.arg("--release");
         }
@@ -182,5 +193,26 @@ fn threads_racing_the_first_allocation_are_served() {
                 assert!(out.contains(", 0, 0))"), "no bad frees or size mismatches: {out}");
             }
         }
+    }
+}
+
+#[test]
+fn a_program_on_global_forks_while_its_threads_allocate() {
+    if under_asan() {
+        return;
+    }
+    // Locked (arena) and thread-safe handlers, one that keeps a table
+    // (tracking), and a library by symbol: every child of 200 forks,
+    // taken while four threads allocate, allocates and exits.
+    let manifest = support::root().join("examples/manifests/libc.memplug.toml");
+    for value in ["system", "tracking", "arena", "aligned:alignment=64", manifest.to_str().unwrap()] {
+        let mut cmd = Command::new(example("global_fork"));
+        cmd.arg("200").env(VAR, value).env("MEMPLUG_PLUGIN_PATH", support::plugin("system").parent().unwrap());
+        let o = deadline::output_within(cmd, Duration::from_secs(180), value)
+            .unwrap_or_else(|e| panic!("{e}: a child hung"));
+        let out = stdout(&o);
+        assert!(o.status.success(), "{value}: {:?}\n{out}\n{}", o.status, String::from_utf8_lossy(&o.stderr));
+        assert!(out.starts_with("forks 200 ok, handler "), "{value}: {out}");
+        assert!(!out.contains("handler none"), "{value}: {out}");
     }
 }
