@@ -1,7 +1,8 @@
 //! The guard allocator: its tables of live and quarantined blocks, its
 //! counters, and the checks made on every free. Safe code over
 //! [`Region`](crate::raw::pages::Region)s; the only lock is [`Guard`]'s
-//! mutex, and system calls are made outside it.
+//! mutex (a [`ForkMutex`], held across `fork`), and system calls are made
+//! outside it.
 //!
 //! A block's life: `alloc` reserves a region, opens its data pages, fills
 //! the slack with canaries (and the block with junk), and records it as
@@ -17,7 +18,8 @@ use crate::raw::pages::{Region, page_size};
 use crate::report::{Finding, Op, report};
 use memplug_abi::MemplugStats;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Mutex, MutexGuard};
+use memplug_abi::fork::{ForkLock, ForkMutex};
+use std::sync::MutexGuard;
 
 /// A live block: its region and where it sits.
 #[derive(Debug)]
@@ -53,13 +55,13 @@ struct Tables {
 pub struct Guard {
     config: GuardConfig,
     page: usize,
-    tables: Mutex<Tables>,
+    tables: ForkMutex<Tables>,
 }
 
 impl Guard {
     /// A guard allocator with `config`.
     pub fn new(config: GuardConfig) -> Guard {
-        Guard { config, page: page_size(), tables: Mutex::default() }
+        Guard { config, page: page_size(), tables: ForkMutex::default() }
     }
 
     /// A guard allocator configured by an options string
@@ -77,7 +79,14 @@ impl Guard {
         // A panic while the lock was held (caught at the plugin boundary)
         // leaves the tables consistent: every update is a single insert or
         // remove. Carry on with them.
-        self.tables.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        // `ForkMutex::lock` carries on past poisoning.
+        self.tables.lock()
+    }
+
+    /// The one lock, for the fork handlers: a `fork` waits until no thread
+    /// is inside the tables, and the child finds them whole and unlocked.
+    pub(crate) fn fork_locks<'a>(&'a self, locks: &mut dyn FnMut(&'a dyn ForkLock)) {
+        locks(&self.tables);
     }
 
     /// A new block of `size` bytes (`size >= 1`) aligned to at least the

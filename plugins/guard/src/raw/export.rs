@@ -6,6 +6,7 @@
 //! own tables), so a foreign or stale pointer is reported, not followed.
 
 use crate::state::Guard;
+use memplug_abi::fork::ForkLock;
 use memplug_abi::{Allocator, FLAG_THREAD_SAFE, MemplugStats, export_handler};
 
 impl Allocator for Guard {
@@ -52,6 +53,10 @@ impl Allocator for Guard {
 
     unsafe fn free(&self, ptr: *mut u8, size: usize) {
         Guard::free(self, ptr as usize, size)
+    }
+
+    fn fork_locks<'a>(&'a self, locks: &mut dyn FnMut(&'a dyn ForkLock)) {
+        Guard::fork_locks(self, locks);
     }
 
     fn stats(&self) -> Option<MemplugStats> {
