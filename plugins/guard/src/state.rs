@@ -17,8 +17,8 @@ use crate::layout::{Placed, Plan, damaged_canaries, fill_canaries};
 use crate::raw::pages::{Region, page_size};
 use crate::report::{Finding, Op, report};
 use memplug_abi::MemplugStats;
-use std::collections::{BTreeMap, HashMap, VecDeque};
 use memplug_abi::fork::{ForkLock, ForkMutex};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::MutexGuard;
 
 /// A live block: its region and where it sits.
