@@ -2,7 +2,9 @@
 //! Python package's native crate (`python/src`), form layers (each imports
 //! only from modules declared before it in its `lib.rs`, so there is no
 //! circle of imports, and the host's unsafe core `raw` sits beneath the
-//! front ends), and no source file grows past 450 lines before its tests.
+//! front ends), that the guide's copy of the host's layer list
+//! (docs/src/architecture.md) names the same modules as `lib.rs`'s, and
+//! that no source file grows past 450 lines before its tests.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -184,4 +186,96 @@ fn no_source_file_is_over_450_lines_before_its_tests() {
         }
     }
     assert!(long.is_empty(), "split these by concern:\n{}", long.join("\n"));
+}
+
+/// One numbered item of a layer list: its number and the modules it names.
+type Layer = (u32, Vec<String>);
+
+/// The numbered list after the line `heading` of `text` (comment markers
+/// already stripped), up to the first blank line or heading after it: each
+/// item's number and the modules it names. A module clause opens the item or
+/// follows a `; `, and is one or more backticked names (linked or not, each
+/// maybe `(private)`) joined by `, ` or ` and `, then ` — `; code spans
+/// elsewhere in an item are not module names.
+fn layer_list(text: &str, heading: &str) -> Vec<Layer> {
+    let number = |l: &str| -> Option<(u32, String)> {
+        let (n, rest) = l.trim_start().split_once(". ")?;
+        Some((n.parse().ok()?, rest.to_string()))
+    };
+    let lines = text.lines().skip_while(|l| l.trim() != heading).skip(1).skip_while(|l| number(l).is_none());
+    let mut items: Vec<(u32, String)> = Vec::new();
+    for line in lines.take_while(|l| !l.trim().is_empty() && !l.starts_with('#')) {
+        match (number(line), items.last_mut()) {
+            (Some(item), _) => items.push(item),
+            (None, Some((_, body))) => body.push_str(&format!(" {}", line.trim())),
+            (None, None) => unreachable!("the list starts at a numbered line"),
+        }
+    }
+    items.into_iter().map(|(n, body)| (n, body.split("; ").flat_map(module_clause).collect())).collect()
+}
+
+/// The module names a clause opens with (`[`a`], `b` (private) and `c` — ...`),
+/// or none.
+fn module_clause(clause: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = clause.trim_start();
+    loop {
+        let linked = rest.strip_prefix('[');
+        let Some(after) = linked.unwrap_or(rest).strip_prefix('`') else { return Vec::new() };
+        let Some((name, after)) = after.split_once('`') else { return Vec::new() };
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Vec::new();
+        }
+        let after = if linked.is_some() { after.strip_prefix(']').unwrap_or(after) } else { after };
+        names.push(name.to_string());
+        rest = after.strip_prefix(" (private)").unwrap_or(after);
+        if rest.starts_with(" — ") {
+            return names;
+        }
+        match rest.strip_prefix(", ").or_else(|| rest.strip_prefix(" and ")) {
+            Some(next) => rest = next,
+            None => return Vec::new(),
+        }
+    }
+}
+
+/// The `# Layers` list of the host's `lib.rs` docs.
+fn host_layer_list() -> Vec<Layer> {
+    let lib = std::fs::read_to_string(support::root().join("host/src/lib.rs")).unwrap();
+    let docs: Vec<&str> =
+        lib.lines().filter_map(|l| l.strip_prefix("//!")).map(|l| l.strip_prefix(' ').unwrap_or(l)).collect();
+    layer_list(&docs.join("\n"), "# Layers")
+}
+
+#[test]
+fn the_guides_layer_list_names_the_modules_of_lib_rs() {
+    let lib = host_layer_list();
+    assert!(lib.len() > 10, "host/src/lib.rs's `# Layers` list is read: {lib:?}");
+    let guide = std::fs::read_to_string(support::root().join("docs/src/architecture.md")).unwrap();
+    let guide = layer_list(&guide, "## The layers");
+    let show = |l: Option<&Layer>| l.map_or("(no item)".to_string(), |(n, m)| format!("{n}. {}", m.join(", ")));
+    let differences: Vec<String> = (0..lib.len().max(guide.len()))
+        .filter(|&i| lib.get(i) != guide.get(i))
+        .map(|i| {
+            format!("host/src/lib.rs has {}; docs/src/architecture.md has {}", show(lib.get(i)), show(guide.get(i)))
+        })
+        .collect();
+    assert!(
+        differences.is_empty(),
+        "docs/src/architecture.md's layer list differs from host/src/lib.rs's `# Layers` (copy it):\n{}",
+        differences.join("\n")
+    );
+}
+
+#[test]
+fn layer_lists_read_linked_private_and_joined_names_only() {
+    let text = "intro\n\n## The layers\nSome words.\n\n0. `a` — imports nothing, `not_a_module`;\n\
+                1. [`b`] — one; `c` (private) — two\n   (wrapped); and `d`;\n2. `e`, `f` (private) and [`g`]\n   \
+                — three; [`H`] — `x`, `y` and `z` say;\n10. `i`: no dash; `j` — four\n\nafter `k` — five\n";
+    let found = layer_list(text, "## The layers");
+    let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        found,
+        [(0, names(&["a"])), (1, names(&["b", "c"])), (2, names(&["e", "f", "g", "H"])), (10, names(&["j"]))]
+    );
 }
