@@ -279,7 +279,9 @@ fn escapers_are_swept(sandbox: Option<&str>) {
     assert_bundled_ok(&rows);
     let escape = row(&rows, "libescape.so");
     match sandbox {
-        None => assert_eq!((escape["reason"].as_str(), escape["call"].as_str()), (Some("forbidden-call"), Some("setsid"))),
+        None => {
+            assert_eq!((escape["reason"].as_str(), escape["call"].as_str()), (Some("forbidden-call"), Some("setsid")))
+        }
         Some(_) => assert_eq!(escape["status"], "ok"),
     }
     let pids: Vec<i32> = std::fs::read_to_string(&pids).unwrap().lines().map(|l| l.parse().unwrap()).collect();

@@ -50,8 +50,8 @@
 use crate::error::SandboxError;
 use crate::raw::sandbox as raw;
 use crate::raw::trap;
-pub use crate::syscalls::{Denial, When, denials};
 use crate::syscalls::numbers;
+pub use crate::syscalls::{Denial, When, denials};
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
 };
@@ -192,7 +192,9 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), d.len(), "a system call is listed twice");
-        for must in ["kill", "tgkill", "tkill", "ptrace", "process_vm_writev", "setsid", "setpgid", "pidfd_open", "seccomp"] {
+        for must in
+            ["kill", "tgkill", "tkill", "ptrace", "process_vm_writev", "setsid", "setpgid", "pidfd_open", "seccomp"]
+        {
             assert!(names.contains(&must), "{must} is not denied");
         }
         for allowed in ["mmap", "madvise", "memfd_create", "clone", "clone3", "futex", "execve", "rt_sigaction"] {

@@ -222,7 +222,13 @@ mod tests {
     fn records_parse_and_junk_does_not() {
         assert_eq!(parse_record(b"forbidden-call 62"), Some(62));
         assert_eq!(parse_record(b"forbidden-call 1073741886"), Some(1_073_741_886));
-        for junk in [&b"forbidden-call "[..], b"forbidden-call -1", b"forbidden-call 6x", b"forbidden-call 99999999999999999999", b"stage load"] {
+        for junk in [
+            &b"forbidden-call "[..],
+            b"forbidden-call -1",
+            b"forbidden-call 6x",
+            b"forbidden-call 99999999999999999999",
+            b"stage load",
+        ] {
             assert_eq!(parse_record(junk), None, "{}", String::from_utf8_lossy(junk));
         }
     }
