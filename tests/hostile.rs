@@ -248,17 +248,42 @@ fn alive(pid: i32) -> bool {
     unsafe { libc::kill(pid, 0) == 0 }
 }
 
+/// `memplug`, the sandbox as the default (`None`) or as `sandbox` says.
+fn memplug_sandboxed(sandbox: Option<&str>) -> Command {
+    let mut c = memplug();
+    match sandbox {
+        Some(mode) => c.env("MEMPLUG_SANDBOX", mode),
+        None => c.env_remove("MEMPLUG_SANDBOX"),
+    };
+    c
+}
+
 #[test]
 fn nothing_a_plugin_starts_outlives_the_check() {
+    // Sandboxed, the children's setsid and setpgid are forbidden calls (they
+    // end those children, and refuse the plugin); unsandboxed they succeed,
+    // and the sweep must find the children where they went.
+    for sandbox in [None, Some("off")] {
+        escapers_are_swept(sandbox);
+    }
+}
+
+fn escapers_are_swept(sandbox: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     let scratch = tempfile::tempdir().unwrap();
     let pids = scratch.path().join("pids");
     bundled_into(dir.path());
     hostile(dir.path(), "escape", ESCAPE, None, Some(&pids));
-    let out = memplug().args(["check", "--json", "--timeout", "10"]).arg(dir.path()).output().unwrap();
+    let out = memplug_sandboxed(sandbox).args(["check", "--json", "--timeout", "10"]).arg(dir.path()).output().unwrap();
     let rows = json(&out.stdout);
     assert_bundled_ok(&rows);
-    assert_eq!(row(&rows, "libescape.so")["status"], "ok");
+    let escape = row(&rows, "libescape.so");
+    match sandbox {
+        None => {
+            assert_eq!((escape["reason"].as_str(), escape["call"].as_str()), (Some("forbidden-call"), Some("setsid")))
+        }
+        Some(_) => assert_eq!(escape["status"], "ok"),
+    }
     let pids: Vec<i32> = std::fs::read_to_string(&pids).unwrap().lines().map(|l| l.parse().unwrap()).collect();
     assert_eq!(pids.len(), 3, "setsid, setpgid and double-forked children: {pids:?}");
     let until = Instant::now() + Duration::from_secs(3);
@@ -276,6 +301,13 @@ fn nothing_a_plugin_starts_outlives_the_check() {
 
 #[test]
 fn a_child_holding_stderr_does_not_hold_the_host_s_output_open() {
+    // Unsandboxed too: sandboxed, the child's setsid ends it at once.
+    for sandbox in [None, Some("off")] {
+        stderr_holder_is_swept(sandbox);
+    }
+}
+
+fn stderr_holder_is_swept(sandbox: Option<&str>) {
     let dir = tempfile::tempdir().unwrap();
     bundled_into(dir.path());
     hostile(dir.path(), "hold_stderr", HOLD_STDERR, None, None);
@@ -286,6 +318,7 @@ fn a_child_holding_stderr_does_not_hold_the_host_s_output_open() {
         .arg(env!("CARGO_BIN_EXE_memplug"))
         .arg(dir.path())
         .env("MEMPLUG_CACHE", "off")
+        .env("MEMPLUG_SANDBOX", sandbox.unwrap_or("on"))
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();

@@ -7,6 +7,9 @@
 //! 0. [`text`] — outside text made safe to show (control characters,
 //!    bidirectional overrides and bytes that are not UTF-8 escaped), and
 //!    file names carried whole between processes; imports nothing;
+//!    [`syscalls`] — the system calls a worker's sandbox forbids (names,
+//!    numbers, conditions, reasons: a pure table) and the record its
+//!    `SIGSYS` handler leaves when a plugin makes one;
 //! 1. [`error`] — every error type, with its reason codes; [`stage`] — the
 //!    stages of loading and checking, announced before each runs;
 //! 2. [`validate`] — judge a handler header: pure Rust over bytes, no FFI;
@@ -17,7 +20,8 @@
 //! 4. `raw` (private) — the unsafe core: a plugin's vtable and the calls
 //!    through it, the handler core with its lock and counts, opening
 //!    libraries, the by-symbol trampolines, a buffer's memory, a worker's
-//!    process primitives and the sandbox's privilege calls;
+//!    process primitives, the sandbox's privilege calls and its `SIGSYS`
+//!    handler;
 //! 5. [`precheck`] — before a file is opened: is it a regular file, an ELF
 //!    shared library for this machine, trusted (owner and modes of it and
 //!    every directory on its path; SHA-256 pinning)? Pure checks over
@@ -60,7 +64,7 @@
 //!     `#[global_allocator]` whose handler an environment variable names at
 //!     start-up, with the bootstrap arena that serves while it loads;
 //! 18. [`sandbox`] — what a worker process denies the plugin it runs (a
-//!     seccomp filter, no capabilities);
+//!     seccomp filter that traps forbidden calls, no capabilities);
 //! 19. [`worker`] — the worker side of `probe`.
 //!
 //! The `memplug` command is a separate binary built on this public API (the
@@ -93,6 +97,7 @@
 #![cfg_attr(feature = "nightly", feature(allocator_api))]
 
 pub mod text;
+pub mod syscalls;
 pub mod error;
 pub mod stage;
 pub mod validate;

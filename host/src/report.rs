@@ -57,8 +57,9 @@ impl Status {
 /// One candidate's report. Serialised (see the guide's `check --json`, `docs/src/cli.md`):
 /// `path`, `symbol`, `status`, `reason`, `message`, `name`, `version`,
 /// `abi`, `deprecated`, `flags`, `thread_safe`, `options`, `checks`, for a
-/// loaded handler also the fields of [`Loaded`], and for a worker that
-/// failed `stage` (and `signal`).
+/// loaded handler also the fields of [`Loaded`], for a worker that
+/// failed `stage` (and `signal`), and for a forbidden call `stage` and
+/// `call`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
     /// The candidate's file (or, for an allocator taken by symbol name from
@@ -102,6 +103,10 @@ pub struct Report {
     /// For a crashed worker: the signal's name, e.g. `SIGSEGV`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    /// For a candidate refused with `forbidden-call`: the system call's
+    /// name, e.g. `kill` (`unknown` when the worker could not name it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call: Option<String>,
     /// Whether this report comes from the verdict cache (the file is
     /// unchanged since it was checked) rather than a check just now.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -200,6 +205,7 @@ impl Report {
             checks,
             stage: None,
             signal: None,
+            call: None,
             cached: false,
         }
     }
@@ -232,6 +238,7 @@ impl Report {
             checks,
             stage: None,
             signal: None,
+            call: None,
             cached: false,
         }
     }

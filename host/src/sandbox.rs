@@ -8,22 +8,36 @@
 //! write into its memory, leave the worker's process group so that the
 //! parent's clean-up misses its children, or write into the parent's
 //! standard output through `/proc/<ppid>/fd/1`. The sandbox closes those
-//! doors, in three steps:
+//! doors, in four steps:
 //! 1. `PR_SET_NO_NEW_PRIVS`: no `execve` grants privileges any more;
 //! 2. every capability dropped (bounding, ambient, effective, permitted and
 //!    inheritable sets): a worker started as root keeps its user id but not
 //!    `CAP_SYS_PTRACE` (without which the `/proc/<pid>/fd`, `mem` and
 //!    `environ` of a non-dumpable process are closed) nor `CAP_KILL`;
-//! 3. a seccomp filter that makes the system calls in [`denials`] fail with
-//!    `EPERM` — an error the plugin sees, not a kill, so a plugin that only
-//!    tries gets on with its checks.
+//! 3. a `SIGSYS` handler (`raw::trap`) that reports a forbidden call on the
+//!    protocol channel and ends the worker;
+//! 4. a seccomp filter that traps the system calls in [`denials`]
+//!    (`SECCOMP_RET_TRAP`): the call is not made, the kernel raises
+//!    `SIGSYS`, and the handler writes the call's number
+//!    ([`crate::syscalls::RECORD`]) and exits with
+//!    [`crate::syscalls::TRAPPED_STATUS`]. The parent refuses the candidate
+//!    with `forbidden-call`, naming the call: loaded into an application,
+//!    the same code would make that call there, unfiltered.
+//!
+//! A plugin that blocks or ignores `SIGSYS` is killed by the kernel with
+//! `SIGSYS` when it makes a forbidden call (reported `crashed`); one that
+//! installs its own `SIGSYS` handler gets the trap itself (the call is
+//! still not made, but memplug is not told). A forked child of the worker
+//! that signals itself (its `raise`, `abort`) gets `EPERM`, as the filter's
+//! process id is the worker's.
 //!
 //! Everything a memory allocator needs stays allowed: `mmap` (huge pages
 //! too), `madvise`, `memfd_create`, files under `/dev/shm`, `ftruncate`,
 //! `fallocate`, reading `/proc` and `/sys`, threads (`clone`, `clone3`,
-//! `futex`), signals to itself (`raise`, `abort`, `pthread_kill`), and
-//! `fork` and `exec` (the filter is inherited by both; the parent kills the
-//! worker's whole process group at the end).
+//! `futex`), `prctl` (but `PR_SET_SECCOMP`), signals to itself (`raise`,
+//! `abort`, `pthread_kill`), signal handlers, and `fork` and `exec` (the
+//! filter is inherited by both; the parent kills the worker's whole
+//! process group at the end).
 //!
 //! [`MEMPLUG_SANDBOX`](ENV) chooses: `on` (the default) sandboxes, and if a
 //! step fails (a kernel without seccomp) the worker warns on standard error
@@ -31,14 +45,18 @@
 //! worker process itself; `require` refuses to run a plugin unsandboxed;
 //! `off` does not sandbox (for debugging a plugin with `strace` or `gdb`).
 //!
-//! Imports `error` and `raw`.
+//! Imports `error`, `syscalls` and `raw`.
 
 use crate::error::SandboxError;
 use crate::raw::sandbox as raw;
+use crate::raw::trap;
+use crate::syscalls::numbers;
+pub use crate::syscalls::{Denial, When, denials};
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
 };
 use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
 
 /// The environment variable that turns the sandbox `on` (the default),
 /// `off`, or makes it required (`require`).
@@ -73,109 +91,6 @@ impl Mode {
     }
 }
 
-/// When a system call in [`denials`] is refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum When {
-    /// Always.
-    Always,
-    /// When its argument number `.0` (a process id) is not the worker's own
-    /// process id: signals to the worker itself stay allowed.
-    NotSelf(u8),
-    /// When its argument number `.0` (a process id) is neither 0 (the
-    /// caller) nor the worker's own process id.
-    NotSelfOrZero(u8),
-    /// When its argument number `.0` is `.1`.
-    Equals(u8, u64),
-}
-
-/// A system call the sandbox refuses, with `EPERM`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Denial {
-    /// Its name, e.g. `kill`.
-    pub syscall: &'static str,
-    /// Its number on this machine.
-    pub number: i64,
-    /// When it is refused.
-    pub when: When,
-    /// Why a plugin has no business making it.
-    pub why: &'static str,
-}
-
-/// The `ioctl` request that pushes a byte into a terminal's input (its C
-/// type differs between C libraries).
-#[allow(clippy::unnecessary_cast)]
-const TIOCSTI: u64 = libc::TIOCSTI as u64;
-
-macro_rules! deny {
-    ($nr:ident, $when:expr, $why:expr) => {
-        Denial { syscall: &stringify!($nr)[4..], number: libc::$nr as i64, when: $when, why: $why }
-    };
-}
-
-/// Every system call the sandbox refuses, and when.
-pub fn denials() -> Vec<Denial> {
-    use When::{Always, Equals, NotSelf, NotSelfOrZero};
-    const SIGNAL: &str = "signals only the worker itself: a plugin must not signal its parent or others";
-    const OTHER: &str = "acts on another process";
-    const TRACE: &str = "reads or writes another process's memory";
-    const GROUP: &str = "leaves the worker's process group (or session), escaping the parent's clean-up";
-    const SYSTEM: &str = "changes the system, not the process";
-    const NS: &str = "changes mounts or namespaces";
-    const KERNEL: &str = "a large kernel interface an allocator never needs";
-    vec![
-        deny!(SYS_kill, NotSelf(0), SIGNAL),
-        deny!(SYS_tgkill, NotSelf(0), SIGNAL),
-        deny!(SYS_rt_sigqueueinfo, NotSelf(0), SIGNAL),
-        deny!(SYS_rt_tgsigqueueinfo, NotSelf(0), SIGNAL),
-        deny!(SYS_tkill, Always, "signals a thread by id alone (glibc's raise and abort use tgkill)"),
-        deny!(SYS_pidfd_open, Always, OTHER),
-        deny!(SYS_pidfd_send_signal, Always, SIGNAL),
-        deny!(SYS_pidfd_getfd, Always, "takes a file descriptor out of another process"),
-        deny!(SYS_ptrace, Always, TRACE),
-        deny!(SYS_process_vm_readv, Always, TRACE),
-        deny!(SYS_process_vm_writev, Always, TRACE),
-        deny!(SYS_kcmp, Always, "compares another process's resources"),
-        deny!(SYS_prlimit64, NotSelfOrZero(0), "changes another process's resource limits"),
-        deny!(SYS_migrate_pages, NotSelfOrZero(0), OTHER),
-        deny!(SYS_move_pages, NotSelfOrZero(0), OTHER),
-        deny!(SYS_setsid, Always, GROUP),
-        deny!(SYS_setpgid, Always, GROUP),
-        deny!(SYS_ioctl, Equals(1, TIOCSTI), "pushes input into the terminal (TIOCSTI)"),
-        deny!(SYS_mount, Always, NS),
-        deny!(SYS_umount2, Always, NS),
-        deny!(SYS_pivot_root, Always, NS),
-        deny!(SYS_chroot, Always, NS),
-        deny!(SYS_unshare, Always, NS),
-        deny!(SYS_setns, Always, NS),
-        deny!(SYS_open_tree, Always, NS),
-        deny!(SYS_move_mount, Always, NS),
-        deny!(SYS_fsopen, Always, NS),
-        deny!(SYS_fsconfig, Always, NS),
-        deny!(SYS_fsmount, Always, NS),
-        deny!(SYS_fspick, Always, NS),
-        deny!(SYS_mount_setattr, Always, NS),
-        deny!(SYS_open_by_handle_at, Always, "opens files by handle, around the directory tree"),
-        deny!(SYS_reboot, Always, SYSTEM),
-        deny!(SYS_kexec_load, Always, SYSTEM),
-        deny!(SYS_kexec_file_load, Always, SYSTEM),
-        deny!(SYS_init_module, Always, SYSTEM),
-        deny!(SYS_finit_module, Always, SYSTEM),
-        deny!(SYS_delete_module, Always, SYSTEM),
-        deny!(SYS_swapon, Always, SYSTEM),
-        deny!(SYS_swapoff, Always, SYSTEM),
-        deny!(SYS_acct, Always, SYSTEM),
-        deny!(SYS_keyctl, Always, "the kernel keyrings are shared beyond the process"),
-        deny!(SYS_add_key, Always, "the kernel keyrings are shared beyond the process"),
-        deny!(SYS_request_key, Always, "the kernel keyrings are shared beyond the process"),
-        deny!(SYS_perf_event_open, Always, "observes other processes and the kernel"),
-        deny!(SYS_bpf, Always, KERNEL),
-        deny!(SYS_userfaultfd, Always, KERNEL),
-        deny!(SYS_io_uring_setup, Always, "io_uring's operations are not seen by seccomp"),
-        deny!(SYS_io_uring_enter, Always, "io_uring's operations are not seen by seccomp"),
-        deny!(SYS_io_uring_register, Always, "io_uring's operations are not seen by seccomp"),
-    ]
-}
-
 /// The seccomp filter of [`denials`] for a worker whose process id is
 /// `own_pid`, compiled for this machine.
 pub fn filter(own_pid: u32) -> Result<BpfProgram, String> {
@@ -184,7 +99,7 @@ pub fn filter(own_pid: u32) -> Result<BpfProgram, String> {
         SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value).map_err(|e| e.to_string())
     };
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    for d in denials().iter().flat_map(|d| aliases(arch, d)) {
+    for (d, number) in denials().iter().flat_map(|d| numbers(d).into_iter().map(move |n| (d, n))) {
         let conditions = match d.when {
             When::Always => None,
             When::NotSelf(arg) => Some(vec![cond(arg, SeccompCmpOp::Ne, own_pid.into())?]),
@@ -193,44 +108,15 @@ pub fn filter(own_pid: u32) -> Result<BpfProgram, String> {
             }
             When::Equals(arg, value) => Some(vec![cond(arg, SeccompCmpOp::Eq, value)?]),
         };
-        let chain = rules.entry(d.number).or_default();
+        let chain = rules.entry(number).or_default();
         if let Some(conditions) = conditions {
             chain.push(SeccompRule::new(conditions).map_err(|e| e.to_string())?);
         }
     }
-    // Unmatched calls are allowed; matched ones fail with EPERM.
-    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Errno(libc::EPERM as u32), arch)
+    // Unmatched calls are allowed; matched ones trap (SIGSYS).
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, SeccompAction::Trap, arch)
         .map_err(|e| format!("seccomp: {e}"))?;
     BpfProgram::try_from(filter).map_err(|e| format!("seccomp: {e}"))
-}
-
-/// `__X32_SYSCALL_BIT`: x86-64 system calls of the x32 ABI carry it, under
-/// the same audit architecture as the 64-bit ones.
-const X32: i64 = 0x4000_0000;
-
-/// `d` and, on x86-64, its x32 twins: where a kernel has the x32 ABI
-/// enabled, a plugin could otherwise make the same call under another
-/// number. (Calls through `int 0x80`, the i386 ABI, have another audit
-/// architecture and kill the process.)
-fn aliases(arch: TargetArch, d: &Denial) -> Vec<Denial> {
-    if arch != TargetArch::x86_64 {
-        return vec![*d];
-    }
-    // The x32 numbers of the calls whose x32 entry is a compat one.
-    let compat = match d.syscall {
-        "ioctl" => Some(514),
-        "ptrace" => Some(521),
-        "rt_sigqueueinfo" => Some(524),
-        "kexec_load" => Some(528),
-        "move_pages" => Some(533),
-        "rt_tgsigqueueinfo" => Some(536),
-        "process_vm_readv" => Some(539),
-        "process_vm_writev" => Some(540),
-        _ => None,
-    };
-    let mut out = vec![*d, Denial { number: d.number | X32, ..*d }];
-    out.extend(compat.map(|n| Denial { number: n | X32, ..*d }));
-    out
 }
 
 /// What [`enter`] did.
@@ -245,11 +131,12 @@ pub enum Entered {
     Unprotected(SandboxError),
 }
 
-/// Sandbox this process as `mode` asks. Call it while the process has one
-/// thread (capabilities are per thread), and only in a process meant to run
-/// a plugin: it cannot be undone. `Err` under [`Mode::Require`] when a step
-/// failed.
-pub fn enter(mode: Mode) -> Result<Entered, SandboxError> {
+/// Sandbox this process as `mode` asks; a forbidden call is reported on
+/// `channel` (the protocol channel, which must stay open for the life of
+/// the process). Call it while the process has one thread (capabilities
+/// are per thread), and only in a process meant to run a plugin: it cannot
+/// be undone. `Err` under [`Mode::Require`] when a step failed.
+pub fn enter(mode: Mode, channel: &impl AsRawFd) -> Result<Entered, SandboxError> {
     if mode == Mode::Off {
         return Ok(Entered::Off);
     }
@@ -259,6 +146,9 @@ pub fn enter(mode: Mode) -> Result<Entered, SandboxError> {
     }
     if let Err(e) = raw::drop_capabilities() {
         problems.push(format!("dropping capabilities: {e}"));
+    }
+    if let Err(e) = trap::install(channel.as_raw_fd()) {
+        problems.push(format!("installing the SIGSYS handler: {e}"));
     }
     match filter(std::process::id()) {
         // All threads (there should be one): none is left outside.
@@ -302,12 +192,17 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), d.len(), "a system call is listed twice");
-        for must in ["kill", "tgkill", "tkill", "ptrace", "process_vm_writev", "setsid", "setpgid", "pidfd_open"] {
+        for must in
+            ["kill", "tgkill", "tkill", "ptrace", "process_vm_writev", "setsid", "setpgid", "pidfd_open", "seccomp"]
+        {
             assert!(names.contains(&must), "{must} is not denied");
         }
-        for allowed in ["mmap", "madvise", "memfd_create", "clone", "clone3", "futex", "execve", "prctl"] {
+        for allowed in ["mmap", "madvise", "memfd_create", "clone", "clone3", "futex", "execve", "rt_sigaction"] {
             assert!(!names.contains(&allowed), "{allowed} must stay allowed");
         }
+        // prctl only for PR_SET_SECCOMP.
+        let prctl = d.iter().find(|d| d.syscall == "prctl").unwrap();
+        assert_eq!(prctl.when, When::Equals(0, libc::PR_SET_SECCOMP as u64));
         let program = filter(std::process::id()).unwrap();
         assert!(program.len() > d.len());
     }

@@ -57,8 +57,10 @@ pub fn enter(stage: &str, subject: &dyn Display) {
     if let Some(sink) = SINK.get() {
         let mut w = sink.lock().unwrap_or_else(|e| e.into_inner());
         // A parent that went away is not this process's problem: the stage
-        // only matters to it.
-        let _ = writeln!(w, "stage {}", stage.replace('\n', " "));
+        // only matters to it. One write, so that a record the SIGSYS
+        // handler writes from another thread never lands inside the line.
+        let line = format!("stage {}\n", stage.replace('\n', " "));
+        let _ = w.write_all(line.as_bytes());
         let _ = w.flush();
     }
 }

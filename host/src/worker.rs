@@ -57,7 +57,7 @@ pub fn serve_with(bench: Option<BenchJob>) -> ExitCode {
         };
     // Before the plugin is opened (its constructors run then), while this
     // process has one thread.
-    let refused = match sandbox::Mode::from_env().and_then(sandbox::enter) {
+    let refused = match sandbox::Mode::from_env().and_then(|mode| sandbox::enter(mode, &channel)) {
         Ok(Entered::Sandboxed | Entered::Off) => None,
         Ok(Entered::Unprotected(e)) => {
             tracing::warn!(reason = e.code(), "{e}");

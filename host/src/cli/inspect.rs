@@ -109,6 +109,12 @@ fn inspect(candidate: &Candidate, trust: Trust, isolation: &IsolationArgs) -> In
         r.reason = Some(memplug::probe::BAD_ANSWER.into());
         return r;
     }
+    if let memplug::probe::WorkerOutcome::Forbidden { call, stage } = &outcome {
+        let message = memplug::probe::forbidden_message(call.as_deref(), stage.as_deref());
+        let mut r = InspectionReport::worker_failed(candidate, Status::Rejected, message, stage.clone(), None);
+        r.reason = Some(memplug::probe::FORBIDDEN_CALL.into());
+        return r;
+    }
     match outcome.failure() {
         Some((status, message, stage, signal)) => {
             InspectionReport::worker_failed(candidate, status, message, stage, signal)

@@ -71,6 +71,23 @@ pub enum IsolationRefusal {
         /// When it was checked.
         date: String,
     },
+    /// The plugin made a system call that the worker's sandbox forbids: the
+    /// sandbox trapped it there, but loaded into this process the plugin
+    /// would make it here.
+    #[error(
+        "the plugin made a system call that the sandbox of the worker process probing it forbids ({call}: {why}) \
+         {stage}; it was not loaded here, where it would make that call unfiltered. Remove the call from the plugin, \
+         or do not use the plugin"
+    )]
+    ForbiddenCall {
+        /// The call's name, e.g. `kill`, or `unknown` when the worker ended
+        /// as a forbidden call ends it without naming one.
+        call: String,
+        /// What the call would do, or why it is unknown.
+        why: String,
+        /// Where it happened, in words.
+        stage: String,
+    },
     /// The worker process probing the candidate answered something that is
     /// not a report about it: the plugin writes to the protocol channel.
     #[error(
@@ -94,7 +111,8 @@ pub enum IsolationRefusal {
 
 impl IsolationRefusal {
     /// The stable reason code: `crashed`, `timed-out`, `no-report`,
-    /// `conformance-failed`, `known-bad`, `bad-answer` or `probe-unavailable`.
+    /// `conformance-failed`, `known-bad`, `forbidden-call`, `bad-answer` or
+    /// `probe-unavailable`.
     pub fn code(&self) -> &'static str {
         match self {
             IsolationRefusal::Crashed { .. } => "crashed",
@@ -102,6 +120,7 @@ impl IsolationRefusal {
             IsolationRefusal::NoReport { .. } => "no-report",
             IsolationRefusal::ConformanceFailed { .. } => "conformance-failed",
             IsolationRefusal::KnownBad { .. } => "known-bad",
+            IsolationRefusal::ForbiddenCall { .. } => "forbidden-call",
             IsolationRefusal::BadAnswer { .. } => "bad-answer",
             IsolationRefusal::ProbeUnavailable { .. } => "probe-unavailable",
         }

@@ -134,8 +134,8 @@ fn reports_fit(
 /// Whether one report is a shape the worker writes, and an `ok` one is
 /// backed by the stages and checks an `ok` needs.
 fn coherent(r: &Report, task: Task, seen: &Seen, by_entry: bool, instance: bool) -> Result<(), String> {
-    if r.cached || r.stage.is_some() || r.signal.is_some() {
-        return Err("a report with fields only this process sets (cached, stage, signal)".into());
+    if r.cached || r.stage.is_some() || r.signal.is_some() || r.call.is_some() {
+        return Err("a report with fields only this process sets (cached, stage, signal, call)".into());
     }
     if (task == Task::Check) != r.checks.is_some() {
         return Err("a report whose conformance pass does not match the task".into());

@@ -5,14 +5,18 @@
 //! The stream is lines — `stage NAME` before each stage, anything else
 //! ignored — and at most one answer frame, `result LEN` and `LEN` bytes of
 //! CBOR, which must come right after the worker's `stage report` line and
-//! be followed only by the end of the stream. Lines longer than
+//! be followed only by the end of the stream — or by records of forbidden
+//! system calls, `forbidden-call NUMBER` lines ([`crate::syscalls::RECORD`]),
+//! which the worker's `SIGSYS` handler writes at any time, even after the
+//! answer (a destructor's call). Lines longer than
 //! [`MAX_LINE`] are consumed in chunks and dropped; a frame longer than
 //! [`MAX_ANSWER`] is refused before a byte of it is read. Whatever breaks
 //! these rules ends the reading with an [`Event::Violation`].
 //!
-//! Imports only `wire`.
+//! Imports `wire` and `syscalls`.
 
 use super::wire::{Answer, decode};
+use crate::syscalls::parse_record;
 use std::io::{BufRead, BufReader, Read};
 
 /// The longest protocol line kept (64 KiB); longer ones are dropped.
@@ -28,6 +32,9 @@ pub enum Event {
     /// Its answer (not yet checked against the request: see
     /// [`super::answer::validate`]).
     Answer(Answer),
+    /// A record of a system call the sandbox forbids, by its number: the
+    /// worker (or a child of it) made one and ended.
+    Trapped(i64),
     /// The stream broke the protocol; nothing more is read.
     Violation(String),
     /// The stream ended.
@@ -119,9 +126,12 @@ impl<R: Read> Frames<R> {
 
     fn read_event(&mut self) -> Event {
         if self.answered {
-            return match self.r.fill_buf() {
-                Ok([]) | Err(_) => Event::Eof,
-                Ok(_) => Event::Violation("something more was written after the answer".into()),
+            // Only records of forbidden calls may follow the answer.
+            let read = read_line_bounded(&mut self.r, &mut self.line, MAX_LINE);
+            return match (read, parse_record(&self.line)) {
+                (LineRead::Eof, _) => Event::Eof,
+                (LineRead::Line, Some(number)) => Event::Trapped(number),
+                _ => Event::Violation("something more was written after the answer".into()),
             };
         }
         loop {
@@ -132,6 +142,9 @@ impl<R: Read> Frames<R> {
                     continue;
                 }
                 LineRead::Line => {}
+            }
+            if let Some(number) = parse_record(&self.line) {
+                return Event::Trapped(number);
             }
             if let Some(stage) = self.line.strip_prefix(b"stage ") {
                 let stage = String::from_utf8_lossy(stage).into_owned();
@@ -223,6 +236,29 @@ mod tests {
                 other => panic!("{other:?} for {what}"),
             }
         }
+    }
+
+    #[test]
+    fn records_of_forbidden_calls_are_read_before_and_after_the_answer() {
+        let a = Answer::Reports(Vec::new());
+        let mut bytes = framed("stage load\nforbidden-call 62\nstage report\n", &a);
+        bytes.extend(b"forbidden-call 101\n");
+        let ev = events(&bytes[..]);
+        assert_eq!(
+            ev,
+            [
+                Event::Stage("load".into()),
+                Event::Trapped(62),
+                Event::Stage("report".into()),
+                Event::Answer(a.clone()),
+                Event::Trapped(101),
+                Event::Eof
+            ]
+        );
+        // Not a record: still something more after the answer.
+        let mut bytes = framed("stage report\n", &a);
+        bytes.extend(b"forbidden-call x\n");
+        assert!(matches!(events(&bytes[..]).last(), Some(Event::Violation(_))));
     }
 
     #[test]

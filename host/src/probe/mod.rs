@@ -24,7 +24,11 @@
 //! - no report — the worker ended without an answer (a plugin calling
 //!   `exit(0)` in its constructor), with its exit status and stage;
 //! - a bad answer — what the worker wrote is not an acceptable answer to
-//!   the request (`bad-answer`): the plugin writes to the protocol channel.
+//!   the request (`bad-answer`): the plugin writes to the protocol channel;
+//! - a forbidden call — the plugin made a system call the worker's
+//!   [sandbox](crate::sandbox) forbids (`forbidden-call`): the worker's
+//!   `SIGSYS` handler wrote the call's number on the channel and ended the
+//!   worker.
 //!
 //! # An answer is untrusted input
 //! The plugin runs in the worker and can write to its protocol channel, so
@@ -32,7 +36,9 @@
 //! the answer frame are bounded in size, the answer must come right after
 //! the worker's `report` stage and be followed only by the channel's end,
 //! and it must be about what was asked, coherently ([`answer`]). The answer
-//! counts only if the worker then exits with status 0 on its own.
+//! counts only if the worker then exits with status 0 on its own, and no
+//! record of a forbidden call came before or after it. (A plugin that
+//! forges such a record only refuses itself.)
 //!
 //! # Deadline and supervision
 //! The timeout bounds each run from start to end, reading included. While
@@ -46,8 +52,8 @@
 //! and watches it, `supervise.rs` ends what it started, `outcome.rs` says
 //! what the outcome means.
 //!
-//! Imports `report`, `policy`, `discover`, `symbols`, `stage`, `error` and
-//! `raw` (process primitives).
+//! Imports `report`, `policy`, `discover`, `symbols`, `stage`, `syscalls`,
+//! `error` and `raw` (process primitives).
 
 pub mod answer;
 pub mod frames;
@@ -56,14 +62,17 @@ mod runner;
 mod supervise;
 pub(crate) mod wire;
 
-pub use outcome::{BAD_ANSWER, WorkerOutcome, bad_answer_message, signal_name};
+pub use outcome::{
+    BAD_ANSWER, FORBIDDEN_CALL, WorkerOutcome, bad_answer_message, forbidden_message, signal_name, verdict_of_reports,
+};
 pub use runner::Worker;
 pub use wire::{Answer, Request, Task};
 
 /// Read a whole protocol stream `bytes` as the parent does and judge its
 /// answer against `request`: the answer, or what is wrong with the stream
-/// or the answer (`None` for a stream without an answer). Pure; the
-/// watcher applies the same rules as the bytes arrive.
+/// or the answer (`None` for a stream without an answer). A record of a
+/// forbidden call is an error naming it. Pure; the watcher applies the same
+/// rules as the bytes arrive.
 pub fn read_answer(request: &Request, bytes: impl std::io::Read) -> Result<Option<Answer>, String> {
     let mut seen = answer::Seen::default();
     let mut got = None;
@@ -73,6 +82,7 @@ pub fn read_answer(request: &Request, bytes: impl std::io::Read) -> Result<Optio
             frames::Event::Stage(_) | frames::Event::Eof => {}
             frames::Event::Answer(a) => got = Some(a),
             frames::Event::Violation(v) => return Err(v),
+            frames::Event::Trapped(n) => return Err(format!("a forbidden system call ({})", crate::syscalls::name(n))),
         }
     }
     got.map(|a| answer::validate(request, &seen, a)).transpose()

@@ -1,17 +1,22 @@
 //! How a worker ended ([`WorkerOutcome`]), and what that means as reports
 //! and as a registry's verdict.
 //!
-//! Imports `wire`, `report`, `discover`, `stage` and `error`.
+//! Imports `wire`, `report`, `discover`, `stage`, `syscalls` and `error`.
 
 use super::wire::Answer;
 use crate::discover::Candidate;
 use crate::error::{IsolationRefusal, Refusal};
 use crate::report::{Checks, Report, Status};
 use crate::stage::describe;
+use crate::syscalls::{self, TRAPPED_STATUS};
 use std::time::Duration;
 
 /// The reason code of a [`WorkerOutcome::BadAnswer`].
 pub const BAD_ANSWER: &str = "bad-answer";
+/// The reason code of a [`WorkerOutcome::Forbidden`].
+pub const FORBIDDEN_CALL: &str = "forbidden-call";
+/// The call a [`WorkerOutcome::Forbidden`] without a record names.
+const UNKNOWN: &str = "unknown";
 
 /// How a worker ended.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +43,17 @@ pub enum WorkerOutcome {
         /// Its exit code.
         code: Option<i32>,
         /// The last stage it announced.
+        stage: Option<String>,
+    },
+    /// The plugin (or a child of the worker) made a system call the
+    /// sandbox forbids: the filter trapped it and the worker's `SIGSYS`
+    /// handler ended the worker.
+    Forbidden {
+        /// The call's name (`None`: the worker ended with the handler's
+        /// exit status, but its record did not arrive).
+        call: Option<String>,
+        /// The stage it was in (`exit`: after the answer, in a destructor
+        /// or `atexit` handler).
         stage: Option<String>,
     },
     /// Its answer is not an acceptable answer to the request (see
@@ -99,6 +115,13 @@ impl WorkerOutcome {
                 r.stage = stage;
                 return vec![r];
             }
+            WorkerOutcome::Forbidden { call, stage } => {
+                let message = forbidden_message(call.as_deref(), stage.as_deref());
+                let mut r = Report::refused(candidate, FORBIDDEN_CALL, message, None, None, checks());
+                r.stage = stage;
+                r.call = Some(call.unwrap_or_else(|| UNKNOWN.into()));
+                return vec![r];
+            }
             other => other.failure().expect("every other outcome is a failure"),
         };
         vec![Report::worker_failed(candidate, status, message, stage, signal, checks())]
@@ -110,8 +133,15 @@ impl WorkerOutcome {
         match self {
             WorkerOutcome::Crashed { signal, stage } => {
                 let name = signal_name(*signal);
+                // The kernel kills with SIGSYS a forbidden call made with
+                // SIGSYS blocked or ignored, or one through the i386 ABI.
+                let hint = if *signal == libc::SIGSYS {
+                    ": a system call the sandbox forbids, made with SIGSYS blocked, or through the i386 interface"
+                } else {
+                    ""
+                };
                 let msg = format!(
-                    "the plugin crashed the process checking it ({name}) {}; fix or remove the plugin",
+                    "the plugin crashed the process checking it ({name}{hint}) {}; fix or remove the plugin",
                     describe(stage.as_deref())
                 );
                 Some((Status::Crashed, msg, stage.clone(), Some(name)))
@@ -143,12 +173,7 @@ impl WorkerOutcome {
     /// refused again here, precisely), or why not.
     pub fn verdict(&self) -> Result<(), Refusal> {
         match self {
-            WorkerOutcome::Answered(Answer::Reports(reports)) => match reports.first() {
-                Some(r) if r.reason.as_deref() == Some("conformance-failed") => {
-                    Err(Refusal::from(IsolationRefusal::ConformanceFailed { summary: r.message.clone() }))
-                }
-                _ => Ok(()),
-            },
+            WorkerOutcome::Answered(Answer::Reports(reports)) => verdict_of_reports(reports),
             WorkerOutcome::Answered(Answer::Inspection(_) | Answer::Bench(_)) => Ok(()),
             WorkerOutcome::Crashed { signal, stage } => Err(Refusal::from(IsolationRefusal::Crashed {
                 signal: signal_name(*signal),
@@ -168,8 +193,59 @@ impl WorkerOutcome {
             WorkerOutcome::BadAnswer { problem, .. } => {
                 Err(Refusal::from(IsolationRefusal::BadAnswer { problem: problem.clone() }))
             }
+            WorkerOutcome::Forbidden { call, stage } => Err(forbidden_refusal(call.as_deref(), stage.as_deref())),
         }
     }
+}
+
+/// What a registry probing a candidate makes of the reports about it (from
+/// a worker, or remembered by the verdict cache): `Ok` to go on and load it
+/// here, unless the reports say it failed the conformance pass or made a
+/// forbidden call.
+pub fn verdict_of_reports(reports: &[Report]) -> Result<(), Refusal> {
+    match reports.first() {
+        Some(r) if r.reason.as_deref() == Some("conformance-failed") => {
+            Err(Refusal::from(IsolationRefusal::ConformanceFailed { summary: r.message.clone() }))
+        }
+        Some(r) if r.reason.as_deref() == Some(FORBIDDEN_CALL) => {
+            Err(forbidden_refusal(r.call.as_deref().filter(|c| *c != UNKNOWN), r.stage.as_deref()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The call and what it does, for a forbidden call's messages.
+fn call_and_why(call: Option<&str>) -> (String, String) {
+    match call {
+        Some(name) => {
+            let why = syscalls::why(name).unwrap_or("a call the sandbox does not list (a forged record)");
+            (name.to_string(), why.to_string())
+        }
+        None => (
+            UNKNOWN.to_string(),
+            format!(
+                "the worker ended with exit status {TRAPPED_STATUS}, as memplug's SIGSYS handler ends it, but the \
+                 record naming the call did not arrive"
+            ),
+        ),
+    }
+}
+
+/// The refusal of a forbidden call (`call`: its name, if known).
+fn forbidden_refusal(call: Option<&str>, stage: Option<&str>) -> Refusal {
+    let (call, why) = call_and_why(call);
+    Refusal::from(IsolationRefusal::ForbiddenCall { call, why, stage: describe(stage) })
+}
+
+/// The message of a `forbidden-call` report: what happened and what to do.
+pub fn forbidden_message(call: Option<&str>, stage: Option<&str>) -> String {
+    let (call, why) = call_and_why(call);
+    format!(
+        "the plugin made a system call that memplug's sandbox forbids ({call}: {why}) {}; the sandbox stopped it, but \
+         loaded into an application the plugin would make that call there. Remove the call from the plugin, or do \
+         not use the plugin",
+        describe(stage)
+    )
 }
 
 /// The message of a `bad-answer` report: what happened and what to do.

@@ -10,6 +10,7 @@ use super::wire::{self, Answer, Request};
 use super::{WORKER_ARG, WORKER_ENV};
 use crate::error::{IsolationRefusal, Refusal};
 use crate::raw::process::{Exit, kill_group, peek_exit};
+use crate::syscalls::{self, TRAPPED_STATUS};
 use std::ffi::OsString;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -121,6 +122,8 @@ struct Watched {
     seen: Seen,
     answer: Option<Answer>,
     violation: Option<String>,
+    /// The first forbidden call recorded, and the stage it came in.
+    trapped: Option<(i64, Option<String>)>,
     eof: bool,
 }
 
@@ -135,6 +138,11 @@ impl Watched {
             }
             Event::Answer(a) => self.answer = Some(a),
             Event::Violation(v) => self.violation = Some(v),
+            Event::Trapped(n) if self.trapped.is_none() => {
+                let stage = if self.answer.is_some() { Some("exit".into()) } else { self.stage.clone() };
+                self.trapped = Some((n, stage));
+            }
+            Event::Trapped(_) => {}
             Event::Eof => self.eof = true,
         }
     }
@@ -167,7 +175,10 @@ fn watch(child: &mut Child, request: &Request, deadline: Instant, timeout: Durat
             Err(RecvTimeoutError::Timeout) => {}
         }
         if let Some(v) = w.violation.take() {
-            return WorkerOutcome::BadAnswer { problem: v, stage: w.stage };
+            return match w.trapped {
+                Some((n, stage)) => WorkerOutcome::Forbidden { call: Some(syscalls::name(n)), stage },
+                None => WorkerOutcome::BadAnswer { problem: v, stage: w.stage },
+            };
         }
         if let Some(exit) = peek_exit(child.id()) {
             break exit;
@@ -190,8 +201,18 @@ fn watch(child: &mut Child, request: &Request, deadline: Instant, timeout: Durat
     classify(exit, w, request)
 }
 
-/// How a worker that ended did.
+/// How a worker that ended did. A record of a forbidden call decides,
+/// whatever else happened (a forked child may have made the call and the
+/// worker answered after it); so does the exit status of the `SIGSYS`
+/// handler without its record.
 fn classify(exit: Exit, w: Watched, request: &Request) -> WorkerOutcome {
+    if let Some((n, stage)) = w.trapped {
+        return WorkerOutcome::Forbidden { call: Some(syscalls::name(n)), stage };
+    }
+    if exit == Exit::Code(TRAPPED_STATUS) {
+        let stage = if w.answer.is_some() { Some("exit".into()) } else { w.stage };
+        return WorkerOutcome::Forbidden { call: None, stage };
+    }
     if let Some(problem) = w.violation {
         return WorkerOutcome::BadAnswer { problem, stage: w.stage };
     }

@@ -1,5 +1,5 @@
 //! The unsafe core of the host, at the bottom of its layers: it imports
-//! nothing from the modules above it (only `error`, `validate`, the role
+//! nothing from the modules above it (only `syscalls`, `error`, `validate`, the role
 //! table of `symbols` and the function types of `functions`, which are
 //! below it). The front ends — `handler`,
 //! `lock`, `buffer`, `current`, `load` — hold these primitives and call
@@ -30,7 +30,8 @@
 //! - `builtin` — the libc handler;
 //! - `process` — a worker's protocol descriptor, killing a process group;
 //! - `sandbox` — a worker's `PR_SET_NO_NEW_PRIVS` and dropping its
-//!   capabilities;
+//!   capabilities; `trap` — its `SIGSYS` handler, which reports a system
+//!   call the sandbox forbids on the protocol channel;
 //! - `bytes` — the memory of a buffer and the slices over it;
 //! - `bootstrap` — the bootstrap arena of the global allocator, and the
 //!   system allocator's calls;
@@ -60,5 +61,6 @@ pub(crate) mod sandbox;
 pub(crate) mod share;
 pub(crate) mod static_ref;
 pub(crate) mod symbols;
+pub(crate) mod trap;
 pub(crate) mod user;
 pub(crate) mod vtable;

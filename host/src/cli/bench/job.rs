@@ -140,6 +140,10 @@ pub(crate) fn run(
         WorkerOutcome::BadAnswer { problem, .. } => {
             return Err(Failure::refused(memplug::probe::BAD_ANSWER, memplug::probe::bad_answer_message(&problem)));
         }
+        WorkerOutcome::Forbidden { call, stage } => {
+            let message = memplug::probe::forbidden_message(call.as_deref(), stage.as_deref());
+            return Err(Failure { stage, ..Failure::refused(memplug::probe::FORBIDDEN_CALL, message) });
+        }
         other => {
             let Some((status, message, stage, signal)) = other.failure() else {
                 return Err(Failure::refused("probe-failed", "the worker ended oddly".into()));
