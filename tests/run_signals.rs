@@ -104,7 +104,9 @@ fn check(name: &str, dir: &Path, prog: &Path) -> Result<(), String> {
         ));
     }
     if bytes > MAX_BOOTSTRAP_BYTES || frees + 64 < blocks {
-        return Err(format!("{name}: the bootstrap heap served {blocks} blocks, took {frees} back, carved {bytes} bytes"));
+        return Err(format!(
+            "{name}: the bootstrap heap served {blocks} blocks, took {frees} back, carved {bytes} bytes"
+        ));
     }
     if n("failed_requests") != 0 {
         return Err(format!("{name}: {} requests failed", n("failed_requests")));

@@ -21,7 +21,7 @@ pub(crate) const LARGEST: usize = 64 << 10;
 /// 192, … 49152, 65536.
 pub(crate) const fn class_size(k: usize) -> usize {
     let base = 32 << (k / 2);
-    if k % 2 == 0 { base } else { base + base / 2 }
+    if k.is_multiple_of(2) { base } else { base + base / 2 }
 }
 
 /// The smallest class whose chunks hold `total` bytes; `None` above
@@ -125,7 +125,7 @@ mod tests {
                 let k = class_of(total).unwrap();
                 for chunk in (0x10000..0x10000 + 4096).step_by(GRAIN) {
                     let off = place(chunk, class_size(k), size, align).expect("fits");
-                    assert!(off >= GRAIN && (chunk + off) % align == 0);
+                    assert!(off >= GRAIN && (chunk + off).is_multiple_of(align));
                 }
             }
         }

@@ -176,11 +176,11 @@ mod tests {
                             assert_eq!(was, 0, "chunk {off} taken twice");
                             mine.push((off, got));
                         }
-                        if mine.len() > 8 || i % 3 == 0 {
-                            if let Some((off, got)) = mine.pop() {
-                                owner[off / GRAIN].store(0, Ordering::Relaxed);
-                                lists.give(got, off);
-                            }
+                        if (mine.len() > 8 || i % 3 == 0)
+                            && let Some((off, got)) = mine.pop()
+                        {
+                            owner[off / GRAIN].store(0, Ordering::Relaxed);
+                            lists.give(got, off);
                         }
                     }
                     for (off, got) in mine {
