@@ -1,12 +1,13 @@
 //! The allocator itself: every entry point of lib.rs comes down to
 //! [`alloc`], [`free`], [`realloc`] and [`usable`], which route a request to
 //! the plugin (with a header before the block), to libc (when the plugin
-//! could not be used), or to the bootstrap arena (before the plugin is
-//! ready, and for requests made from inside a plugin call).
+//! could not be used), or to the bootstrap heap (before the plugin is
+//! ready, and for requests made from inside a plugin call), and route each
+//! free back to whichever made the block.
 
 use crate::block::{self, HEADER};
 use crate::plugin::{self, LIBC, READY};
-use crate::{arena, stats};
+use crate::{boot_raw as boot, stats};
 use core::ffi::c_void;
 
 /// The largest alignment served: the header keeps the offset in 32 bits.
@@ -79,7 +80,6 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
         }
         _ => None,
     };
-    let from_plugin = served.is_some();
     let (raw, offset) = match served {
         Some((raw, _, _)) if raw.is_null() => return nomem(),
         Some((raw, t, at_end)) => {
@@ -89,12 +89,12 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
             (raw.cast::<u8>(), offset)
         }
         None => {
-            let raw = arena::take(total, align, HEADER);
-            if raw.is_null() {
+            let p = boot::alloc(size, align, zero);
+            if p.is_null() {
                 return nomem();
             }
-            stats::ARENA_BLOCKS.add(1);
-            (raw, HEADER)
+            stats::BOOT_BLOCKS.add(1);
+            return p;
         }
     };
     if zero && align > HEADER {
@@ -106,9 +106,7 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
     let user = unsafe { raw.add(offset) };
     // SAFETY: as above.
     unsafe { block::write(user, total, offset) };
-    if from_plugin {
-        stats::made(total - offset);
-    }
+    stats::made(total - offset);
     user.cast()
 }
 
@@ -141,20 +139,27 @@ pub(crate) fn free(p: *mut c_void) {
     if p.is_null() {
         return;
     }
-    if arena::contains(p.cast()) {
-        stats::ARENA_FREES.add(1);
+    if boot::contains(p.cast()) {
+        match boot::release_in_region(p) {
+            true => stats::BOOT_FREES.add(1),
+            false => stats::FOREIGN.add(1),
+        }
         return;
     }
     let mode = plugin::mode();
     if mode == LIBC {
-        if let Some(f) = plugin::setup().libc.free {
-            // SAFETY: in libc mode every block outside the arena is libc's.
+        // SAFETY: p is a pointer the program got from an allocator; the 16
+        // bytes before it are readable.
+        if unsafe { boot::release_mapped(p) } {
+            stats::BOOT_FREES.add(1);
+        } else if let Some(f) = plugin::setup().libc.free {
+            // SAFETY: in libc mode every block but the bootstrap heap's is libc's.
             unsafe { f(p) };
         }
         return;
     }
     let Some(pl) = plugin::setup().plugin.as_ref().filter(|_| mode == READY) else {
-        stats::FOREIGN.add(1);
+        free_foreign(p);
         return;
     };
     let freed = plugin::call(pl, |pl| {
@@ -173,8 +178,17 @@ pub(crate) fn free(p: *mut c_void) {
         true
     });
     if freed != Some(true) {
-        // Not ours, or freed from inside a plugin call: leaked.
-        stats::FOREIGN.add(1);
+        free_foreign(p);
+    }
+}
+
+/// Free `p`, which is not the plugin's (or was freed from inside a plugin
+/// call): unmapped if the bootstrap heap mapped it, else leaked.
+fn free_foreign(p: *mut c_void) {
+    // SAFETY: as in `free`.
+    match unsafe { boot::release_mapped(p) } {
+        true => stats::BOOT_FREES.add(1),
+        false => stats::FOREIGN.add(1),
     }
 }
 
@@ -189,8 +203,14 @@ pub(crate) fn usable(p: *mut c_void) -> usize {
     if p.is_null() {
         return 0;
     }
-    if plugin::mode() == LIBC && !arena::contains(p.cast()) {
-        // SAFETY: in libc mode, blocks outside the arena are libc's.
+    // SAFETY: as in `free`.
+    match unsafe { boot::usable(p.cast()) } {
+        Some(n) => return n,
+        None if boot::contains(p.cast()) => return 0,
+        None => {}
+    }
+    if plugin::mode() == LIBC {
+        // SAFETY: in libc mode, blocks but the bootstrap heap's are libc's.
         return plugin::setup().libc.usable.map_or(0, |u| unsafe { u(p) });
     }
     // SAFETY: as in `free`.
@@ -206,10 +226,19 @@ pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         free(p);
         return core::ptr::null_mut();
     }
+    // SAFETY: as in `free`.
+    match unsafe { boot::usable(p.cast()) } {
+        // A block of the bootstrap heap moves (to the plugin when it serves).
+        Some(old) => return moved(p, old, size, false),
+        None if boot::contains(p.cast()) => {
+            stats::FOREIGN.add(1);
+            return nomem();
+        }
+        None => {}
+    }
     let mode = plugin::mode();
-    let in_arena = arena::contains(p.cast());
-    if mode == LIBC && !in_arena {
-        // SAFETY: in libc mode, blocks outside the arena are libc's.
+    if mode == LIBC {
+        // SAFETY: in libc mode, blocks but the bootstrap heap's are libc's.
         return match plugin::setup().libc.realloc.map(|r| unsafe { r(p, size) }) {
             Some(q) if !q.is_null() => q,
             _ => nomem(),
@@ -222,7 +251,7 @@ pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     };
     let old = total - offset;
     let setup = plugin::setup();
-    if let (Some(pl), true) = (setup.plugin.as_ref(), mode == READY && !in_arena)
+    if let (Some(pl), true) = (setup.plugin.as_ref(), mode == READY)
         && offset == HEADER
         && pl.end_align == 0
         && let Some(re) = pl.realloc
@@ -243,13 +272,19 @@ pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
             return user.cast();
         }
     }
+    moved(p, old, size, true)
+}
+
+/// Resize `p` (`old` usable bytes) by moving it to a new block of `size`
+/// bytes; `count` it as a realloc of the handler's.
+fn moved(p: *mut c_void, old: usize, size: usize, count: bool) -> *mut c_void {
     let q = alloc(size, 0, false);
     if q.is_null() {
         return q;
     }
     // SAFETY: both blocks hold at least min(old, size) bytes and are distinct.
     unsafe { core::ptr::copy_nonoverlapping(p.cast::<u8>(), q.cast::<u8>(), old.min(size)) };
-    if !in_arena {
+    if count {
         stats::REALLOCS.add(1);
     }
     free(p);

@@ -8,8 +8,13 @@
 //!   `RTLD_DEEPBIND`, so the plugin's own `malloc` calls reach libc);
 //!   when it cannot, libc's allocator serves (or, with `--strict`, the
 //!   program stops with status 125);
-//! - `arena` serves what is asked before that (the loader, `dlopen`, the
-//!   plugin's constructor) and what the plugin asks while inside a call;
+//! - the bootstrap heap serves what is asked before that (the loader,
+//!   `dlopen`, the plugin's constructor) and while this thread is inside a
+//!   plugin call (the plugin's own requests through libc, a signal handler
+//!   that interrupted the call), and takes its blocks back for reuse:
+//!   `boot_class` its size classes (pure arithmetic), `boot_lists` its
+//!   lock-free free lists (atomics only), `boot_raw` its memory (a static
+//!   region, and `mmap` for large blocks);
 //! - `block` keeps a 16-byte header before each block: the size the
 //!   handler was asked for (its sized `free` gets it back) and the offset to
 //!   the handler's block (aligned requests), sealed so that a pointer this
@@ -19,9 +24,15 @@
 //!   allocator manifest);
 //! - `env` reads what `memplug run` put in the environment (which process
 //!   writes the report, `--no-children`, whether the file is unchanged);
-//! - `heap` routes each request; `stats` counts, and the destructor (or
+//! - `heap` routes each request; `cxx` is C++'s `operator new`/`delete`,
+//!   with the `std::new_handler` loop, over `cxx_raw`, the C++ runtime's
+//!   functions found with `dlsym`; `stats` counts, and the destructor (or
 //!   `_exit`, which this library also exports) writes the report
 //!   `memplug run --report` prints, in the process that owns it only.
+//!
+//! The new parts keep unsafe code in the modules named `_raw`
+//! (`boot_raw`, `cxx_raw`); `boot_class` and `boot_lists` forbid it, and
+//! `cxx` holds only the `no_mangle` exports.
 //!
 //! Nothing here allocates with Rust's allocator: this library *is* the
 //! allocator. A panic cannot unwind out of the `extern "C"` entry points
@@ -30,8 +41,12 @@
 
 #![allow(non_snake_case)] // the C++ operators' mangled names
 
-mod arena;
 mod block;
+mod boot_class;
+mod boot_lists;
+mod boot_raw;
+mod cxx;
+mod cxx_raw;
 mod env;
 mod heap;
 mod plugin;
@@ -161,87 +176,6 @@ pub extern "C" fn pvalloc(size: usize) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     usable(p)
-}
-
-/// Throw `std::bad_alloc` through libstdc++, for a throwing `operator new`
-/// that failed; returns only if libstdc++ is not loaded.
-fn throw_bad_alloc() {
-    // SAFETY: the name is NUL-terminated; dlsym(RTLD_DEFAULT, ...) looks in
-    // every loaded object.
-    let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"_ZSt17__throw_bad_allocv".as_ptr()) };
-    if !f.is_null() {
-        // SAFETY: `std::__throw_bad_alloc()` takes nothing and never returns
-        // (it throws, which may unwind through the "C-unwind" operator).
-        unsafe { core::mem::transmute::<*mut c_void, extern "C-unwind" fn() -> !>(f)() }
-    }
-}
-
-/// The throwing `operator new` family: a block, or `std::bad_alloc`.
-macro_rules! throwing_new {
-    ($($name:ident($($arg:ident: $t:ty),*) => $align:expr;)*) => {$(
-        /// C++'s throwing `operator new` (this mangled form).
-        #[unsafe(no_mangle)]
-        pub extern "C-unwind" fn $name(size: usize $(, $arg: $t)*) -> *mut c_void {
-            let p = alloc(size, $align, false);
-            if p.is_null() {
-                throw_bad_alloc();
-            }
-            p
-        }
-    )*};
-}
-
-/// The `nothrow` `operator new` family: a block or NULL.
-macro_rules! nothrow_new {
-    ($($name:ident($($arg:ident: $t:ty),*) => $align:expr;)*) => {$(
-        /// C++'s `nothrow` `operator new` (this mangled form).
-        #[unsafe(no_mangle)]
-        pub extern "C" fn $name(size: usize $(, $arg: $t)*) -> *mut c_void {
-            alloc(size, $align, false)
-        }
-    )*};
-}
-
-/// The `operator delete` family: the header knows the size and alignment,
-/// so the extra arguments are not needed.
-macro_rules! delete {
-    ($($name:ident($($arg:ident: $t:ty),*);)*) => {$(
-        /// C++'s `operator delete` (this mangled form).
-        #[unsafe(no_mangle)]
-        pub extern "C" fn $name(p: *mut c_void $(, $arg: $t)*) {
-            $(let _ = $arg;)*
-            release(p)
-        }
-    )*};
-}
-
-throwing_new! {
-    _Znwm() => 0;
-    _Znam() => 0;
-    _ZnwmSt11align_val_t(align: usize) => align;
-    _ZnamSt11align_val_t(align: usize) => align;
-}
-
-nothrow_new! {
-    _ZnwmRKSt9nothrow_t(nt: *const c_void) => { let _ = nt; 0 };
-    _ZnamRKSt9nothrow_t(nt: *const c_void) => { let _ = nt; 0 };
-    _ZnwmSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void) => { let _ = nt; align };
-    _ZnamSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void) => { let _ = nt; align };
-}
-
-delete! {
-    _ZdlPv();
-    _ZdaPv();
-    _ZdlPvm(size: usize);
-    _ZdaPvm(size: usize);
-    _ZdlPvSt11align_val_t(align: usize);
-    _ZdaPvSt11align_val_t(align: usize);
-    _ZdlPvmSt11align_val_t(size: usize, align: usize);
-    _ZdaPvmSt11align_val_t(size: usize, align: usize);
-    _ZdlPvRKSt9nothrow_t(nt: *const c_void);
-    _ZdaPvRKSt9nothrow_t(nt: *const c_void);
-    _ZdlPvSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void);
-    _ZdaPvSt11align_val_tRKSt9nothrow_t(align: usize, nt: *const c_void);
 }
 
 /// The constructor: load the plugin (see `plugin::init`).

@@ -16,7 +16,7 @@ use memplug_abi::{CallocFn, EntryFn, FreeFn, MallocFn, MemplugInstance, MemplugS
 /// `--strict` (`MEMPLUG_RUN_STRICT=1`).
 pub(crate) const STRICT_EXIT: c_int = 125;
 
-/// Before the constructor: the bootstrap arena serves.
+/// Before the constructor: the bootstrap heap serves.
 pub(crate) const BOOT: u8 = 0;
 /// The plugin is ready: it serves.
 pub(crate) const READY: u8 = 2;
@@ -129,7 +129,7 @@ unsafe impl Sync for Lock {}
 static LOCK: Lock = Lock(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
 
 /// Whether this thread is inside a plugin call (its re-entrant requests go
-/// to the bootstrap arena instead of recursing): one byte of thread-local
+/// to the bootstrap heap instead of recursing): one byte of thread-local
 /// storage. On x86-64 Linux it sits in the static TLS block and is reached
 /// with the initial-exec model, two instructions (this library is always
 /// preloaded, so its TLS is static); `thread_local!` in a shared library

@@ -48,13 +48,13 @@ pub(crate) static FREE_BYTES: Count = Count::new();
 pub(crate) static REALLOCS: Count = Count::new();
 /// Requests for more than the default alignment.
 pub(crate) static ALIGNED: Count = Count::new();
-/// Frees (and reallocs) of pointers neither the handler nor the arena made:
-/// leaked, never passed to the plugin.
+/// Frees (and reallocs) of pointers neither the handler nor the bootstrap
+/// heap made, or freed already: leaked, never passed to the plugin.
 pub(crate) static FOREIGN: Count = Count::new();
-/// Blocks served by the bootstrap arena.
-pub(crate) static ARENA_BLOCKS: Count = Count::new();
-/// Frees of arena blocks (ignored).
-pub(crate) static ARENA_FREES: Count = Count::new();
+/// Blocks served by the bootstrap heap.
+pub(crate) static BOOT_BLOCKS: Count = Count::new();
+/// Frees of its blocks (each back in it, for reuse).
+pub(crate) static BOOT_FREES: Count = Count::new();
 /// Requests that failed (NULL, ENOMEM).
 pub(crate) static FAILED: Count = Count::new();
 /// Bytes live now.
@@ -144,7 +144,7 @@ pub(crate) fn write_counts(out: &mut Text) -> core::fmt::Result {
     writeln!(out, "aligned_requests {}", ALIGNED.get())?;
     writeln!(out, "foreign_frees {}", FOREIGN.get())?;
     writeln!(out, "failed_requests {}", FAILED.get())?;
-    writeln!(out, "bootstrap_blocks {}", ARENA_BLOCKS.get())?;
-    writeln!(out, "bootstrap_bytes {}", super::arena::used())?;
-    writeln!(out, "bootstrap_frees {}", ARENA_FREES.get())
+    writeln!(out, "bootstrap_blocks {}", BOOT_BLOCKS.get())?;
+    writeln!(out, "bootstrap_bytes {}", crate::boot_raw::carved())?;
+    writeln!(out, "bootstrap_frees {}", BOOT_FREES.get())
 }

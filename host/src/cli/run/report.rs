@@ -146,7 +146,15 @@ impl RunReport {
                     format!("{} (not made by the handler; leaked, never passed to it)", n("foreign_frees")),
                 );
                 row("failed requests", n("failed_requests").to_string());
-                row("bootstrap arena", format!("{} blocks, {} bytes", n("bootstrap_blocks"), n("bootstrap_bytes")));
+                row(
+                    "bootstrap heap",
+                    format!(
+                        "{} blocks ({} freed), {} bytes of its region used",
+                        n("bootstrap_blocks"),
+                        n("bootstrap_frees"),
+                        n("bootstrap_bytes")
+                    ),
+                );
                 if let Some(p) = &h.plugin_stats {
                     let s = |k: &str| p.get(k).copied().unwrap_or(0);
                     row(

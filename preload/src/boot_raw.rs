@@ -1,0 +1,241 @@
+//! The bootstrap heap's memory: it serves what cannot go to the plugin —
+//! requests made before the plugin is ready (the dynamic loader, this
+//! library's start-up, `dlopen` of the plugin, its constructor) and any made
+//! while this thread is inside a plugin call (the plugin's own calls through
+//! libc, and a signal handler that interrupted the thread there).
+//!
+//! - Requests of up to 64 KiB (with header and alignment) get a chunk of a
+//!   static region of [`SIZE`] bytes, through `boot_lists`: freed chunks go
+//!   back on their class's free list and serve again, so a program may
+//!   allocate and free there forever in bounded memory. Blocks of the region
+//!   are recognised by address.
+//! - Larger requests, and any the region cannot serve, are mapped with
+//!   `mmap` and unmapped when freed; their headers are sealed with the key
+//!   of mapped blocks ([`block::write_mapped`]), which is how a `free` tells
+//!   them from the plugin's.
+//!
+//! Nothing here takes a lock or calls anything but `mmap` and `munmap`
+//! (system calls, safe in a signal handler in practice), so every path works
+//! in a signal handler, on any thread, and in a forked child.
+
+use crate::block::{self, HEADER};
+use crate::boot_class::{GRAIN, chunk_of, class_of, class_size, place};
+use crate::boot_lists::Lists;
+use core::cell::UnsafeCell;
+use core::ffi::c_void;
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+/// Bytes of the static region.
+pub(crate) const SIZE: usize = 8 << 20;
+
+/// The region, page-aligned (in `.bss`: pages cost memory once touched).
+#[repr(C, align(4096))]
+struct Region(UnsafeCell<[u8; SIZE]>);
+
+// SAFETY: the region's bytes are handed out as disjoint chunks by `LISTS`,
+// whose atomics order every hand-over; this module only writes a chunk's
+// header (and zeroes) while it holds the chunk.
+unsafe impl Sync for Region {}
+
+static REGION: Region = Region(UnsafeCell::new([0; SIZE]));
+
+/// The region's bookkeeping.
+static LISTS: Lists<{ SIZE / GRAIN }> = Lists::new();
+
+/// Mapped blocks live now: while there are none, a `free` reads no header
+/// to look for one.
+static MAPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// The region's first address.
+fn base() -> *mut u8 {
+    REGION.0.get().cast()
+}
+
+/// Whether `p` points into the region.
+pub(crate) fn contains(p: *const u8) -> bool {
+    (p as usize).wrapping_sub(base() as usize) < SIZE
+}
+
+/// Bytes of the region carved into chunks so far (its high-water mark).
+pub(crate) fn carved() -> usize {
+    LISTS.carved()
+}
+
+/// A block of `size` bytes aligned to `align` (a power of two, at least
+/// 16), zeroed if `zero`, with its header; null only when the region is
+/// full and the system maps no more memory.
+pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
+    let Some(total) = size.checked_add(align.max(HEADER)).filter(|&t| t <= isize::MAX as usize) else {
+        return core::ptr::null_mut();
+    };
+    if let Some((off, k)) = class_of(total).and_then(|class| LISTS.take(class)) {
+        let chunk = base().wrapping_add(off);
+        match place(chunk as usize, class_size(k), size, align) {
+            Some(offset) => {
+                let user = chunk.wrapping_add(offset);
+                if zero {
+                    // SAFETY: the chunk is ours (taken above) and holds
+                    // `size` bytes from `user` (`place` says so).
+                    unsafe { core::ptr::write_bytes(user, 0, size) };
+                }
+                // SAFETY: the header's bytes lie in the chunk, before `user`.
+                unsafe { block::write(user, class_size(k), offset) };
+                return user.cast();
+            }
+            // Cannot happen (the class holds size + max(align, 16)); the
+            // chunk goes back and the request is mapped.
+            None => LISTS.give(k, off),
+        }
+    }
+    map(size, align, total)
+}
+
+/// The page size.
+fn page() -> usize {
+    // SAFETY: sysconf has no preconditions (glibc reads a variable for it).
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 { p as usize } else { 4096 }
+}
+
+/// A mapped block (fresh pages are zero); null when `mmap` fails.
+fn map(size: usize, align: usize, total: usize) -> *mut c_void {
+    let Some(len) = total.checked_next_multiple_of(page()) else { return core::ptr::null_mut() };
+    let (prot, flags) = (libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS);
+    // SAFETY: a fresh anonymous mapping; nothing else is touched.
+    let m = unsafe { libc::mmap(core::ptr::null_mut(), len, prot, flags, -1, 0) };
+    if m == libc::MAP_FAILED {
+        return core::ptr::null_mut();
+    }
+    let Some(offset) = place(m as usize, len, size, align) else {
+        // SAFETY: the mapping made just above, not handed out.
+        unsafe { libc::munmap(m, len) };
+        return core::ptr::null_mut();
+    };
+    let user = m.cast::<u8>().wrapping_add(offset);
+    // SAFETY: the header's bytes lie in the mapping, before `user`.
+    unsafe { block::write_mapped(user, len, offset) };
+    MAPPED.fetch_add(1, Ordering::Relaxed);
+    user.cast()
+}
+
+/// The chunk of the region block at `p` (in the region) and the header's
+/// `(total, offset)`, if its header is one this heap wrote and is live.
+fn region_block(p: *const u8) -> Option<(usize, usize, usize, usize)> {
+    let user = (p as usize).wrapping_sub(base() as usize);
+    if !contains(p) || user < HEADER {
+        return None;
+    }
+    // SAFETY: the header's 16 bytes lie in the region (p is at least
+    // HEADER bytes into it), which is always mapped.
+    let (total, offset) = unsafe { block::read(p, false) }?;
+    let (chunk, class) = chunk_of(user, total, offset)?;
+    (chunk + total <= LISTS.carved()).then_some((chunk, class, total, offset))
+}
+
+/// Free the region block at `p` (a pointer into the region): back on its
+/// free list. `false` (and nothing done) when its header is not a live one
+/// of this heap's: freed already, or a pointer into a block.
+pub(crate) fn release_in_region(p: *mut c_void) -> bool {
+    let Some((chunk, class, _, _)) = region_block(p.cast()) else { return false };
+    // SAFETY: the header is live and ours (checked above).
+    unsafe { block::clear(p.cast()) };
+    LISTS.give(class, chunk);
+    true
+}
+
+/// The header `(total, offset)` of the mapped block at `p`, if it is one.
+///
+/// # Safety
+/// The 16 bytes before `p` are readable (true of every pointer a
+/// malloc-compatible allocator hands out).
+unsafe fn mapped_block(p: *const u8) -> Option<(usize, usize)> {
+    if MAPPED.load(Ordering::Relaxed) == 0 {
+        return None;
+    }
+    // SAFETY: the caller's promise.
+    let (len, offset) = unsafe { block::read_mapped(p) }?;
+    let start = (p as usize).wrapping_sub(offset);
+    (start.is_multiple_of(page()) && len.is_multiple_of(page())).then_some((len, offset))
+}
+
+/// Unmap `p` if it is a block this heap mapped; `false` otherwise.
+///
+/// # Safety
+/// As [`usable`].
+pub(crate) unsafe fn release_mapped(p: *mut c_void) -> bool {
+    // SAFETY: the caller's promise.
+    let Some((len, offset)) = (unsafe { mapped_block(p.cast()) }) else { return false };
+    // SAFETY: the header is live and ours.
+    unsafe { block::clear(p.cast()) };
+    MAPPED.fetch_sub(1, Ordering::Relaxed);
+    // SAFETY: the mapping of `len` bytes this heap made, `offset` before p;
+    // the program has given it back.
+    unsafe { libc::munmap(p.cast::<u8>().sub(offset).cast(), len) };
+    true
+}
+
+/// The usable size of `p` if it is a block of this heap (of the region or
+/// mapped).
+///
+/// # Safety
+/// The 16 bytes before `p` are readable (true of every pointer a
+/// malloc-compatible allocator hands out).
+pub(crate) unsafe fn usable(p: *const u8) -> Option<usize> {
+    if contains(p) {
+        return region_block(p).map(|(_, _, total, offset)| total - offset);
+    }
+    // SAFETY: the caller's promise.
+    unsafe { mapped_block(p) }.map(|(total, offset)| total - offset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_are_aligned_reused_and_recognised() {
+        for align in [16, 64, 4096] {
+            let p = alloc(100, align, false);
+            assert!(!p.is_null() && contains(p.cast()));
+            assert_eq!(p as usize % align, 0);
+            // SAFETY: a block of this heap.
+            assert!(unsafe { usable(p.cast()) }.unwrap() >= 100);
+            assert!(release_in_region(p));
+            assert!(!release_in_region(p), "a second free is refused");
+        }
+        let p = alloc(1024, 16, false);
+        assert!(release_in_region(p));
+        assert_eq!(alloc(1024, 16, false), p, "the freed chunk serves the next request");
+        assert!(release_in_region(p));
+        assert!(!contains(core::ptr::null()));
+    }
+
+    #[test]
+    fn calloc_blocks_are_zeroed_when_reused() {
+        let p = alloc(500, 16, false).cast::<u8>();
+        // SAFETY: 500 bytes of ours.
+        unsafe { core::ptr::write_bytes(p, 0xAB, 500) };
+        assert!(release_in_region(p.cast()));
+        let q = alloc(500, 16, true).cast::<u8>();
+        // SAFETY: as above.
+        assert!(unsafe { core::slice::from_raw_parts(q, 500) }.iter().all(|&b| b == 0));
+        assert!(release_in_region(q.cast()));
+    }
+
+    #[test]
+    fn large_blocks_are_mapped_and_unmapped() {
+        let p = alloc(1 << 20, 16, true);
+        assert!(!p.is_null() && !contains(p.cast()));
+        // SAFETY: a block of this heap.
+        assert!(unsafe { usable(p.cast()) }.unwrap() >= 1 << 20);
+        // SAFETY: as above.
+        assert!(unsafe { release_mapped(p) });
+        let mut buf = [0u64; 8];
+        // SAFETY: 16 readable bytes before it, in `buf`.
+        assert!(!unsafe { release_mapped(buf.as_mut_ptr().add(4).cast()) }, "not a mapped block");
+        let q = alloc(200 << 10, 1 << 16, false);
+        assert_eq!(q as usize % (1 << 16), 0);
+        // SAFETY: a block of this heap.
+        assert!(unsafe { release_mapped(q) });
+    }
+}
