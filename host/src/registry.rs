@@ -28,7 +28,7 @@ use crate::cache::{self, FileId, Lookup, VerdictCache};
 use crate::check;
 use crate::current;
 use crate::discover::{self, Candidate};
-use crate::error::{IsolationRefusal, LoadError, Refusal, ShareError};
+use crate::error::{LoadError, Refusal, ShareError};
 use crate::functions::FunctionSpec;
 use crate::handler::Handler;
 use crate::info::Source;
@@ -36,7 +36,7 @@ use crate::load::{self, Prepared};
 use crate::policy::Probe;
 pub use crate::policy::{Policy, PolicyError};
 use crate::precheck;
-use crate::probe::{Request, Task, Worker};
+use crate::probe::{Request, Task, Worker, failed_pass};
 use crate::share::{Attachments, SharedBlock};
 use crate::symbols::SymbolSpec;
 use std::collections::BTreeMap;
@@ -159,12 +159,7 @@ impl Registry {
                 Lookup::KnownBad(entry) => return Err(entry.refusal().expect("a known-bad entry has a refusal")),
                 Lookup::Hit(reports) if probe.is_some() => {
                     tracing::debug!(candidate = %c, "the verdict cache saw this file checked; not probing it again");
-                    return match reports.first() {
-                        Some(r) if r.reason.as_deref() == Some("conformance-failed") => {
-                            Err(Refusal::from(IsolationRefusal::ConformanceFailed { summary: r.message.clone() }))
-                        }
-                        _ => Ok(()),
-                    };
+                    return reports.first().map_or(Ok(()), failed_pass);
                 }
                 _ => {}
             }

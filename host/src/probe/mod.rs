@@ -56,7 +56,7 @@ mod runner;
 mod supervise;
 pub(crate) mod wire;
 
-pub use outcome::{BAD_ANSWER, WorkerOutcome, bad_answer_message, signal_name};
+pub use outcome::{BAD_ANSWER, WorkerOutcome, bad_answer_message, failed_pass, signal_name};
 pub use runner::Worker;
 pub use wire::{Answer, Request, Task};
 

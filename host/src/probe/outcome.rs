@@ -1,14 +1,18 @@
 //! How a worker ended ([`WorkerOutcome`]), and what that means as reports
 //! and as a registry's verdict.
 //!
-//! Imports `wire`, `report`, `discover`, `stage` and `error`.
+//! Imports `wire`, `report`, `check`, `discover`, `stage`, `error` and `raw`
+//! (the names of signals).
 
 use super::wire::Answer;
+use crate::check;
 use crate::discover::Candidate;
 use crate::error::{IsolationRefusal, Refusal};
 use crate::report::{Checks, Report, Status};
 use crate::stage::describe;
 use std::time::Duration;
+
+pub use crate::raw::process::signal_name;
 
 /// The reason code of a [`WorkerOutcome::BadAnswer`].
 pub const BAD_ANSWER: &str = "bad-answer";
@@ -50,33 +54,6 @@ pub enum WorkerOutcome {
     },
     /// It could not be started.
     Failed(String),
-}
-
-/// The name of a signal, e.g. `SIGSEGV`; `signal N` for one without a name
-/// here.
-pub fn signal_name(signal: i32) -> String {
-    let name = match signal {
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGSYS => "SIGSYS",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGUSR2 => "SIGUSR2",
-        _ => return format!("signal {signal}"),
-    };
-    name.to_string()
 }
 
 impl WorkerOutcome {
@@ -143,12 +120,7 @@ impl WorkerOutcome {
     /// refused again here, precisely), or why not.
     pub fn verdict(&self) -> Result<(), Refusal> {
         match self {
-            WorkerOutcome::Answered(Answer::Reports(reports)) => match reports.first() {
-                Some(r) if r.reason.as_deref() == Some("conformance-failed") => {
-                    Err(Refusal::from(IsolationRefusal::ConformanceFailed { summary: r.message.clone() }))
-                }
-                _ => Ok(()),
-            },
+            WorkerOutcome::Answered(Answer::Reports(reports)) => reports.first().map_or(Ok(()), failed_pass),
             WorkerOutcome::Answered(Answer::Inspection(_) | Answer::Bench(_)) => Ok(()),
             WorkerOutcome::Crashed { signal, stage } => Err(Refusal::from(IsolationRefusal::Crashed {
                 signal: signal_name(*signal),
@@ -169,6 +141,20 @@ impl WorkerOutcome {
                 Err(Refusal::from(IsolationRefusal::BadAnswer { problem: problem.clone() }))
             }
         }
+    }
+}
+
+/// What a registry makes of a worker's (or the verdict cache's) report
+/// about its candidate: refused if its conformance pass failed —
+/// `fork-unsafe` when the `fork` check did, else `conformance-failed` — and
+/// `Ok` otherwise (a refusal at loading is found again when it is loaded
+/// here).
+pub fn failed_pass(report: &Report) -> Result<(), Refusal> {
+    let summary = report.message.clone();
+    match report.reason.as_deref() {
+        Some(check::CONFORMANCE_FAILED) => Err(Refusal::from(IsolationRefusal::ConformanceFailed { summary })),
+        Some(check::FORK_UNSAFE) => Err(Refusal::from(IsolationRefusal::ForkUnsafe { summary })),
+        _ => Ok(()),
     }
 }
 
