@@ -70,14 +70,13 @@ pub(super) fn check_fork(h: Handler) -> CheckResult {
         );
     }
     let stop = AtomicBool::new(false);
-    let failed = AtomicBool::new(false);
-    let made = AtomicUsize::new(0);
+    let work = Work { made: AtomicUsize::new(0), inside: AtomicUsize::new(0), failed: AtomicBool::new(false) };
     let (forks, churned) = std::thread::scope(|s| {
-        let (stop, failed, made) = (&stop, &failed, &made);
-        let churning: Vec<_> = (0..THREADS).map(|t| s.spawn(move || churn(h, t, stop, failed, made))).collect();
+        let (stop, work) = (&stop, &work);
+        let churning: Vec<_> = (0..THREADS).map(|t| s.spawn(move || churn(h, t, stop, work))).collect();
         // The forking thread ends as soon as it gives up on a child, which
         // ends that child (see the module docs); it is reaped after.
-        let forks = match s.spawn(move || forks(h, made, failed)).join() {
+        let forks = match s.spawn(move || forks(h, work)).join() {
             Ok((verdict, leftover)) => {
                 if let Some(child) = leftover {
                     reap_late(child);
@@ -100,24 +99,34 @@ pub(super) fn check_fork(h: Handler) -> CheckResult {
     }
 }
 
+/// What the allocating threads are doing, for the forking one.
+struct Work {
+    /// Blocks made so far.
+    made: AtomicUsize,
+    /// Threads inside a call to the handler (or between two) now.
+    inside: AtomicUsize,
+    /// Whether a thread stopped on a failed allocation.
+    failed: AtomicBool,
+}
+
 /// One of the threads at work during the forks: allocate and free blocks
 /// of many sizes, keeping a few alive, until `stop`.
-fn churn(h: Handler, t: usize, stop: &AtomicBool, failed: &AtomicBool, made: &AtomicUsize) -> Result<(), String> {
+fn churn(h: Handler, t: usize, stop: &AtomicBool, work: &Work) -> Result<(), String> {
     let mut live: [Option<Block>; 8] = [const { None }; 8];
     let mut x = (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut i = 0usize;
     while !stop.load(Ordering::Relaxed) {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let size = 1 + (x >> 33) as usize % 2048;
-        match Block::new(h, size) {
-            // The block it replaces is freed.
-            Ok(b) => live[i % live.len()] = Some(b),
-            Err(e) => {
-                failed.store(true, Ordering::Relaxed);
-                return Err(format!("on a thread allocating while the process forks: {}", alloc_failure(e)));
-            }
+        work.inside.fetch_add(1, Ordering::SeqCst);
+        // The block it replaces is freed.
+        let made = Block::new(h, size).map(|b| live[i % live.len()] = Some(b));
+        work.inside.fetch_sub(1, Ordering::SeqCst);
+        if let Err(e) = made {
+            work.failed.store(true, Ordering::Relaxed);
+            return Err(format!("on a thread allocating while the process forks: {}", alloc_failure(e)));
         }
-        made.fetch_add(1, Ordering::Relaxed);
+        work.made.fetch_add(1, Ordering::Relaxed);
         i += 1;
     }
     Ok(())
@@ -126,10 +135,10 @@ fn churn(h: Handler, t: usize, stop: &AtomicBool, failed: &AtomicBool, made: &At
 /// The forks, one after another: `Ok(None)` when every child finished,
 /// `Ok(Some(why))` when the process cannot fork, `Err` for the first child
 /// that failed — with it, if it still runs.
-fn forks(h: Handler, made: &AtomicUsize, failed: &AtomicBool) -> (Result<Option<String>, String>, Option<Forked>) {
+fn forks(h: Handler, work: &Work) -> (Result<Option<String>, String>, Option<Forked>) {
     for n in 1..=FORKS {
-        at_work(made, failed);
-        if failed.load(Ordering::Relaxed) {
+        at_work(work);
+        if work.failed.load(Ordering::Relaxed) {
             return (Ok(None), None); // the allocating thread says why
         }
         let child = match fork_child(h) {
@@ -167,12 +176,17 @@ fn ended(exit: Exit) -> String {
     }
 }
 
-/// Wait until the threads made [`BETWEEN`] more blocks (or one failed),
-/// for a bounded time: the fork should find them inside the handler.
-fn at_work(made: &AtomicUsize, failed: &AtomicBool) {
-    let from = made.load(Ordering::Relaxed);
+/// Wait until the threads made [`BETWEEN`] more blocks and one of them is
+/// inside the handler (or one failed), for a bounded time: the fork should
+/// find a thread inside a call, holding whatever the handler locks there.
+fn at_work(work: &Work) {
+    let from = work.made.load(Ordering::Relaxed);
     let until = Instant::now() + Duration::from_millis(200);
-    while made.load(Ordering::Relaxed) < from + BETWEEN && !failed.load(Ordering::Relaxed) && Instant::now() < until {
+    let ready = || {
+        work.failed.load(Ordering::Relaxed)
+            || (work.made.load(Ordering::Relaxed) >= from + BETWEEN && work.inside.load(Ordering::SeqCst) > 0)
+    };
+    while !ready() && Instant::now() < until {
         std::thread::yield_now();
     }
 }
