@@ -32,22 +32,23 @@ use crate::raw::fork::{self, Forked};
 use crate::raw::process::{Exit, signal_name};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 /// Threads that allocate and free while the process forks.
 const THREADS: usize = 2;
 /// Forks, at most (fewer if a child fails).
-const FORKS: usize = 6;
+const FORKS: usize = 4;
 /// How long a child may take. A child that works needs well under a
 /// millisecond; only a child that hangs gets near this.
 const DEADLINE: Duration = Duration::from_millis(1500);
 /// Blocks each child allocates, all alive at once.
 const CHILD_BLOCKS: usize = 24;
 /// Their sizes, in turn.
-const CHILD_SIZES: [usize; 8] = [1, 16, 24, 100, 512, 4096, 4097, 70_000];
+const CHILD_SIZES: [usize; 8] = [1, 16, 24, 100, 512, 4096, 4097, 20_000];
 /// Allocations the threads make between two forks, at least, so that each
 /// fork finds them at work.
-const BETWEEN: usize = 64;
+const BETWEEN: usize = 2;
 /// A child's exit status when an allocation returned NULL.
 const CHILD_NULL: u8 = 3;
 /// A child's exit status when a block's bytes changed.
@@ -70,13 +71,19 @@ pub(super) fn check_fork(h: Handler) -> CheckResult {
         );
     }
     let stop = AtomicBool::new(false);
-    let work = Work { made: AtomicUsize::new(0), inside: AtomicUsize::new(0), failed: AtomicBool::new(false) };
+    let work = Work {
+        made: AtomicUsize::new(0),
+        inside: AtomicUsize::new(0),
+        failed: AtomicBool::new(false),
+        paused: AtomicBool::new(false),
+    };
     let (forks, churned) = std::thread::scope(|s| {
         let (stop, work) = (&stop, &work);
         let churning: Vec<_> = (0..THREADS).map(|t| s.spawn(move || churn(h, t, stop, work))).collect();
         // The forking thread ends as soon as it gives up on a child, which
         // ends that child (see the module docs); it is reaped after.
-        let forks = match s.spawn(move || forks(h, work)).join() {
+        let threads: Vec<Thread> = churning.iter().map(|t| t.thread().clone()).collect();
+        let forks = match s.spawn(move || forks(h, work, &threads)).join() {
             Ok((verdict, leftover)) => {
                 if let Some(child) = leftover {
                     reap_late(child);
@@ -107,6 +114,9 @@ struct Work {
     inside: AtomicUsize,
     /// Whether a thread stopped on a failed allocation.
     failed: AtomicBool,
+    /// Set while a child runs: the threads wait, leaving the processors to
+    /// it (what matters is that they were at work at the fork).
+    paused: AtomicBool,
 }
 
 /// One of the threads at work during the forks: allocate and free blocks
@@ -116,6 +126,11 @@ fn churn(h: Handler, t: usize, stop: &AtomicBool, work: &Work) -> Result<(), Str
     let mut x = (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut i = 0usize;
     while !stop.load(Ordering::Relaxed) {
+        if work.paused.load(Ordering::Relaxed) {
+            // Woken by the forking thread (see `at_work`).
+            std::thread::park_timeout(Duration::from_millis(1));
+            continue;
+        }
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         let size = 1 + (x >> 33) as usize % 2048;
         work.inside.fetch_add(1, Ordering::SeqCst);
@@ -135,13 +150,15 @@ fn churn(h: Handler, t: usize, stop: &AtomicBool, work: &Work) -> Result<(), Str
 /// The forks, one after another: `Ok(None)` when every child finished,
 /// `Ok(Some(why))` when the process cannot fork, `Err` for the first child
 /// that failed — with it, if it still runs.
-fn forks(h: Handler, work: &Work) -> (Result<Option<String>, String>, Option<Forked>) {
+fn forks(h: Handler, work: &Work, threads: &[Thread]) -> (Result<Option<String>, String>, Option<Forked>) {
     for n in 1..=FORKS {
-        at_work(work);
+        at_work(work, threads);
         if work.failed.load(Ordering::Relaxed) {
             return (Ok(None), None); // the allocating thread says why
         }
-        let child = match fork_child(h) {
+        let forked = fork_child(h);
+        work.paused.store(true, Ordering::Relaxed);
+        let child = match forked {
             Ok(child) => child,
             Err(e) => return (Ok(Some(format!("this process cannot fork ({e}): the check could not run"))), None),
         };
@@ -179,7 +196,11 @@ fn ended(exit: Exit) -> String {
 /// Wait until the threads made [`BETWEEN`] more blocks and one of them is
 /// inside the handler (or one failed), for a bounded time: the fork should
 /// find a thread inside a call, holding whatever the handler locks there.
-fn at_work(work: &Work) {
+fn at_work(work: &Work, threads: &[Thread]) {
+    work.paused.store(false, Ordering::Relaxed);
+    for t in threads {
+        t.unpark();
+    }
     let from = work.made.load(Ordering::Relaxed);
     let until = Instant::now() + Duration::from_millis(200);
     let ready = || {
@@ -214,7 +235,7 @@ fn fork_child(h: Handler) -> std::io::Result<Forked> {
 }
 
 /// The child's run: [`CHILD_BLOCKS`] blocks allocated and filled, all read
-/// back, all freed. Its exit status: 0, [`CHILD_NULL`] or [`CHILD_CHANGED`].
+/// back (a few bytes of each), all freed. Its exit status: 0, [`CHILD_NULL`] or [`CHILD_CHANGED`].
 #[allow(unsafe_code)]
 fn child(h: Handler) -> u8 {
     let mut blocks: [Option<(NonNull<u8>, usize)>; CHILD_BLOCKS] = [None; CHILD_BLOCKS];
@@ -230,10 +251,12 @@ fn child(h: Handler) -> u8 {
         *slot = Some((p, size));
     }
     for (i, (p, size)) in blocks.iter().enumerate().filter_map(|(i, b)| b.map(|b| (i, b))) {
-        // SAFETY: `p` is a live block of `size` bytes this child filled.
-        let bytes = unsafe { std::slice::from_raw_parts(p.as_ptr(), size) };
-        if status == 0 && bytes.iter().any(|&b| b != mark(i)) {
-            status = CHILD_CHANGED;
+        // Its first, middle and last bytes.
+        for at in [0, size / 2, size - 1] {
+            // SAFETY: `at < size`, within the live block this child filled.
+            if unsafe { p.as_ptr().add(at).read() } != mark(i) {
+                status = CHILD_CHANGED;
+            }
         }
     }
     for (p, size) in blocks.into_iter().flatten() {

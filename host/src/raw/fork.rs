@@ -111,7 +111,7 @@ impl Forked {
                 return Err(self);
             }
             std::thread::sleep(pause.min(deadline - now));
-            pause = (pause * 2).min(Duration::from_millis(5));
+            pause = (pause * 2).min(Duration::from_millis(1));
         }
     }
 
