@@ -211,8 +211,8 @@ def set_probe(enabled: bool = True, *, timeout: float = 10.0, worker: Optional[P
     inside memplug's sandbox, and runs the conformance pass; a plugin whose
     worker crashes, hangs past ``timeout`` seconds, exits or reports a
     failed check is refused (:class:`LoadError` with ``code`` ``crashed``,
-    ``timed-out``, ``no-report`` or ``conformance-failed``) and never opened
-    here. Verdicts on plugin files go into memplug's verdict cache, so an
+    ``timed-out``, ``no-report``, ``conformance-failed`` or ``fork-unsafe``)
+    and never opened here. Verdicts on plugin files go into memplug's verdict cache, so an
     unchanged file is probed once. The worker is this interpreter running
     :mod:`memplug._worker` unless ``worker`` names a ``memplug`` executable.
     Setting :data:`PROBE_ENV` (``MEMPLUG_PROBE=1``) turns it on at import.
