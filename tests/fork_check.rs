@@ -23,17 +23,21 @@ fn fork_unsafe(dir: &Path, thread_safe: bool) -> PathBuf {
     support::build_c(&src, dir, "libforkunsafe.so", defines)
 }
 
+/// Environment variables to set: `(name, value)`.
+type Env<'a> = &'a [(&'a str, &'a str)];
+
 /// `memplug check --json` of `paths`, with the verdict cache off, and
 /// `env` set: its reports.
-fn check_json(args: &[&str], paths: &[&Path], env: &[(&str, &str)]) -> Vec<Value> {
+fn check_json(args: &[&str], paths: &[&Path], env: Env) -> Vec<Value> {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_memplug"));
     cmd.env("MEMPLUG_CACHE", "off").args(["check", "--json"]).args(args).args(paths);
     for (k, v) in env {
         cmd.env(k, v);
     }
     let out = cmd.output().unwrap();
-    let v: Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+    });
     v.as_array().unwrap().clone()
 }
 
@@ -65,7 +69,7 @@ fn assert_fork_unsafe(r: &Value, how: &str) {
 fn a_plain_mutex_without_fork_handlers_is_refused_as_fork_unsafe() {
     let dir = tempfile::tempdir().unwrap();
     let plugin = fork_unsafe(dir.path(), true);
-    let runs: [(&str, &[&str], &[(&str, &str)]); 3] = [
+    let runs: [(&str, &[&str], Env); 3] = [
         ("in the sandboxed worker", &[], &[]),
         ("in an unsandboxed worker", &[], &[("MEMPLUG_SANDBOX", "off")]),
         ("in-process", &["--in-process"], &[]),
@@ -164,11 +168,8 @@ fn the_pass_an_application_runs_does_not_fork() {
     let results = check::conformance(h);
     assert!(results.iter().all(|r| r.name != "fork"), "{results:?}");
     assert_eq!(check::refusal_code(&results), None);
-    let failed = |name: &str| check::CheckResult {
-        name: name.into(),
-        verdict: check::Verdict::Failed,
-        detail: String::new(),
-    };
+    let failed =
+        |name: &str| check::CheckResult { name: name.into(), verdict: check::Verdict::Failed, detail: String::new() };
     assert_eq!(check::refusal_code(&[failed("zeroed")]), Some("conformance-failed"));
     assert_eq!(check::refusal_code(&[failed("zeroed"), failed("fork")]), Some("fork-unsafe"));
 }

@@ -145,7 +145,9 @@ pub fn answer_with(request: Request, bench: Option<BenchJob>) -> Answer {
         for (name, opts) in request.options.iter().filter(|(name, _)| name == h.name()) {
             stage::enter(stage::CREATE, &format!("{name}:{opts}"));
             reports.push(match h.instantiate(opts) {
-                Ok(instance) => Report::loaded(&candidate, instance.handler(), Some(conformance_with_fork(instance.handler()))),
+                Ok(instance) => {
+                    Report::loaded(&candidate, instance.handler(), Some(conformance_with_fork(instance.handler())))
+                }
                 Err(e) => Report::refused(
                     &candidate,
                     e.code(),

@@ -93,10 +93,10 @@ pub(super) fn check_fork(h: Handler) -> CheckResult {
             Err(_) => Err("the forking thread panicked".to_string()),
         };
         stop.store(true, Ordering::Relaxed);
-        let churned: Result<(), String> = churning
+        // (The scope joins any thread left once one failed.)
+        let churned = churning
             .into_iter()
-            .map(|t| t.join().unwrap_or_else(|_| Err("an allocating thread panicked".into())))
-            .collect();
+            .try_for_each(|t| t.join().unwrap_or_else(|_| Err("an allocating thread panicked".into())));
         (forks, churned)
     });
     match forks.and_then(|skip| churned.map(|()| skip)) {
@@ -187,7 +187,9 @@ fn ended(exit: Exit) -> String {
         Exit::Code(c) if c == i32::from(CHILD_NULL) => "had an allocation return NULL".into(),
         Exit::Code(c) if c == i32::from(CHILD_CHANGED) => "saw the bytes of a live block change".into(),
         Exit::Code(c) => {
-            format!("exited with status {c} before it was done (the plugin's fork handlers or functions end the process)")
+            format!(
+                "exited with status {c} before it was done (the plugin's fork handlers or functions end the process)"
+            )
         }
         Exit::Signal(s) => format!("was killed by {}", signal_name(s)),
     }

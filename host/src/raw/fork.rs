@@ -1,5 +1,5 @@
 //! Forking this process for the conformance check `fork`, and watching the
-//! child under a deadline: the only place the host calls `fork()` itself.
+//! child under a deadline: the only place the host forks without `exec`.
 //!
 //! The child is a copy of this process with one thread (the one that
 //! forked). What it may run is [`fork`]'s contract: async-signal-safe
@@ -40,9 +40,8 @@ pub(crate) struct Forked {
 /// allocation and free functions of thread-safe handlers (which the ABI
 /// requires to be usable there: `abi/ABI.md`, "fork"); in particular it
 /// must not allocate through Rust's global allocator, print, take a lock of
-/// the standard library, or panic. Everything it touches must be in memory
-/// that the fork copies (no borrow of another thread's stack that thread
-/// could be changing is an issue: the copy is taken at the fork).
+/// the standard library, or panic (unwinding out of the child would run the
+/// parent's code in it).
 pub(crate) unsafe fn fork(body: impl FnOnce() -> u8) -> io::Result<Forked> {
     // SAFETY: `fork` has no memory-safety preconditions in the parent; in
     // the child, the caller's contract bounds what runs until `_exit`.
