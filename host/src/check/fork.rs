@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 /// Threads that allocate and free while the process forks.
 const THREADS: usize = 2;
 /// Forks, at most (fewer if a child fails).
-const FORKS: usize = 4;
+const FORKS: usize = 3;
 /// How long a child may take. A child that works needs well under a
 /// millisecond; only a child that hangs gets near this.
 const DEADLINE: Duration = Duration::from_millis(1500);
