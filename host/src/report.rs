@@ -71,8 +71,8 @@ pub struct Report {
     pub symbol: String,
     /// `ok`, `rejected`, or how the worker checking it failed.
     pub status: Status,
-    /// The reason code of a refusal, `conformance-failed`, the status of a
-    /// failed worker, or `None`.
+    /// The reason code of a refusal, `conformance-failed` or `fork-unsafe`
+    /// ([`check::refusal_code`]), the status of a failed worker, or `None`.
     pub reason: Option<String>,
     /// What went wrong (empty when ok).
     pub message: String,
@@ -172,13 +172,14 @@ impl Report {
     pub fn loaded(candidate: &Candidate, h: Handler, checks: Option<Vec<CheckResult>>) -> Report {
         let info = h.info();
         let checks = checks.map(Checks::of);
-        let failed = checks.as_ref().is_some_and(|c| c.failed > 0);
+        let reason = checks.as_ref().and_then(|c| check::refusal_code(&c.results));
+        let failed = reason.is_some();
         let message = checks.as_ref().map(failed_summary).unwrap_or_default();
         Report {
             path: candidate.path.clone(),
             symbol: candidate.symbol.clone(),
             status: if failed { Status::Rejected } else { Status::Ok },
-            reason: failed.then(|| "conformance-failed".to_string()),
+            reason: reason.map(String::from),
             message,
             name: Some(info.name.clone()),
             version: Some(info.version.to_string()),

@@ -12,7 +12,7 @@
 //! Imports `sandbox`, `registry`, `handler`, `probe`, `check`, `report`, `load`, `stage`,
 //! `discover` and `raw`.
 
-use crate::check::conformance;
+use crate::check::conformance_with_fork;
 use crate::discover::Candidate;
 use crate::handler::Handler;
 use crate::load;
@@ -140,12 +140,14 @@ pub fn answer_with(request: Request, bench: Option<BenchJob>) -> Answer {
             )]),
         };
     }
-    let mut reports = vec![Report::loaded(&candidate, h, check.then(|| conformance(h)))];
+    let mut reports = vec![Report::loaded(&candidate, h, check.then(|| conformance_with_fork(h)))];
     if check {
         for (name, opts) in request.options.iter().filter(|(name, _)| name == h.name()) {
             stage::enter(stage::CREATE, &format!("{name}:{opts}"));
             reports.push(match h.instantiate(opts) {
-                Ok(instance) => Report::loaded(&candidate, instance.handler(), Some(conformance(instance.handler()))),
+                Ok(instance) => {
+                    Report::loaded(&candidate, instance.handler(), Some(conformance_with_fork(instance.handler())))
+                }
                 Err(e) => Report::refused(
                     &candidate,
                     e.code(),

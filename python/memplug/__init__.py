@@ -212,8 +212,8 @@ def set_probe(enabled: bool = True, *, timeout: float = 10.0, worker: Optional[P
     worker crashes, hangs past ``timeout`` seconds, exits, reports a failed
     check or makes a system call the sandbox forbids is refused
     (:class:`LoadError` with ``code`` ``crashed``, ``timed-out``,
-    ``no-report``, ``conformance-failed`` or ``forbidden-call``) and never
-    opened here. Verdicts on plugin files go into memplug's verdict cache, so an
+    ``no-report``, ``conformance-failed``, ``fork-unsafe`` or
+    ``forbidden-call``) and never opened here. Verdicts on plugin files go into memplug's verdict cache, so an
     unchanged file is probed once. The worker is this interpreter running
     :mod:`memplug._worker` unless ``worker`` names a ``memplug`` executable.
     Setting :data:`PROBE_ENV` (``MEMPLUG_PROBE=1``) turns it on at import.

@@ -22,6 +22,18 @@
 //!   returned and no free was of a wrong size or unknown pointer (skipped
 //!   when the plugin has no statistics).
 //!
+//! [`conformance_with_fork`], the pass a worker process runs, adds a last
+//! check, which forks the process running it:
+//! - `fork` (`fork.rs`): for a thread-safe handler, while two threads
+//!   allocate and free, the process forks a few times, and every child
+//!   allocates, frees and exits within a short deadline (skipped for a
+//!   handler that is not thread-safe: the host holds its lock across a
+//!   fork).
+//!
+//! A handler whose pass has a failed check is refused: with
+//! [`FORK_UNSAFE`] if the `fork` check failed, else with
+//! [`CONFORMANCE_FAILED`] ([`refusal_code`]).
+//!
 //! A shareable handler (ABI 1.2 `locate`/`resolve`) also gets the checks of
 //! `share.rs`, before `free-size`:
 //! - `share-round-trip`: blocks (and parts of them) shared and attached
@@ -31,8 +43,10 @@
 //!   handles to another segment, an older incarnation or another size are
 //!   refused.
 //!
-//! Imports `buffer`, `share`, `handler`, `error` and `stage`.
+//! Imports `buffer`, `share`, `handler`, `error`, `stage` and `raw` (the
+//! fork).
 
+mod fork;
 mod share;
 mod threads;
 
@@ -52,6 +66,25 @@ pub enum Verdict {
     Failed,
     /// It could not be run for this handler.
     Skipped,
+}
+
+/// The reason code of a handler whose conformance pass failed the `fork`
+/// check: a child forked while threads allocated through it hung, crashed
+/// or saw an allocation fail.
+pub const FORK_UNSAFE: &str = "fork-unsafe";
+
+/// The reason code of a handler whose conformance pass failed any other
+/// check.
+pub const CONFORMANCE_FAILED: &str = "conformance-failed";
+
+/// The reason code a handler whose pass gave `results` is refused with:
+/// [`FORK_UNSAFE`] if its `fork` check failed (the message lists every
+/// failed check), [`CONFORMANCE_FAILED`] if another one did, `None` if none
+/// failed.
+pub fn refusal_code(results: &[CheckResult]) -> Option<&'static str> {
+    let mut failed = results.iter().filter(|r| r.verdict == Verdict::Failed).peekable();
+    failed.peek()?;
+    Some(if failed.any(|r| r.name == "fork") { FORK_UNSAFE } else { CONFORMANCE_FAILED })
 }
 
 /// One check's result.
@@ -152,6 +185,18 @@ pub fn conformance(handler: Handler) -> Vec<CheckResult> {
         }
         _ => result("free-size", Verdict::Skipped, "the plugin reports no statistics".into()),
     });
+    out
+}
+
+/// [`conformance`], then the check `fork` (`fork.rs`), which forks this
+/// process: the pass of a process that is there to check plugins — a
+/// worker process ([`crate::worker`]), `memplug check --in-process` — not
+/// of an application (a registry checking functions given by address runs
+/// [`conformance`]).
+pub fn conformance_with_fork(handler: Handler) -> Vec<CheckResult> {
+    let mut out = conformance(handler);
+    stage::enter(&format!("{}fork", stage::CHECK_PREFIX), &handler.name());
+    out.push(fork::check_fork(handler));
     out
 }
 

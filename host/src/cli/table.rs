@@ -99,7 +99,12 @@ fn notes(r: &Report) -> Vec<String> {
     r.unpassed()
         .map(|c| {
             let what = if c.verdict == Verdict::Failed { "FAILED" } else { "skipped" };
-            format!("{what} {}: {}", c.name, c.detail)
+            // The one check with a reason code of its own shows it.
+            let code = match r.reason.as_deref() {
+                Some(code @ memplug::check::FORK_UNSAFE) if c.name == "fork" => format!(" [{code}]"),
+                _ => String::new(),
+            };
+            format!("{what} {}{code}: {}", c.name, c.detail)
         })
         .collect()
 }

@@ -58,6 +58,17 @@ pub enum IsolationRefusal {
         /// The failed checks.
         summary: String,
     },
+    /// The plugin loaded in the worker process, but the child of a `fork`
+    /// taken there while threads allocated through it hung, crashed or saw
+    /// an allocation fail (the conformance check `fork`).
+    #[error(
+        "the plugin is not usable after a fork ({summary}); it was not loaded here. A thread-safe plugin must take \
+         its locks around fork (pthread_atfork; abi/ABI.md, section \"fork\"), or not declare itself thread-safe"
+    )]
+    ForkUnsafe {
+        /// The failed checks.
+        summary: String,
+    },
     /// The verdict cache remembers that this unchanged file crashed, hung or
     /// ended the process checking it: it is refused without running it.
     #[error(
@@ -111,7 +122,8 @@ pub enum IsolationRefusal {
 
 impl IsolationRefusal {
     /// The stable reason code: `crashed`, `timed-out`, `no-report`,
-    /// `conformance-failed`, `known-bad`, `forbidden-call`, `bad-answer` or
+    /// `conformance-failed`, `fork-unsafe`, `known-bad`, `forbidden-call`,
+    /// `bad-answer` or
     /// `probe-unavailable`.
     pub fn code(&self) -> &'static str {
         match self {
@@ -119,6 +131,7 @@ impl IsolationRefusal {
             IsolationRefusal::TimedOut { .. } => "timed-out",
             IsolationRefusal::NoReport { .. } => "no-report",
             IsolationRefusal::ConformanceFailed { .. } => "conformance-failed",
+            IsolationRefusal::ForkUnsafe { .. } => "fork-unsafe",
             IsolationRefusal::KnownBad { .. } => "known-bad",
             IsolationRefusal::ForbiddenCall { .. } => "forbidden-call",
             IsolationRefusal::BadAnswer { .. } => "bad-answer",

@@ -1,15 +1,19 @@
 //! How a worker ended ([`WorkerOutcome`]), and what that means as reports
 //! and as a registry's verdict.
 //!
-//! Imports `wire`, `report`, `discover`, `stage`, `syscalls` and `error`.
+//! Imports `wire`, `report`, `check`, `discover`, `stage`, `syscalls`,
+//! `error` and `raw` (the names of signals).
 
 use super::wire::Answer;
+use crate::check;
 use crate::discover::Candidate;
 use crate::error::{IsolationRefusal, Refusal};
 use crate::report::{Checks, Report, Status};
 use crate::stage::describe;
 use crate::syscalls::{self, TRAPPED_STATUS};
 use std::time::Duration;
+
+pub use crate::raw::process::signal_name;
 
 /// The reason code of a [`WorkerOutcome::BadAnswer`].
 pub const BAD_ANSWER: &str = "bad-answer";
@@ -66,33 +70,6 @@ pub enum WorkerOutcome {
     },
     /// It could not be started.
     Failed(String),
-}
-
-/// The name of a signal, e.g. `SIGSEGV`; `signal N` for one without a name
-/// here.
-pub fn signal_name(signal: i32) -> String {
-    let name = match signal {
-        libc::SIGSEGV => "SIGSEGV",
-        libc::SIGBUS => "SIGBUS",
-        libc::SIGABRT => "SIGABRT",
-        libc::SIGFPE => "SIGFPE",
-        libc::SIGILL => "SIGILL",
-        libc::SIGTRAP => "SIGTRAP",
-        libc::SIGSYS => "SIGSYS",
-        libc::SIGKILL => "SIGKILL",
-        libc::SIGTERM => "SIGTERM",
-        libc::SIGINT => "SIGINT",
-        libc::SIGQUIT => "SIGQUIT",
-        libc::SIGHUP => "SIGHUP",
-        libc::SIGPIPE => "SIGPIPE",
-        libc::SIGALRM => "SIGALRM",
-        libc::SIGXCPU => "SIGXCPU",
-        libc::SIGXFSZ => "SIGXFSZ",
-        libc::SIGUSR1 => "SIGUSR1",
-        libc::SIGUSR2 => "SIGUSR2",
-        _ => return format!("signal {signal}"),
-    };
-    name.to_string()
 }
 
 impl WorkerOutcome {
@@ -200,12 +177,16 @@ impl WorkerOutcome {
 
 /// What a registry probing a candidate makes of the reports about it (from
 /// a worker, or remembered by the verdict cache): `Ok` to go on and load it
-/// here, unless the reports say it failed the conformance pass or made a
-/// forbidden call.
+/// here, unless the reports say it failed the conformance pass
+/// (`fork-unsafe` when the `fork` check did, else `conformance-failed`) or
+/// made a forbidden call.
 pub fn verdict_of_reports(reports: &[Report]) -> Result<(), Refusal> {
     match reports.first() {
-        Some(r) if r.reason.as_deref() == Some("conformance-failed") => {
+        Some(r) if r.reason.as_deref() == Some(check::CONFORMANCE_FAILED) => {
             Err(Refusal::from(IsolationRefusal::ConformanceFailed { summary: r.message.clone() }))
+        }
+        Some(r) if r.reason.as_deref() == Some(check::FORK_UNSAFE) => {
+            Err(Refusal::from(IsolationRefusal::ForkUnsafe { summary: r.message.clone() }))
         }
         Some(r) if r.reason.as_deref() == Some(FORBIDDEN_CALL) => {
             Err(forbidden_refusal(r.call.as_deref().filter(|c| *c != UNKNOWN), r.stage.as_deref()))

@@ -29,6 +29,8 @@
 //!   given by address that take a context pointer;
 //! - `builtin` — the libc handler;
 //! - `process` — a worker's protocol descriptor, killing a process group;
+//!   `fork` — forking for the conformance check `fork`, and waiting for the
+//!   child under a deadline;
 //! - `sandbox` — a worker's `PR_SET_NO_NEW_PRIVS` and dropping its
 //!   capabilities; `trap` — its `SIGSYS` handler, which reports a system
 //!   call the sandbox forbids on the protocol channel;
@@ -49,6 +51,7 @@ pub(crate) mod bootstrap;
 pub(crate) mod builtin;
 pub(crate) mod bytes;
 pub(crate) mod dispatch;
+pub(crate) mod fork;
 pub(crate) mod functions;
 pub(crate) mod held;
 pub(crate) mod library;

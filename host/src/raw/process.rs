@@ -2,7 +2,8 @@
 //! the standard library does not offer: giving a worker's protocol its own
 //! file descriptor, killing a worker's process group and its escaped
 //! descendants, watching a child end without reaping it, and the process
-//! attributes a supervising host sets (child subreaper, non-dumpable).
+//! attributes a supervising host sets (child subreaper, non-dumpable); and
+//! the names of the signals a child can end by.
 //!
 //! Imports nothing from the crate.
 
@@ -73,6 +74,33 @@ pub(crate) enum Exit {
     Code(i32),
     /// It was killed by this signal.
     Signal(i32),
+}
+
+/// The name of a signal, e.g. `SIGSEGV`; `signal N` for one without a name
+/// here.
+pub fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGSYS => "SIGSYS",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGUSR2 => "SIGUSR2",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_string()
 }
 
 /// Whether the child `pid` has ended, and how — *without* reaping it: it

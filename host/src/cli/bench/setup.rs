@@ -10,6 +10,7 @@ use super::job::Subject;
 use crate::cli::args::IsolationArgs;
 use crate::cli::jobs;
 use crate::cli::{candidates, describe_search};
+use memplug::check;
 use memplug::error::Refusal;
 use memplug::probe::{Request, Task};
 use memplug::{Policy, Report, SymbolSpec};
@@ -183,7 +184,7 @@ pub(crate) fn prepare(load: Load<'_>) -> Result<Setup, Unable> {
 
 /// The entry of a candidate (or instance) that did not pass the check.
 fn not_passed(r: &Report) -> Entry {
-    let conformance = r.reason.as_deref() == Some("conformance-failed");
+    let conformance = matches!(r.reason.as_deref(), Some(check::CONFORMANCE_FAILED | check::FORK_UNSAFE));
     let name = match (&r.name, &r.options) {
         (Some(n), Some(o)) => format!("{n}[{o}]"),
         (Some(n), None) => n.clone(),
