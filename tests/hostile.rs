@@ -280,7 +280,10 @@ fn escapers_are_swept(sandbox: Option<&str>) {
     let escape = row(&rows, "libescape.so");
     match sandbox {
         None => {
-            assert_eq!((escape["reason"].as_str(), escape["call"].as_str()), (Some("forbidden-call"), Some("setsid")))
+            // Two children make their calls at once: whichever traps first is
+            // the one named.
+            assert_eq!(escape["reason"].as_str(), Some("forbidden-call"), "{escape}");
+            assert!(matches!(escape["call"].as_str(), Some("setsid" | "setpgid")), "{escape}");
         }
         Some(_) => assert_eq!(escape["status"], "ok"),
     }
