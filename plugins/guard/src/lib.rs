@@ -52,17 +52,22 @@
 //!
 //! Layers, each importing only from those above it in this list: [`config`]
 //! (options), [`layout`] (where a block sits in its pages: arithmetic),
-//! `raw::pages` (the mappings: all `unsafe` system calls), `report` (the
-//! messages), [`state`] (the allocator), `raw::export` (the plugin entry).
+//! [`sample`] (which allocations `sample=N` guards), [`limits`]
+//! (`vm.max_map_count` and the process's mappings), `raw::pages` (the
+//! mappings: all `unsafe` system calls), `raw::system` (libc's allocator,
+//! for what is not sampled), `report` (the messages), [`state`] (the
+//! allocator), `raw::export` (the plugin entry and the routing by address).
 //! All `unsafe` code is in `raw/`; the rest of the crate denies it.
 
 #![deny(unsafe_code)]
 
 pub mod config;
 pub mod layout;
+pub mod limits;
 #[allow(unsafe_code)]
 mod raw;
 mod report;
+pub mod sample;
 pub mod state;
 
 pub use config::{GuardConfig, Side};
