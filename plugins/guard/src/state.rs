@@ -20,75 +20,16 @@
 //! allocation returns 0 (see `report::map_limit`).
 
 use crate::config::GuardConfig;
-use crate::layout::{Placed, Plan, damaged_canaries, fill_canaries};
+use crate::layout::{Plan, damaged_canaries, fill_canaries};
 use crate::raw::pages::{Region, page_size};
 use crate::report::{Finding, Op, report};
 use crate::sample::Sampler;
+pub(crate) use crate::tables::Block;
+use crate::tables::{Quarantined, Tables};
 use memplug_abi::MemplugStats;
 use memplug_abi::fork::{ForkLock, ForkMutex};
-use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io;
 use std::sync::MutexGuard;
-
-/// A live block: its region and where it sits.
-#[derive(Debug)]
-pub(crate) struct Block {
-    region: Region,
-    at: Placed,
-    align: usize,
-}
-
-impl Block {
-    /// The bytes of the block (for moving them out of a guarded block).
-    pub(crate) fn contents(&self) -> &[u8] {
-        let from = self.at.ptr - self.at.data_lo;
-        &self.region.window()[from..from + self.at.size]
-    }
-}
-
-/// A freed block: its size, and its region once it is closed and queued
-/// (`None` while the free that put it here is still closing it).
-#[derive(Debug)]
-struct Quarantined {
-    size: usize,
-    region: Option<Region>,
-}
-
-#[derive(Debug, Default)]
-struct Tables {
-    /// Live blocks by the address handed out.
-    live: BTreeMap<usize, Block>,
-    /// Freed blocks still reserved, by the address they had.
-    quarantine: HashMap<usize, Quarantined>,
-    /// Closed quarantined blocks, oldest first.
-    queue: VecDeque<usize>,
-    /// Bytes of address space the queued blocks hold.
-    held: usize,
-    /// With `sample=`: the pool's slots that hold no block, the longest
-    /// free first.
-    free_slots: VecDeque<Region>,
-    stats: MemplugStats,
-}
-
-impl Tables {
-    /// Take the oldest queued block out of the quarantine: its region.
-    fn evict_oldest(&mut self) -> Option<Region> {
-        while let Some(old) = self.queue.pop_front() {
-            if let Some(region) = self.quarantine.remove(&old).and_then(|q| q.region) {
-                self.held -= region.len();
-                return Some(region);
-            }
-        }
-        None
-    }
-
-    /// Put a region no block uses any more where it goes: a slot back among
-    /// the free ones; a mapping of its own into `unmap` (dropped outside the
-    /// lock).
-    fn discard(&mut self, region: Region, unmap: &mut Vec<Region>) {
-        if region.is_pooled() { self.free_slots.push_back(region) } else { unmap.push(region) }
-    }
-}
 
 /// With `sample=`: the sampler and the pool's address range.
 #[derive(Debug)]
