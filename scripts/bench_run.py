@@ -209,7 +209,7 @@ def main() -> None:
                 "",
             )
         big = Path(tmp) / "large.c"
-        lines = 10_000 if a.quick else 100_000
+        lines = 3_000 if a.quick else 100_000
         large_c_file(big, lines)
         gcc = shutil.which("gcc") or cc
         compile_big = [gcc, "-O2", "-c", str(big), "-o", str(Path(tmp) / "large.o")]

@@ -288,7 +288,9 @@ fn guard_counts_bad_frees_and_size_mismatches_and_carries_on() {
 
 #[test]
 fn guard_passes_the_conformance_pass() {
-    for options in ["", "side=start", "alignment=64,junk=0", "quarantine=0", "sample=1000", "sample=2,slots=16,alignment=64"] {
+    for options in
+        ["", "side=start", "alignment=64,junk=0", "quarantine=0", "sample=1000", "sample=2,slots=16,alignment=64"]
+    {
         let (_i, h) = guard(options);
         assert!(h.is_thread_safe());
         let results = conformance(h);

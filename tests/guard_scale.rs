@@ -170,7 +170,16 @@ fn gcc_compiles_a_large_file_on_sampling_guard_to_the_same_object() {
     let lines = std::fs::read_to_string(&src).unwrap().lines().count();
     assert!(lines >= 100_000, "{lines} lines");
     let (alone, guarded) = (dir.path().join("alone.o"), dir.path().join("guarded.o"));
-    let gcc = |out: &Path| vec!["gcc".to_string(), "-O2".into(), "-c".into(), src.display().to_string(), "-o".into(), out.display().to_string()];
+    let gcc = |out: &Path| {
+        vec![
+            "gcc".to_string(),
+            "-O2".into(),
+            "-c".into(),
+            src.display().to_string(),
+            "-o".into(),
+            out.display().to_string(),
+        ]
+    };
     let a = Command::new("gcc").args(&gcc(&alone)[1..]).output().unwrap();
     assert!(a.status.success(), "gcc alone: {}", text(&a.stderr));
     let argv = gcc(&guarded);

@@ -73,6 +73,7 @@ impl Guard {
         let mut tables = Tables::default();
         let sampling = match config.sample {
             0 => None,
+            _ if config.slots == 0 => return Err("slots=0: sampling needs at least one slot".into()),
             every => {
                 let side_end = config.side == crate::config::Side::End;
                 let plan = Plan::new(config.sample_max, config.alignment, page, side_end)

@@ -67,4 +67,3 @@ impl Tables {
         if region.is_pooled() { self.free_slots.push_back(region) } else { unmap.push(region) }
     }
 }
-

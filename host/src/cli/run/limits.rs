@@ -47,11 +47,12 @@ fn warning(options: &str, limit: u64) -> Option<String> {
     match option(options, "sample") {
         None => (limit < FULL_GUARD_WANTS).then(|| {
             format!(
-                "vm.max_map_count is {limit}: guard maps every block on pages of its own, up to {PER_BLOCK} \
-                 mappings each, so past about {} live blocks the program's malloc returns NULL (guard says so \
-                 once). Guard one allocation in N instead (--handler guard:sample=1000), or raise the limit \
+                "vm.max_map_count is {limit}: guard maps every block on pages of its own, two or {PER_BLOCK} \
+                 mappings each, so past about {} to {} live blocks the program's malloc returns NULL (guard says \
+                 so once). Guard one allocation in N instead (--handler guard:sample=1000), or raise the limit \
                  ({raise})",
-                limit / PER_BLOCK
+                limit / PER_BLOCK,
+                limit / 2
             )
         }),
         Some(_) => {
@@ -75,7 +76,9 @@ mod tests {
     #[test]
     fn warned_below_what_guard_needs_only() {
         let w = warning("", 65_530).unwrap();
-        for says in ["65530", "about 21843 live blocks", "guard:sample=1000", "sysctl -w vm.max_map_count=1048576"] {
+        for says in
+            ["65530", "about 21843 to 32765 live blocks", "guard:sample=1000", "sysctl -w vm.max_map_count=1048576"]
+        {
             assert!(w.contains(says), "{says}: {w}");
         }
         assert_eq!(warning("side=start", 1 << 20), None);
