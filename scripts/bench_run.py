@@ -214,7 +214,7 @@ def main() -> None:
         gcc = shutil.which("gcc") or cc
         compile_big = [gcc, "-O2", "-c", str(big), "-o", str(Path(tmp) / "large.o")]
         table(
-            f"guard sampling one allocation in 1000: gcc -O2 -c, a generated C file of {lines:,} lines".replace(",", " "),
+            f"guard sampling one allocation in 1000: gcc -O2 -c, a generated C file of {lines:_} lines".replace("_", " "),
             [
                 ("alone", compile_big, env),
                 ("memplug run --handler guard:sample=1000", run + ["--handler", "guard:sample=1000", "--"] + compile_big,
