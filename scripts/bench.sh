@@ -2,7 +2,7 @@
 # Every benchmark of record (docs/src/benchmarks.md), one after another, each
 # printing the Markdown tables the page shows.
 #
-#   scripts/bench.sh            # the full run: the figures of record (about 15 minutes)
+#   scripts/bench.sh            # the full run: the figures of record (about 25 minutes)
 #   scripts/bench.sh --quick    # every table, fewer rounds and smaller sizes (CI; under a minute)
 #
 # Both build first (the workspace in release mode, the benches, and the

@@ -8,6 +8,7 @@ and its children: on a loaded machine, wall time mostly measures waiting for
 a CPU), wall time beside it. Prints Markdown tables.
 
   scripts/bench_run.py --memplug target/release/memplug --rounds 9 [--quick]
+  scripts/bench_run.py --write-c-file FILE --lines N   # only write the large C file (tests use it)
 
 Tables:
 - a malloc-heavy Python program (a dict of lists built and dropped) and `cc`
@@ -16,7 +17,9 @@ Tables:
 - the same programs on mimalloc: `memplug run` by symbol name (the manifest
   in examples/manifests) vs `LD_PRELOAD=libmimalloc.so.2` (goal <= 1.05);
 - a smaller Python program: `memplug run --handler guard` vs valgrind's
-  memcheck (the ratio is reported, no goal).
+  memcheck (the ratio is reported, no goal);
+- `gcc -O2 -c` of a generated C file of 100 000 lines: alone vs
+  `memplug run --handler guard:sample=1000` (goal <= 1.3).
 """
 
 from __future__ import annotations
@@ -60,6 +63,37 @@ def c_file(path: Path, functions: int) -> None:
         for i in range(functions):
             f.write(f"x ^= f{i}(x);\n")
         f.write('printf("%d\\n", x); return 0; }\n')
+
+
+def large_c_file(path: Path, lines: int) -> None:
+    """Write a C file of at least `lines` lines: the functions of `c_file`,
+    one statement a line, called in groups of 100 (no function of thousands
+    of lines, which would make an optimising compile superlinear)."""
+    n = lines // 10 + 1
+    with path.open("w") as f:
+        f.write("#include <stdio.h>\n#include <string.h>\n")
+        for i in range(n):
+            f.write(
+                f"struct s{i} {{ int a[{i % 7 + 1}]; char name[{i % 13 + 8}]; }};\n"
+                f"int f{i}(int x) {{\n"
+                f"    struct s{i} v;\n"
+                "    memset(&v, 0, sizeof v);\n"
+                f"    for (int k = 0; k < {i % 5 + 2}; k++)\n"
+                f"        x = x * {i % 11 + 3} + v.a[0] + k;\n"
+                f"    snprintf(v.name, sizeof v.name, \"f{i}_%d\", x);\n"
+                "    return x + (int)strlen(v.name);\n"
+                "}\n"
+            )
+        groups = range(0, n, 100)
+        for j in groups:
+            f.write(f"int g{j // 100}(int x) {{\n")
+            for i in range(j, min(n, j + 100)):
+                f.write(f"    x ^= f{i}(x);\n")
+            f.write("    return x;\n}\n")
+        f.write("int main(void) {\n    int x = 1;\n")
+        for j in groups:
+            f.write(f"    x = g{j // 100}(x);\n")
+        f.write('    printf("%d\\n", x);\n    return 0;\n}\n')
 
 
 def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -108,10 +142,17 @@ def table(title: str, variants: list[tuple[str, list[str], dict[str, str]]], rou
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--memplug", required=True, help="the memplug executable (release build)")
+    ap.add_argument("--memplug", help="the memplug executable (release build)")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--quick", action="store_true", help="small sizes (CI)")
+    ap.add_argument("--write-c-file", type=Path, metavar="FILE", help="only write the large C file to FILE")
+    ap.add_argument("--lines", type=int, default=100_000, help="with --write-c-file: at least this many lines")
     a = ap.parse_args()
+    if a.write_c_file:
+        large_c_file(a.write_c_file, a.lines)
+        return
+    if not a.memplug:
+        ap.error("--memplug is required")
     memplug = str(Path(a.memplug).resolve())
     plugins = str(Path(memplug).parent)
     python = subprocess.run(
@@ -167,6 +208,21 @@ def main() -> None:
                 max(1, a.rounds // 3),
                 "",
             )
+        big = Path(tmp) / "large.c"
+        lines = 3_000 if a.quick else 100_000
+        large_c_file(big, lines)
+        gcc = shutil.which("gcc") or cc
+        compile_big = [gcc, "-O2", "-c", str(big), "-o", str(Path(tmp) / "large.o")]
+        table(
+            f"guard sampling one allocation in 1000: gcc -O2 -c, a generated C file of {lines:_} lines".replace("_", " "),
+            [
+                ("alone", compile_big, env),
+                ("memplug run --handler guard:sample=1000", run + ["--handler", "guard:sample=1000", "--"] + compile_big,
+                 env),
+            ],
+            max(1, a.rounds // 3),
+            "memplug run --handler guard:sample=1000 within 1.3 of the compile alone (CPU time)",
+        )
 
 
 if __name__ == "__main__":

@@ -6,12 +6,14 @@
 #      install line is printed and nothing runs (scripts/need-packages.sh);
 #   1. the Rust workspace (cargo test --workspace), the guide's Rust snippets
 #      included;
-#   2. the thread stress test under valgrind (scripts/valgrind-stress.sh);
+#   2. the thread stress test under valgrind (scripts/valgrind-stress.sh) and
+#      the slow tests marked #[ignore] (gcc -O2 of 100 000 lines on sampling
+#      guard: about two minutes);
 #   3. the Python package, then NumPy's own suite through the bridge
 #      (scripts/python-tests.sh; PyPI must be reachable).
 #
 #   scripts/test-all.sh            # everything
-#   scripts/test-all.sh --quick    # without NumPy's suite and valgrind
+#   scripts/test-all.sh --quick    # without NumPy's suite, valgrind and the slow tests
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,10 +43,12 @@ echo "== cargo test --workspace"
 cargo test --workspace
 
 if ((quick)); then
-    echo "== valgrind stress skipped (--quick)"
+    echo "== valgrind stress and the slow tests skipped (--quick)"
 else
     echo "== thread stress test under valgrind"
     scripts/valgrind-stress.sh
+    echo "== the slow tests (#[ignore]d in a plain cargo test)"
+    cargo test -p memplug --test guard_scale -- --ignored
 fi
 
 scripts/python-tests.sh "$@"

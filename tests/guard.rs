@@ -47,6 +47,16 @@ const CASES: &[(&str, &str, End)] = &[
     ("interior-free", "abort_on_error=1", End::Abort("which is not the start of a block")),
     ("size-mismatch", "abort_on_error=1", End::Abort("size mismatch: free of")),
     ("free-after-quarantine", "quarantine=64k,abort_on_error=1", End::Abort("left the 65536-byte quarantine")),
+    // Sampling: what is guarded faults and is checked as without it; what
+    // is not (every slot live, or not picked) is the system allocator's.
+    ("correct-use", "sample=1,slots=8,abort_on_error=1", End::Clean),
+    ("correct-use", "sample=3,abort_on_error=1", End::Clean),
+    ("overrun-one-byte", "sample=1", End::Fault),
+    ("underrun-one-byte", "sample=1,side=start", End::Fault),
+    ("use-after-free", "sample=1", End::Fault),
+    ("use-after-realloc", "sample=1", End::Fault),
+    ("double-free", "sample=1,abort_on_error=1", End::Abort("double free: free of")),
+    ("overrun-in-slack", "sample=1,abort_on_error=1", End::Abort("heap overrun: 1 byte after the end")),
 ];
 
 /// Run one case in a child process.
@@ -278,7 +288,9 @@ fn guard_counts_bad_frees_and_size_mismatches_and_carries_on() {
 
 #[test]
 fn guard_passes_the_conformance_pass() {
-    for options in ["", "side=start", "alignment=64,junk=0", "quarantine=0"] {
+    for options in
+        ["", "side=start", "alignment=64,junk=0", "quarantine=0", "sample=1000", "sample=2,slots=16,alignment=64"]
+    {
         let (_i, h) = guard(options);
         assert!(h.is_thread_safe());
         let results = conformance(h);

@@ -44,6 +44,19 @@ pub struct GuardConfig {
     /// default), so reads of memory never written show up as `0xa5` bytes
     /// instead of the zeros a fresh mapping would give.
     pub junk: bool,
+    /// Guard one allocation in this many, chosen at random, and serve the
+    /// rest from the system allocator (`sample=N`, N ≥ 1; default 0: guard
+    /// every allocation). Sampled blocks live in one range reserved up front
+    /// ([`GuardConfig::slots`] slots), so a free is routed by one address
+    /// compare and the number of mappings stays bounded.
+    pub sample: u64,
+    /// With `sample=`: the largest block that can be sampled (`sample_max=`,
+    /// default 64 KiB); larger ones are always the system allocator's.
+    pub sample_max: usize,
+    /// With `sample=`: how many sampled blocks the reserved range holds,
+    /// live and in quarantine together (`slots=`, default 4096, at most
+    /// 1,048,576). When every slot is live, allocations are the system's.
+    pub slots: usize,
 }
 
 /// The byte new blocks are filled with when [`GuardConfig::junk`] is on.
@@ -55,6 +68,18 @@ pub const DEFAULT_QUARANTINE: usize = 32 << 20;
 /// The largest alignment an instance may ask for (1 GiB, as the ABI allows).
 pub const MAX_ALIGNMENT: usize = 1 << 30;
 
+/// The default [`GuardConfig::sample_max`]: 64 KiB.
+pub const DEFAULT_SAMPLE_MAX: usize = 64 << 10;
+
+/// The default [`GuardConfig::slots`].
+pub const DEFAULT_SLOTS: usize = 4096;
+
+/// The most [`GuardConfig::slots`] an instance may have.
+pub const MAX_SLOTS: usize = 1 << 20;
+
+/// The largest [`GuardConfig::sample_max`] (1 GiB).
+pub const MAX_SAMPLE_MAX: usize = 1 << 30;
+
 impl Default for GuardConfig {
     fn default() -> Self {
         GuardConfig {
@@ -63,12 +88,16 @@ impl Default for GuardConfig {
             abort_on_error: false,
             alignment: memplug_abi::DEFAULT_ALIGNMENT,
             junk: true,
+            sample: 0,
+            sample_max: DEFAULT_SAMPLE_MAX,
+            slots: DEFAULT_SLOTS,
         }
     }
 }
 
 /// The option names [`GuardConfig::parse`] knows.
-pub const OPTION_NAMES: [&str; 5] = ["side", "quarantine", "abort_on_error", "alignment", "junk"];
+pub const OPTION_NAMES: [&str; 8] =
+    ["side", "quarantine", "abort_on_error", "alignment", "junk", "sample", "sample_max", "slots"];
 
 impl GuardConfig {
     /// Read an options string: comma-separated `key=value` items, spaces
@@ -106,6 +135,23 @@ impl GuardConfig {
                 }
                 "abort_on_error" => config.abort_on_error = parse_switch(key, value)?,
                 "junk" => config.junk = parse_switch(key, value)?,
+                "sample" => {
+                    config.sample = value.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
+                        format!("sample={value:?}: write how many allocations guard one in, a whole number from 1 (e.g. sample=1000)")
+                    })?
+                }
+                "sample_max" => {
+                    let n = parse_size(value).filter(|n| (1..=MAX_SAMPLE_MAX).contains(n));
+                    config.sample_max = n.ok_or_else(|| {
+                        format!("sample_max={value:?}: write the largest block to sample, 1 byte to 1g (e.g. 64k)")
+                    })?
+                }
+                "slots" => {
+                    let n = value.parse().ok().filter(|n| (1..=MAX_SLOTS).contains(n));
+                    config.slots = n.ok_or_else(|| {
+                        format!("slots={value:?}: write how many sampled blocks to hold at once, 1 to {MAX_SLOTS}")
+                    })?
+                }
                 _ => {
                     let n = parse_size(value).filter(|n| n.is_power_of_two() && (16..=MAX_ALIGNMENT).contains(n));
                     config.alignment = n.ok_or_else(|| {
@@ -129,7 +175,11 @@ impl fmt::Display for GuardConfig {
             u8::from(self.abort_on_error),
             self.alignment,
             u8::from(self.junk)
-        )
+        )?;
+        if self.sample != 0 {
+            write!(f, ",sample={},sample_max={},slots={}", self.sample, self.sample_max, self.slots)?;
+        }
+        Ok(())
     }
 }
 
@@ -141,6 +191,9 @@ mod tests {
     fn every_option_and_its_refusals() {
         let c = GuardConfig::parse("alignment=4k,junk=0,quarantine=0").unwrap();
         assert_eq!((c.alignment, c.junk, c.quarantine, c.side), (4096, false, 0, Side::End));
+        let c = GuardConfig::parse("sample=1000,sample_max=1m,slots=16").unwrap();
+        assert_eq!((c.sample, c.sample_max, c.slots), (1000, 1 << 20, 16));
+        assert_eq!(GuardConfig::parse(&c.to_string()).unwrap(), c);
         for (bad, says) in [
             ("side=middle", "side=end"),
             ("quarantine=lots", "not a size"),
@@ -150,7 +203,12 @@ mod tests {
             ("alignment=2g", "to 1g"),
             ("junk", "key=value"),
             ("side=end,side=start", "twice"),
-            ("colour=red", "side, quarantine, abort_on_error, alignment, junk"),
+            ("colour=red", "side, quarantine, abort_on_error, alignment, junk, sample"),
+            ("sample=0", "from 1"),
+            ("sample=often", "whole number"),
+            ("sample_max=0", "1 byte to 1g"),
+            ("slots=0", "1 to 1048576"),
+            ("slots=2000000", "1 to 1048576"),
         ] {
             let e = GuardConfig::parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");

@@ -32,12 +32,23 @@
 //!   message, so the core dump or the debugger stops at the bad call.
 //! - **Junk.** New blocks (not zeroed ones) are filled with `0xa5`, so reads
 //!   of memory never written do not see the zeros of a fresh mapping.
+//! - **Sampling.** `sample=N` guards one allocation in N, chosen at random
+//!   (GWP-ASan's way), and serves the rest from the system allocator, so a
+//!   long run costs little and a heap error in a sampled block still faults
+//!   at the access. Sampled blocks live in slots of one range reserved at
+//!   start (`slots=`, blocks up to `sample_max=`): a free is routed by one
+//!   address compare, and the process's mapping count stays bounded.
+//! - **Out of mappings.** Each guarded block costs up to three mappings;
+//!   when the process reaches `vm.max_map_count`, guard empties its
+//!   quarantine and tries again, then says so once on standard error (the
+//!   limit, the counts, the `sysctl` that raises it) and returns NULL.
 //! - Thread-safe, ABI 1.1: its alignment, `aligned_alloc`, instances from
 //!   options through `create`/`destroy`, statistics.
 //!
 //! Options ([`GuardConfig::parse`]): `side=end|start`, `quarantine=SIZE`
 //! (`k`/`m`/`g` suffixes; 0 for none), `abort_on_error=0|1`, `alignment=N`
-//! (a power of two, 16 to 1g) and `junk=0|1`.
+//! (a power of two, 16 to 1g), `junk=0|1`, and for sampling `sample=N`,
+//! `sample_max=SIZE` (default 64k) and `slots=N` (default 4096).
 //!
 //! ```
 //! use memplug_guard::Guard;
@@ -52,18 +63,24 @@
 //!
 //! Layers, each importing only from those above it in this list: [`config`]
 //! (options), [`layout`] (where a block sits in its pages: arithmetic),
-//! `raw::pages` (the mappings: all `unsafe` system calls), `report` (the
-//! messages), [`state`] (the allocator), `raw::export` (the plugin entry).
+//! [`sample`] (which allocations `sample=N` guards), [`limits`]
+//! (`vm.max_map_count` and the process's mappings), `raw::pages` (the
+//! mappings: all `unsafe` system calls), `raw::system` (libc's allocator,
+//! for what is not sampled), `report` (the messages), `tables` (what the
+//! lock guards), [`state`] (the allocator), `raw::export` (the plugin entry and the routing by address).
 //! All `unsafe` code is in `raw/`; the rest of the crate denies it.
 
 #![deny(unsafe_code)]
 
 pub mod config;
 pub mod layout;
+pub mod limits;
 #[allow(unsafe_code)]
 mod raw;
 mod report;
+pub mod sample;
 pub mod state;
+mod tables;
 
 pub use config::{GuardConfig, Side};
 pub use raw::pages::page_size;

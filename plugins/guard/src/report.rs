@@ -8,6 +8,7 @@
 
 use std::fmt;
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// An error the guard found in a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +104,41 @@ pub(crate) fn report(finding: &Finding, abort_on_error: bool) {
     }
 }
 
+/// Whether the map-count message was printed (once per process).
+static MAP_LIMIT_SAID: AtomicBool = AtomicBool::new(false);
+
+/// The map-count message: the process holds `mappings` of `limit`
+/// (`vm.max_map_count`) and guard `blocks` blocks; `sampling` says whether
+/// `sample=` is on already.
+pub(crate) fn map_limit_message(mappings: u64, limit: u64, blocks: usize, sampling: bool) -> String {
+    let sample = if sampling {
+        "lower the program's own mappings, or give guard fewer slots (slots=)"
+    } else {
+        "guard one allocation in N and serve the rest from the system allocator (--handler guard:sample=1000)"
+    };
+    format!(
+        "cannot map a block: the process holds {mappings} memory mappings and the kernel allows {limit} \
+         (vm.max_map_count); guard holds {blocks} blocks, live and in quarantine, each up to 3 mappings. This \
+         allocation, and every one that finds no mapping, returns NULL. Raise the limit (sudo sysctl -w \
+         vm.max_map_count=1048576) or {sample}. (Said once.)"
+    )
+}
+
+/// A mapping failed with ENOMEM: if the process is at `vm.max_map_count`,
+/// say so on standard error, the first time only. Never aborts: running out
+/// of mappings is the limit's doing, not the program's error.
+pub(crate) fn map_limit(blocks: usize, sampling: bool) {
+    if MAP_LIMIT_SAID.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some((mappings, limit)) = crate::limits::at_limit() else { return };
+    if MAP_LIMIT_SAID.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "memplug guard: {}", map_limit_message(mappings, limit, blocks, sampling));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -115,5 +151,11 @@ mod tests {
         assert!(f.to_string().starts_with("heap overrun: 1 byte after the end of block 0x1000"), "{f}");
         let f = Finding::Interior { op: Op::Realloc, ptr: 0x1010, block: 0x1000, block_size: 64 };
         assert!(f.to_string().contains("16 bytes from the live block 0x1000"), "{f}");
+        let m = map_limit_message(65_500, 65_530, 21_800, false);
+        for says in
+            ["65500 memory mappings", "allows 65530", "21800 blocks", "sysctl -w vm.max_map_count", "sample=1000"]
+        {
+            assert!(m.contains(says), "{says}: {m}");
+        }
     }
 }

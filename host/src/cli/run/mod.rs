@@ -3,8 +3,10 @@
 //! heap on it — the interposer `libmemplug_preload.so` preloaded
 //! (`LD_PRELOAD`), the checked plugin named in the environment — and exit
 //! with the program's status (128 + the signal's number when a signal ended
-//! it). `report.rs` reads what the interposer wrote at exit and shows it.
+//! it). `report.rs` reads what the interposer wrote at exit and shows it;
+//! `limits.rs` warns first when `vm.max_map_count` is low for `guard`.
 
+mod limits;
 mod program;
 mod report;
 
@@ -160,6 +162,11 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     };
     if let Some(why) = program::why_not_preloaded(&args.program[0]) {
         eprintln!("memplug: warning: {why}; the handler will not serve it");
+    }
+    if chosen.manifest.is_none()
+        && let Some(why) = limits::map_count_warning(chosen.report.name.as_deref(), &chosen.options)
+    {
+        eprintln!("memplug: warning: {}", memplug::text::escape(&why));
     }
     let report_file = (args.report || args.report_json.is_some()).then(report::temp_file).flatten();
     let mut cmd = Command::new(&args.program[0]);

@@ -4,8 +4,15 @@
 //! here as addresses; every check is made by [`Guard`], which never
 //! dereferences a pointer the caller gives it (it looks addresses up in its
 //! own tables), so a foreign or stale pointer is reported, not followed.
+//!
+//! With `sample=N` this is also where requests are routed: an allocation
+//! the sampler picks is guarded (if it fits a free slot), the rest go to
+//! the system allocator ([`system`]); a free or realloc goes by address —
+//! inside the pool it is guard's, outside it the system's.
 
-use crate::state::Guard;
+use crate::raw::system;
+use crate::report::Op;
+use crate::state::{Guard, Resized};
 use memplug_abi::fork::ForkLock;
 use memplug_abi::{Allocator, FLAG_THREAD_SAFE, MemplugStats, export_handler};
 
@@ -29,13 +36,13 @@ impl Allocator for Guard {
     }
 
     fn malloc(&self, size: usize) -> *mut u8 {
-        self.alloc(size, 1, false) as *mut u8
+        serve(self, size, 1, false)
     }
 
     fn calloc(&self, nelem: usize, elsize: usize) -> *mut u8 {
         match nelem.checked_mul(elsize) {
             // Fresh pages are zero; the canaries are outside the block.
-            Some(size) => self.alloc(size, 1, true) as *mut u8,
+            Some(size) => serve(self, size, 1, true),
             None => std::ptr::null_mut(),
         }
     }
@@ -44,15 +51,43 @@ impl Allocator for Guard {
         if !alignment.is_power_of_two() || alignment > crate::config::MAX_ALIGNMENT {
             return std::ptr::null_mut();
         }
-        self.alloc(size, alignment, false) as *mut u8
+        serve(self, size, alignment, false)
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, old_size: usize, new_size: usize) -> *mut u8 {
-        Guard::realloc(self, ptr as usize, old_size, new_size) as *mut u8
+        let align = self.config().alignment;
+        if !self.owns(ptr as usize) {
+            // SAFETY: the host passes a live block of `old_size` bytes that
+            // this allocator made; outside the pool, only the system
+            // allocator makes them (with at least the instance's alignment).
+            return unsafe { system::realloc(ptr, old_size, new_size, align) };
+        }
+        let old = match self.resize(ptr as usize, old_size, new_size, self.sampled()) {
+            Resized::Done(p) => return p as *mut u8,
+            Resized::Failed => return std::ptr::null_mut(),
+            Resized::MoveOut(old) => old,
+        };
+        let new = system::alloc(new_size, align, false);
+        if new.is_null() {
+            self.restore(old);
+            return new;
+        }
+        let keep = &old.contents()[..old_size.min(new_size).min(old.contents().len())];
+        // SAFETY: `new` is a fresh block of `new_size` bytes, and `keep`
+        // (at most that many) lies in guard's own pages, not in it.
+        unsafe { std::ptr::copy_nonoverlapping(keep.as_ptr(), new, keep.len()) };
+        self.moved_out(Op::Realloc, old);
+        new
     }
 
     unsafe fn free(&self, ptr: *mut u8, size: usize) {
-        Guard::free(self, ptr as usize, size)
+        if self.owns(ptr as usize) {
+            Guard::free(self, ptr as usize, size)
+        } else {
+            // SAFETY: as in `realloc`: a live block of the system allocator,
+            // given back once.
+            unsafe { system::free(ptr) }
+        }
     }
 
     fn fork_locks<'a>(&'a self, locks: &mut dyn FnMut(&'a dyn ForkLock)) {
@@ -62,6 +97,19 @@ impl Allocator for Guard {
     fn stats(&self) -> Option<MemplugStats> {
         Some(Guard::stats(self))
     }
+}
+
+/// An allocation: guarded if the sampler picks it (always, without
+/// `sample=`) and a guarded block can be made; with `sample=`, else the
+/// system allocator's.
+fn serve(g: &Guard, size: usize, align: usize, zeroed: bool) -> *mut u8 {
+    if g.sampled() {
+        let p = g.alloc(size, align, zeroed);
+        if p != 0 || !g.is_sampling() {
+            return p as *mut u8;
+        }
+    }
+    system::alloc(size, align.max(g.config().alignment), zeroed)
 }
 
 export_handler!(Guard);

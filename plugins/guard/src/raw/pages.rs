@@ -1,9 +1,12 @@
 //! Page mappings: a [`Region`] owns one anonymous reservation, mapped
-//! inaccessible, with at most one window of readable and writable pages.
+//! inaccessible, with at most one window of readable and writable pages —
+//! a mapping of its own, or one slot of a [`Region::pool`], a reservation
+//! made once and cut into slots (the sampled blocks of `sample=N`).
 //! Everything above this file sees only safe methods.
 
 use std::io;
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// The system's page size.
 pub fn page_size() -> usize {
@@ -25,35 +28,86 @@ pub(crate) struct Region {
     len: usize,
     /// The readable and writable window, as an offset and length.
     window: Option<(usize, usize)>,
+    /// The pool this region is a slot of (`None`: its own mapping).
+    pool: Option<Arc<Mapping>>,
 }
 
-// SAFETY: a `Region` owns its mapping outright: no other value refers to
-// the pages, and mappings are process-wide, not tied to a thread. Moving
-// one to another thread and unmapping it there is sound.
+// SAFETY: a `Region` owns its pages outright (its own mapping, or one slot
+// of a pool that no other region overlaps): no other value refers to them,
+// and mappings are process-wide, not tied to a thread. Moving one to
+// another thread and unmapping it there is sound.
 unsafe impl Send for Region {}
+
+/// A pool's reservation, unmapped when its last slot is dropped.
+#[derive(Debug)]
+pub(crate) struct Mapping {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: only its address and length are shared; the pages belong to the
+// slots (regions), and the mapping is unmapped once, by the last owner.
+unsafe impl Send for Mapping {}
+// SAFETY: as above: `&Mapping` gives nothing but the two numbers.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the pool's reservation, unmapped once, when the last slot
+        // (the last `Arc`) goes: no region refers to its pages any more.
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+/// An anonymous, inaccessible reservation of `len` bytes.
+fn map_none(len: usize) -> io::Result<NonNull<u8>> {
+    // SAFETY: an anonymous private mapping at an address the kernel picks:
+    // it overlaps nothing that exists, and nothing else refers to it until
+    // the caller owns it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    NonNull::new(p as *mut u8).ok_or_else(|| io::Error::other("mmap returned address 0"))
+}
 
 impl Region {
     /// Reserve `len` bytes (a non-zero multiple of the page size), all
     /// inaccessible.
     pub(crate) fn reserve(len: usize) -> io::Result<Region> {
-        // SAFETY: an anonymous private mapping at an address the kernel
-        // picks: it overlaps nothing that exists, and nothing else refers to
-        // it until this function returns it.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let base = NonNull::new(p as *mut u8).ok_or_else(|| io::Error::other("mmap returned address 0"))?;
-        Ok(Region { base, len, window: None })
+        Ok(Region { base: map_none(len)?, len, window: None, pool: None })
+    }
+
+    /// Reserve `slots * slot_len` bytes at once (`slot_len` a non-zero
+    /// multiple of the page size), all inaccessible, and cut them into
+    /// `slots` regions of `slot_len` bytes, lowest first. The reservation is
+    /// one mapping until windows open in it; it is unmapped when the last of
+    /// its regions is dropped.
+    pub(crate) fn pool(slots: usize, slot_len: usize) -> io::Result<Vec<Region>> {
+        let len = slots.checked_mul(slot_len).ok_or_else(|| io::Error::from(io::ErrorKind::OutOfMemory))?;
+        let mapping = Arc::new(Mapping { base: map_none(len)?, len });
+        Ok((0..slots)
+            .map(|i| {
+                // SAFETY: `i * slot_len < len`: inside the reservation.
+                let at = unsafe { mapping.base.add(i * slot_len) };
+                Region { base: at, len: slot_len, window: None, pool: Some(mapping.clone()) }
+            })
+            .collect())
+    }
+
+    /// Whether this region is a slot of a pool (it goes back to the pool's
+    /// free slots instead of being unmapped).
+    pub(crate) fn is_pooled(&self) -> bool {
+        self.pool.is_some()
     }
 
     /// The first address of the reservation.
@@ -132,6 +186,10 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        if self.pool.is_some() {
+            // A slot: its pages go with the pool's mapping (`Mapping`).
+            return;
+        }
         // SAFETY: the reservation is owned by this value and unmapped once,
         // here. The allocator drops a region only when no block in it is
         // live (it was freed and left the quarantine, or the instance is
@@ -156,5 +214,24 @@ mod tests {
         r.close().unwrap();
         assert!(r.window().is_empty());
         r.close().unwrap(); // closing twice is harmless
+    }
+
+    #[test]
+    fn a_pool_is_cut_into_adjacent_slots_that_open_alone() {
+        let page = page_size();
+        let mut slots = Region::pool(4, 3 * page).unwrap();
+        assert_eq!(slots.len(), 4);
+        for w in slots.windows(2) {
+            assert_eq!(w[0].base() + 3 * page, w[1].base());
+        }
+        assert!(slots.iter().all(Region::is_pooled));
+        slots[2].open(page, page).unwrap();
+        slots[2].window_mut().fill(9);
+        slots[2].close().unwrap();
+        let last = slots.pop().unwrap();
+        drop(slots); // the mapping stays while one slot is left
+        let mut last = last;
+        last.open(0, page).unwrap();
+        last.window_mut()[0] = 1;
     }
 }
