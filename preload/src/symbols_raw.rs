@@ -98,15 +98,18 @@ pub(crate) unsafe fn load(library: *const c_char) -> Result<Plugin, &'static str
     }
     let malloc = named(handle, var::SYM_MALLOC)?.ok_or("the manifest names no malloc")?;
     let free = named(handle, var::SYM_FREE)?.ok_or("the manifest names no free")?;
+    let (calloc, realloc) = (named(handle, var::SYM_CALLOC)?, named(handle, var::SYM_REALLOC)?);
+    let sized_free = named(handle, var::SYM_SIZED_FREE)?;
     // SAFETY: each address is the library's function with the signature of
-    // its role (the manifest says so, and the check in the worker called it).
+    // its role (the manifest says so, and the check in the worker called
+    // it): the transmutes only give the addresses their types.
     let t = unsafe {
         Table {
             malloc: core::mem::transmute::<*mut c_void, CMalloc>(malloc),
-            calloc: named(handle, var::SYM_CALLOC)?.map(|f| core::mem::transmute::<_, CCalloc>(f)),
-            realloc: named(handle, var::SYM_REALLOC)?.map(|f| core::mem::transmute::<_, CRealloc>(f)),
+            calloc: calloc.map(|f| core::mem::transmute::<*mut c_void, CCalloc>(f)),
+            realloc: realloc.map(|f| core::mem::transmute::<*mut c_void, CRealloc>(f)),
             free: core::mem::transmute::<*mut c_void, CFree>(free),
-            sized_free: named(handle, var::SYM_SIZED_FREE)?.map(|f| core::mem::transmute::<_, CSizedFree>(f)),
+            sized_free: sized_free.map(|f| core::mem::transmute::<*mut c_void, CSizedFree>(f)),
         }
     };
     // SAFETY: single-threaded (the caller's promise); nothing reads TABLE yet.
