@@ -1,8 +1,9 @@
-//! The shape of the code, checked: the host's modules, and those of the
-//! Python package's native crate (`python/src`), form layers (each imports
-//! only from modules declared before it in its `lib.rs`, so there is no
-//! circle of imports, and the host's unsafe core `raw` sits beneath the
-//! front ends), that the guide's copy of the host's layer list
+//! The shape of the code, checked: the host's modules, those of the
+//! Python package's native crate (`python/src`) and those of the interposer
+//! (`preload/src`), form layers (each imports only from modules declared
+//! before it in its `lib.rs`, so there is no circle of imports, and the
+//! host's unsafe core `raw` sits beneath the front ends), the interposer's
+//! unsafe code is only in its modules named `*_raw`, that the guide's copy of the host's layer list
 //! (docs/src/architecture.md) names the same modules as `lib.rs`'s, and
 //! that no source file grows past 450 lines before its tests.
 
@@ -140,6 +141,94 @@ fn the_python_crates_modules_import_only_from_the_layers_below() {
     assert_eq!(listed, declared, "every file of python/src is a module declared in its lib.rs");
     let violations = layer_violations("python/src");
     assert!(violations.is_empty(), "imports against the layer order of python/src/lib.rs:\n{}", violations.join("\n"));
+}
+
+#[test]
+fn the_interposers_modules_import_only_from_the_layers_below() {
+    let layers = layers("preload/src");
+    assert!(layers.len() > 10, "preload/src/lib.rs lists the modules: {layers:?}");
+    let mut files: Vec<String> = rust_files(&support::root().join("preload/src"))
+        .iter()
+        .filter_map(|f| f.file_stem()?.to_str().map(str::to_string))
+        .filter(|m| m != "lib")
+        .collect();
+    files.sort();
+    let mut declared = layers.clone();
+    declared.sort();
+    assert_eq!(files, declared, "every file of preload/src is a module declared in its lib.rs");
+    let lib = std::fs::read_to_string(support::root().join("preload/src/lib.rs")).unwrap();
+    let docs: Vec<&str> =
+        lib.lines().filter_map(|l| l.strip_prefix("//!")).map(|l| l.strip_prefix(' ').unwrap_or(l)).collect();
+    let listed: Vec<String> = layer_list(&docs.join("\n"), "# Layers").into_iter().flat_map(|(_, m)| m).collect();
+    assert_eq!(listed, layers, "preload/src/lib.rs's `# Layers` list names its modules in the order they are declared");
+    let violations = layer_violations("preload/src");
+    assert!(violations.is_empty(), "imports against the layer order of preload/src/lib.rs:\n{}", violations.join("\n"));
+}
+
+/// Whether `file` has unsafe code outside comments: an `unsafe` block,
+/// function, impl, trait or extern block, or an unsafe attribute
+/// (`#[unsafe(no_mangle)]`); the type of an unsafe function pointer
+/// (`unsafe extern "C" fn(...)`) is not unsafe code.
+fn has_unsafe_code(file: &Path) -> bool {
+    let text = std::fs::read_to_string(file).unwrap();
+    text.lines().map(str::trim).filter(|l| !l.starts_with("//")).map(|l| l.split(" //").next().unwrap_or(l)).any(|l| {
+        l.match_indices("unsafe").any(|(i, _)| {
+            let before = l[..i].chars().next_back();
+            let rest = &l[i + "unsafe".len()..];
+            let word = !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !rest.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_');
+            let pointer_type =
+                ["fn(", " fn(", " extern \"C\" fn(", " extern \"C-unwind\" fn("].iter().any(|t| rest.starts_with(t));
+            word && !pointer_type
+        })
+    })
+}
+
+#[test]
+fn the_interposers_unsafe_code_is_in_its_raw_modules_only() {
+    let raw = |m: &str| m.ends_with("_raw") || m == "raw";
+    let mut wrong = Vec::new();
+    for module in layers("preload/src") {
+        for file in module_files("preload/src", &module) {
+            if has_unsafe_code(&file) && !raw(&module) {
+                wrong.push(format!("{} has unsafe code; `{module}` is not a `*_raw` module", file.display()));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "move the unsafe code to a module named `*_raw`:\n{}", wrong.join("\n"));
+    let lib = std::fs::read_to_string(support::root().join("preload/src/lib.rs")).unwrap();
+    assert!(lib.lines().any(|l| l.trim() == "#![deny(unsafe_code)]"), "preload/src/lib.rs denies unsafe code");
+    assert!(!has_unsafe_code(&support::root().join("preload/src/lib.rs")), "preload/src/lib.rs declares modules only");
+    let lines: Vec<&str> = lib.lines().map(str::trim).collect();
+    for pair in lines.windows(2).filter(|w| w[0] == "#[allow(unsafe_code)]") {
+        let module = pair[1].strip_prefix("mod ").and_then(|m| m.strip_suffix(';')).unwrap_or(pair[1]);
+        assert!(raw(module), "preload/src/lib.rs allows unsafe code in `{module}`, whose name does not say so");
+    }
+}
+
+#[test]
+fn unsafe_code_is_told_from_unsafe_function_pointer_types() {
+    let dir = std::env::temp_dir().join(format!("memplug-architecture-unsafe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("type F = unsafe extern \"C\" fn(usize) -> *mut u8;\n// unsafe { x }\nlet unsafe_ish = 1;\n", false),
+        ("f: Option<unsafe fn(u8)>, // unsafe { no }\n", false),
+        ("let x = unsafe { f() };\n", true),
+        ("#[unsafe(no_mangle)]\npub extern \"C\" fn malloc() {}\n", true),
+        ("unsafe impl Sync for S {}\n", true),
+        ("pub unsafe extern \"C\" fn posix_memalign() {}\n", true),
+    ];
+    let found: Vec<bool> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (text, _))| {
+            let file = dir.join(format!("case{i}.rs"));
+            std::fs::write(&file, text).unwrap();
+            has_unsafe_code(&file)
+        })
+        .collect();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(found, cases.iter().map(|c| c.1).collect::<Vec<_>>());
 }
 
 #[test]

@@ -78,14 +78,16 @@
 #![deny(unsafe_code)]
 
 // Layers, each importing only from those above it in this list (and the
-// ABI's types in this file): `frozen`, `layout`, `options` and `share` (the
-// released layouts and the data types); `fork` (a lock a fork leaves
+// ABI's types in this file): `frozen`, `layout`, `options`, `run` and
+// `share` (the released layouts, the data types, and the names of the
+// variables `memplug run` sets for its interposer); `fork` (a lock a fork leaves
 // usable); `allocator` (the trait a Rust plugin implements); `atfork` (the
 // fork handlers over every live instance); `tramp` (the `extern "C"`
 // trampolines); `export` (the entries and the macros).
 pub mod frozen;
 pub mod layout;
 pub mod options;
+pub mod run;
 pub mod share;
 #[allow(unsafe_code)]
 pub mod fork;

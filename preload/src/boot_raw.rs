@@ -18,7 +18,7 @@
 //! (system calls, safe in a signal handler in practice), so every path works
 //! in a signal handler, on any thread, and in a forked child.
 
-use crate::block::{self, HEADER};
+use crate::block_raw::{self as block, HEADER};
 use crate::boot_class::{GRAIN, chunk_of, class_of, class_size, place};
 use crate::boot_lists::Lists;
 use core::cell::UnsafeCell;

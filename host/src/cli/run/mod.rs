@@ -16,7 +16,9 @@ use memplug::Candidate;
 use memplug::probe::{Request, Task};
 use memplug::report::Report;
 use memplug::symbols::{Role, SymbolSpec};
-use std::ffi::OsString;
+use memplug_abi::run as var;
+use std::ffi::{CStr, OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -180,28 +182,28 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     let plugin = &std::fs::canonicalize(&chosen.report.path).unwrap_or_else(|_| chosen.report.path.clone());
     // What an enclosing `memplug run` set is not this run's.
     for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("MEMPLUG_RUN_") {
+        if key.to_string_lossy().starts_with(var::PREFIX) {
             cmd.env_remove(key);
         }
     }
     cmd.env("LD_PRELOAD", ld)
-        .env("MEMPLUG_RUN_PRELOAD", &preload)
-        .env("MEMPLUG_RUN_PLUGIN", plugin)
-        .env("MEMPLUG_RUN_SYMBOL", &chosen.report.symbol)
-        .env("MEMPLUG_RUN_OPTIONS", &chosen.options)
-        .env("MEMPLUG_RUN_STRICT", if args.strict { "1" } else { "0" })
-        .env("MEMPLUG_RUN_NO_CHILDREN", if args.no_children { "1" } else { "0" })
-        .env("MEMPLUG_RUN_EXACT_ENDS", if args.exact_ends { "1" } else { "0" });
+        .env(name(var::PRELOAD), &preload)
+        .env(name(var::PLUGIN), plugin)
+        .env(name(var::SYMBOL), &chosen.report.symbol)
+        .env(name(var::OPTIONS), &chosen.options)
+        .env(name(var::STRICT), switch(args.strict))
+        .env(name(var::NO_CHILDREN), switch(args.no_children))
+        .env(name(var::EXACT_ENDS), switch(args.exact_ends));
     match &chosen.manifest {
         Some(spec) => manifest_env(&mut cmd, spec),
         None => {
             if let Some(id) = file_id(plugin) {
-                cmd.env("MEMPLUG_RUN_FILE_ID", id);
+                cmd.env(name(var::FILE_ID), id);
             }
         }
     }
     if let Some(f) = &report_file {
-        cmd.env("MEMPLUG_RUN_REPORT", f);
+        cmd.env(name(var::REPORT), f);
     }
     tracing::debug!(program = ?args.program, plugin = %plugin.display(), preload = %preload.display(), "starting");
     let mut child = match cmd.spawn() {
@@ -361,14 +363,36 @@ fn manifest_env(cmd: &mut Command, spec: &SymbolSpec) {
         (Some(dir), true) => dir.join(&spec.library).into_os_string(),
         _ => OsString::from(&spec.library),
     };
-    cmd.env("MEMPLUG_RUN_LIBRARY", library)
-        .env("MEMPLUG_RUN_NAME", &spec.name)
-        .env("MEMPLUG_RUN_THREAD_SAFE", if spec.thread_safe { "1" } else { "0" });
+    cmd.env(name(var::LIBRARY), library)
+        .env(name(var::NAME), &spec.name)
+        .env(name(var::THREAD_SAFE), switch(spec.thread_safe));
     for role in Role::ALL {
         if let Some(symbol) = spec.symbols.get(role) {
-            cmd.env(format!("MEMPLUG_RUN_SYM_{}", role.key().to_ascii_uppercase()), symbol);
+            cmd.env(name(symbol_var(role)), symbol);
         }
     }
+}
+
+/// The variable that names the function of `role` to the interposer.
+fn symbol_var(role: Role) -> &'static CStr {
+    match role {
+        Role::Malloc => var::SYM_MALLOC,
+        Role::Calloc => var::SYM_CALLOC,
+        Role::Realloc => var::SYM_REALLOC,
+        Role::Free => var::SYM_FREE,
+        Role::SizedFree => var::SYM_SIZED_FREE,
+        Role::AlignedAlloc => var::SYM_ALIGNED_ALLOC,
+    }
+}
+
+/// A switch's value: `1` on, `0` off.
+fn switch(on: bool) -> &'static str {
+    if on { "1" } else { "0" }
+}
+
+/// A variable's name as `Command::env` takes it.
+fn name(var: &CStr) -> &OsStr {
+    OsStr::from_bytes(var.to_bytes())
 }
 
 /// The identity the interposer compares before loading the plugin:

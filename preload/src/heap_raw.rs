@@ -5,8 +5,9 @@
 //! ready, and for requests made from inside a plugin call), and route each
 //! free back to whichever made the block.
 
-use crate::block::{self, HEADER};
-use crate::plugin::{self, LIBC, READY};
+use crate::block_raw::{self as block, HEADER};
+use crate::plugin_raw as plugin;
+use crate::setup::{LIBC, READY, mode};
 use crate::{boot_raw as boot, stats};
 use core::ffi::c_void;
 
@@ -36,7 +37,7 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
     if align > HEADER {
         stats::ALIGNED.add(1);
     }
-    let mode = plugin::mode();
+    let mode = mode();
     if mode == LIBC {
         return libc_alloc(size, align, zero);
     }
@@ -146,7 +147,7 @@ pub(crate) fn free(p: *mut c_void) {
         }
         return;
     }
-    let mode = plugin::mode();
+    let mode = mode();
     if mode == LIBC {
         // SAFETY: p is a pointer the program got from an allocator; the 16
         // bytes before it are readable.
@@ -193,9 +194,9 @@ fn free_foreign(p: *mut c_void) {
 }
 
 /// Whether blocks may sit at the end of the handler's (and so be aligned
-/// only as their size is): see [`plugin::Plugin::end_align`].
+/// only as their size is): see [`crate::setup::Plugin::end_align`].
 fn at_end_blocks() -> bool {
-    plugin::mode() == READY && plugin::setup().plugin.is_some_and(|p| p.end_align != 0)
+    mode() == READY && plugin::setup().plugin.is_some_and(|p| p.end_align != 0)
 }
 
 /// The usable size of block `p`; 0 for a pointer this library did not make.
@@ -209,7 +210,7 @@ pub(crate) fn usable(p: *mut c_void) -> usize {
         None if boot::contains(p.cast()) => return 0,
         None => {}
     }
-    if plugin::mode() == LIBC {
+    if mode() == LIBC {
         // SAFETY: in libc mode, blocks but the bootstrap heap's are libc's.
         return plugin::setup().libc.usable.map_or(0, |u| unsafe { u(p) });
     }
@@ -236,7 +237,7 @@ pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         }
         None => {}
     }
-    let mode = plugin::mode();
+    let mode = mode();
     if mode == LIBC {
         // SAFETY: in libc mode, blocks but the bootstrap heap's are libc's.
         return match plugin::setup().libc.realloc.map(|r| unsafe { r(p, size) }) {

@@ -4,9 +4,11 @@
 //! they are found with `dlsym` and reached through trampolines that take the
 //! handler ABI's `ctx` (a pointer to the table of functions).
 
-use crate::plugin::Plugin;
+use crate::env_raw::{env, flag};
+use crate::setup::Plugin;
 use core::cell::UnsafeCell;
 use core::ffi::{CStr, c_char, c_void};
+use memplug_abi::run as var;
 
 /// `void *malloc(size_t)`.
 type CMalloc = unsafe extern "C" fn(usize) -> *mut c_void;
@@ -72,12 +74,6 @@ unsafe extern "C" fn t_free(ctx: *mut c_void, p: *mut c_void, size: usize) {
     }
 }
 
-/// `getenv(name)`, or null.
-fn env(name: &CStr) -> *const c_char {
-    // SAFETY: `name` is NUL-terminated; getenv allocates nothing.
-    unsafe { libc::getenv(name.as_ptr()) }
-}
-
 /// The function named by environment variable `var` in `handle`; `Ok(None)`
 /// when the variable is unset, `Err(var)` when the symbol is missing.
 fn named(handle: *mut c_void, var: &'static CStr) -> Result<Option<*mut c_void>, &'static str> {
@@ -100,22 +96,24 @@ pub(crate) unsafe fn load(library: *const c_char) -> Result<Plugin, &'static str
     if handle.is_null() {
         return Err("dlopen of the manifest's library failed");
     }
-    let malloc = named(handle, c"MEMPLUG_RUN_SYM_MALLOC")?.ok_or("the manifest names no malloc")?;
-    let free = named(handle, c"MEMPLUG_RUN_SYM_FREE")?.ok_or("the manifest names no free")?;
+    let malloc = named(handle, var::SYM_MALLOC)?.ok_or("the manifest names no malloc")?;
+    let free = named(handle, var::SYM_FREE)?.ok_or("the manifest names no free")?;
+    let (calloc, realloc) = (named(handle, var::SYM_CALLOC)?, named(handle, var::SYM_REALLOC)?);
+    let sized_free = named(handle, var::SYM_SIZED_FREE)?;
     // SAFETY: each address is the library's function with the signature of
-    // its role (the manifest says so, and the check in the worker called it).
+    // its role (the manifest says so, and the check in the worker called
+    // it): the transmutes only give the addresses their types.
     let t = unsafe {
         Table {
             malloc: core::mem::transmute::<*mut c_void, CMalloc>(malloc),
-            calloc: named(handle, c"MEMPLUG_RUN_SYM_CALLOC")?.map(|f| core::mem::transmute::<_, CCalloc>(f)),
-            realloc: named(handle, c"MEMPLUG_RUN_SYM_REALLOC")?.map(|f| core::mem::transmute::<_, CRealloc>(f)),
+            calloc: calloc.map(|f| core::mem::transmute::<*mut c_void, CCalloc>(f)),
+            realloc: realloc.map(|f| core::mem::transmute::<*mut c_void, CRealloc>(f)),
             free: core::mem::transmute::<*mut c_void, CFree>(free),
-            sized_free: named(handle, c"MEMPLUG_RUN_SYM_SIZED_FREE")?.map(|f| core::mem::transmute::<_, CSizedFree>(f)),
+            sized_free: sized_free.map(|f| core::mem::transmute::<*mut c_void, CSizedFree>(f)),
         }
     };
     // SAFETY: single-threaded (the caller's promise); nothing reads TABLE yet.
     unsafe { *TABLE.0.get() = Some(t) };
-    let thread_safe = env(c"MEMPLUG_RUN_THREAD_SAFE");
     Ok(Plugin {
         ctx: TABLE.0.get().cast(),
         malloc: t_malloc,
@@ -123,8 +121,7 @@ pub(crate) unsafe fn load(library: *const c_char) -> Result<Plugin, &'static str
         realloc: t.realloc.map(|_| t_realloc as memplug_abi::ReallocFn),
         free: t_free,
         stats: None,
-        // SAFETY: getenv's answer is NUL-terminated.
-        thread_safe: !thread_safe.is_null() && unsafe { CStr::from_ptr(thread_safe) }.to_bytes() == b"1",
+        thread_safe: flag(var::THREAD_SAFE),
         end_align: 0,
     })
 }

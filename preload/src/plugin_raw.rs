@@ -4,113 +4,29 @@
 //! calls into the plugin, under a lock when it is not thread-safe (taken and
 //! released around `fork()`).
 
-use crate::env::{claim_report, env, flag, remove_from_preload, same_file, write_c};
-use crate::stats::Text;
+use crate::env_raw::{claim_report, env, flag, remove_from_preload, same_file, write_c};
+use crate::setup::{LIBC, Libc, Plugin, READY, Setup, set_mode};
+use crate::text::Text;
 use core::cell::UnsafeCell;
 use core::ffi::{CStr, c_char, c_int, c_void};
 use core::fmt::Write;
-use core::sync::atomic::{AtomicU8, Ordering};
-use memplug_abi::{CallocFn, EntryFn, FreeFn, MallocFn, MemplugInstance, MemplugStats, ReallocFn, StatsFn};
+use memplug_abi::run as var;
+use memplug_abi::{
+    CallocFn, CreateFn, EntryFn, FreeFn, MallocFn, MemplugHandler, MemplugInstance, MemplugStats, ReallocFn, StatsFn,
+};
 
 /// Exit status of the program when the plugin cannot be used under
 /// `--strict` (`MEMPLUG_RUN_STRICT=1`).
 pub(crate) const STRICT_EXIT: c_int = 125;
 
-/// Before the constructor: the bootstrap heap serves.
-pub(crate) const BOOT: u8 = 0;
-/// The plugin is ready: it serves.
-pub(crate) const READY: u8 = 2;
-/// The plugin could not be used: libc serves.
-pub(crate) const LIBC: u8 = 3;
-
-/// Which allocator serves now.
-static MODE: AtomicU8 = AtomicU8::new(BOOT);
-
-/// Which allocator serves now.
-pub(crate) fn mode() -> u8 {
-    MODE.load(Ordering::Acquire)
-}
-
-/// The handler's functions, copied from its struct.
-#[derive(Clone, Copy)]
-pub(crate) struct Plugin {
-    /// Passed back to every function.
-    pub(crate) ctx: *mut c_void,
-    /// `malloc(ctx, size)`.
-    pub(crate) malloc: MallocFn,
-    /// `calloc(ctx, n, size)`, if it has one.
-    pub(crate) calloc: Option<CallocFn>,
-    /// `realloc(ctx, ptr, old, new)`, if it has one.
-    pub(crate) realloc: Option<ReallocFn>,
-    /// `free(ctx, ptr, size)`.
-    pub(crate) free: FreeFn,
-    /// Its statistics, if it keeps them.
-    pub(crate) stats: Option<StatsFn>,
-    /// Whether calls may run at the same time.
-    pub(crate) thread_safe: bool,
-    /// Under `memplug run --exact-ends` (`MEMPLUG_RUN_EXACT_ENDS=1`), for a
-    /// handler that puts each block's end against a guard page (`guard`,
-    /// unless `side=start`): the alignment it rounds a block's end up to. A
-    /// plain block is then placed at the very end of the handler's block, so
-    /// that one byte past it faults whatever its size; 0 otherwise.
-    pub(crate) end_align: usize,
-}
-
-/// libc's allocator, for when the plugin cannot be used.
-#[derive(Clone, Copy)]
-pub(crate) struct Libc {
-    /// `malloc`.
-    pub(crate) malloc: Option<unsafe extern "C" fn(usize) -> *mut c_void>,
-    /// `calloc`.
-    pub(crate) calloc: Option<unsafe extern "C" fn(usize, usize) -> *mut c_void>,
-    /// `realloc`.
-    pub(crate) realloc: Option<unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void>,
-    /// `free`.
-    pub(crate) free: Option<unsafe extern "C" fn(*mut c_void)>,
-    /// `posix_memalign`.
-    pub(crate) memalign: Option<unsafe extern "C" fn(*mut *mut c_void, usize, usize) -> c_int>,
-    /// `malloc_usable_size`.
-    pub(crate) usable: Option<unsafe extern "C" fn(*mut c_void) -> usize>,
-}
-
-/// What the constructor sets up, read-only once `MODE` leaves `BOOT`.
-pub(crate) struct Setup {
-    /// The handler, valid when `MODE` is `READY`.
-    pub(crate) plugin: Option<Plugin>,
-    /// libc's functions, valid when `MODE` is `LIBC`.
-    pub(crate) libc: Libc,
-    /// The handler's name and version, NUL-padded.
-    pub(crate) name: [u8; 128],
-    /// The handler's version.
-    pub(crate) version: [u8; 64],
-    /// `MEMPLUG_RUN_REPORT`, if this process writes the report.
-    pub(crate) report: *const c_char,
-    /// The pid that writes it (a forked child, which inherits `report`,
-    /// does not).
-    pub(crate) owner: libc::pid_t,
-    /// `MEMPLUG_RUN_PLUGIN`.
-    pub(crate) path: *const c_char,
-    /// Why the plugin is not used (for the report).
-    pub(crate) why: Text,
-}
-
 /// The setup, behind a cell written only by the constructor.
 struct Cell0(UnsafeCell<Setup>);
 
-// SAFETY: written only by the constructor, before `MODE` is released to
+// SAFETY: written only by the constructor, before the mode is released to
 // other values with `Release`; read only after an `Acquire` load of it.
 unsafe impl Sync for Cell0 {}
 
-static SETUP: Cell0 = Cell0(UnsafeCell::new(Setup {
-    plugin: None,
-    libc: Libc { malloc: None, calloc: None, realloc: None, free: None, memalign: None, usable: None },
-    name: [0; 128],
-    version: [0; 64],
-    report: core::ptr::null(),
-    owner: 0,
-    path: core::ptr::null(),
-    why: Text::new(),
-}));
+static SETUP: Cell0 = Cell0(UnsafeCell::new(Setup::EMPTY));
 
 /// The setup, once the constructor has run.
 pub(crate) fn setup() -> &'static Setup {
@@ -240,11 +156,14 @@ fn sym(handle: *mut c_void, name: &CStr) -> *mut c_void {
     unsafe { libc::dlsym(handle, name.as_ptr()) }
 }
 
-/// Set up: called once, by the constructor, before any other thread.
+/// Set up: called once, by the constructor, before any other thread. The
+/// status to end the process with when the plugin cannot be used under
+/// `--strict` (the constructor ends it, writing the report first); `None`
+/// when the program goes on.
 ///
 /// # Safety
-/// Called once, single-threaded, before `MODE` leaves `BOOT`.
-pub(crate) unsafe fn init() {
+/// Called once, single-threaded, before the mode leaves `BOOT`.
+pub(crate) unsafe fn init() -> Option<c_int> {
     // SAFETY: single-threaded, before anyone reads SETUP (the caller's promise).
     let s = unsafe { &mut *SETUP.0.get() };
     // SAFETY: each symbol is libc's function of that signature, or null
@@ -263,16 +182,16 @@ pub(crate) unsafe fn init() {
     if !s.report.is_null() {
         crate::stats::count();
     }
-    if flag(c"MEMPLUG_RUN_NO_CHILDREN") {
+    if flag(var::NO_CHILDREN) {
         remove_from_preload();
     }
-    s.path = env(c"MEMPLUG_RUN_PLUGIN");
+    s.path = env(var::PLUGIN);
     if s.path.is_null() {
         // Not started by `memplug run` (e.g. opened by a `memplug check`
         // of a directory holding this file): stay quiet, libc serves.
-        let _ = s.why.write_str("MEMPLUG_RUN_PLUGIN is not set");
-        MODE.store(LIBC, Ordering::Release);
-        return;
+        let _ = write!(s.why, "{} is not set", var::PLUGIN.to_str().unwrap_or("?"));
+        set_mode(LIBC);
+        return None;
     }
     // SAFETY: the caller runs this once, single-threaded.
     match unsafe { load(s) } {
@@ -280,10 +199,11 @@ pub(crate) unsafe fn init() {
             s.plugin = Some(p);
             // SAFETY: the three handlers are plain functions that stay valid.
             unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_parent), Some(after_fork_child)) };
-            MODE.store(READY, Ordering::Release);
+            set_mode(READY);
+            None
         }
         Err(()) => {
-            let strict = flag(c"MEMPLUG_RUN_STRICT");
+            let strict = flag(var::STRICT);
             let mut msg = Text::new();
             let _ = write!(msg, "memplug run: cannot use the plugin ");
             let _ = write_c(&mut msg, s.path);
@@ -295,9 +215,10 @@ pub(crate) unsafe fn init() {
             };
             stderr(msg.bytes());
             if strict {
-                crate::_exit(STRICT_EXIT);
+                return Some(STRICT_EXIT);
             }
-            MODE.store(LIBC, Ordering::Release);
+            set_mode(LIBC);
+            None
         }
     }
 }
@@ -308,28 +229,92 @@ fn fail(s: &mut Setup, why: &str) -> Result<Plugin, ()> {
     Err(())
 }
 
+/// What this library takes from a handler's header.
+struct Header {
+    /// `ctx`.
+    ctx: *mut c_void,
+    /// `malloc` and `free`, which every handler has.
+    malloc: MallocFn,
+    /// As above.
+    free: FreeFn,
+    /// `calloc`, `realloc`.
+    calloc: Option<CallocFn>,
+    /// As above.
+    realloc: Option<ReallocFn>,
+    /// `flags`.
+    flags: u32,
+    /// `name` and `version`, NUL-padded.
+    name: [u8; 128],
+    /// As above.
+    version: [u8; 64],
+    /// ABI 1.1 `alignment`, `create` and `stats`: 0 and none for a 1.0 header.
+    alignment: u64,
+    /// As above.
+    create: Option<CreateFn>,
+    /// As above.
+    stats: Option<StatsFn>,
+}
+
+/// The fields of the header at `h`, read as its `struct_size` allows; an
+/// error for a header that is not memplug ABI 1's or has no malloc or free.
+///
+/// # Safety
+/// `h` is what a plugin's entry function returned (non-null): a handler
+/// header that lives as long as the process, of at least the ABI 1.0 size
+/// when its magic and major are memplug's.
+unsafe fn read_header(h: *const MemplugHandler) -> Result<Header, &'static str> {
+    // SAFETY: the first fields (magic, major, minor, struct_size) are in
+    // every header's first 12 bytes, which the caller says are readable.
+    let (magic, major, size) = unsafe { ((*h).magic, (*h).abi_major, (*h).struct_size as usize) };
+    if magic != memplug_abi::MAGIC || major != memplug_abi::ABI_MAJOR || size < memplug_abi::SIZE_V1_0 {
+        return Err("its handler header is not a memplug ABI 1 header");
+    }
+    // SAFETY: a 1.0 header: its 1.0 fields are readable (the caller's
+    // promise, and struct_size says it is at least that long).
+    let v10 =
+        unsafe { ((*h).ctx, (*h).malloc, (*h).free, (*h).calloc, (*h).realloc, (*h).flags, (*h).name, (*h).version) };
+    let (ctx, malloc, free, calloc, realloc, flags, name, version) = v10;
+    let (Some(malloc), Some(free)) = (malloc, free) else { return Err("its handler has no malloc or free") };
+    let (alignment, create, stats) = match size >= memplug_abi::SIZE_V1_1 {
+        // SAFETY: struct_size covers the 1.1 fields.
+        true => unsafe { ((*h).alignment, (*h).create, (*h).stats) },
+        false => (0, None, None),
+    };
+    Ok(Header { ctx, malloc, free, calloc, realloc, flags, name, version, alignment, create, stats })
+}
+
+/// The handler of the manifest's library `library` (its name from the
+/// environment, for the report).
+///
+/// # Safety
+/// As [`init`].
+unsafe fn load_manifest(s: &mut Setup, library: *const c_char) -> Result<Plugin, ()> {
+    // SAFETY: the caller's promise (once, single-threaded).
+    match unsafe { crate::symbols_raw::load(library) } {
+        Ok(p) => {
+            let name = env(var::NAME);
+            if !name.is_null() {
+                // SAFETY: getenv's answer is NUL-terminated.
+                let n = unsafe { CStr::from_ptr(name) }.to_bytes();
+                let k = n.len().min(s.name.len() - 1);
+                s.name[..k].copy_from_slice(&n[..k]);
+            }
+            Ok(p)
+        }
+        Err(why) => fail(s, why),
+    }
+}
+
 /// Open the plugin, call its entry, take the handler's functions (and make
 /// the instance asked for).
 ///
 /// # Safety
 /// As [`init`].
 unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
-    let library = env(c"MEMPLUG_RUN_LIBRARY");
+    let library = env(var::LIBRARY);
     if !library.is_null() {
-        // SAFETY: the caller's promise (once, single-threaded).
-        return match unsafe { crate::symbols::load(library) } {
-            Ok(p) => {
-                let name = env(c"MEMPLUG_RUN_NAME");
-                if !name.is_null() {
-                    // SAFETY: getenv's answer is NUL-terminated.
-                    let n = unsafe { CStr::from_ptr(name) }.to_bytes();
-                    let k = n.len().min(s.name.len() - 1);
-                    s.name[..k].copy_from_slice(&n[..k]);
-                }
-                Ok(p)
-            }
-            Err(why) => fail(s, why),
-        };
+        // SAFETY: the caller's promise.
+        return unsafe { load_manifest(s, library) };
     }
     if !same_file(s.path) {
         return fail(s, "the file changed after memplug checked it (run `memplug run` again)");
@@ -343,7 +328,7 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
         let _ = write_c(&mut s.why, unsafe { libc::dlerror() });
         return Err(());
     }
-    let symbol = env(c"MEMPLUG_RUN_SYMBOL");
+    let symbol = env(var::SYMBOL);
     // SAFETY: getenv's answer is NUL-terminated.
     let symbol = if symbol.is_null() { c"memplug_handler" } else { unsafe { CStr::from_ptr(symbol) } };
     let entry = sym(handle, symbol);
@@ -351,72 +336,68 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
         return fail(s, "its entry symbol is missing");
     }
     // SAFETY: the entry symbol is the plugin's entry function (checked by
-    // `memplug run` in a worker, and the file is unchanged since).
-    let h = unsafe { core::mem::transmute::<*mut c_void, EntryFn>(entry)() };
+    // `memplug run` in a worker, and the file is unchanged since): the
+    // transmute gives the address its type.
+    let entry = unsafe { core::mem::transmute::<*mut c_void, EntryFn>(entry) };
+    // SAFETY: an entry function takes nothing and returns its handler.
+    let h = unsafe { entry() };
     if h.is_null() {
         return fail(s, "its entry function returned NULL");
     }
-    // SAFETY: the header starts with its ABI 1.0 part (struct_size was
-    // checked to be at least that); later fields are read only when
-    // struct_size covers them.
-    unsafe {
-        let size = core::ptr::addr_of!((*h).struct_size).read() as usize;
-        if (*h).magic != memplug_abi::MAGIC || (*h).abi_major != memplug_abi::ABI_MAJOR || size < memplug_abi::SIZE_V1_0
-        {
-            return fail(s, "its handler header is not a memplug ABI 1 header");
+    // SAFETY: h is what the entry returned, non-null.
+    let header = match unsafe { read_header(h) } {
+        Ok(header) => header,
+        Err(why) => return fail(s, why),
+    };
+    s.name = header.name;
+    s.version = header.version;
+    let mut stats = header.stats;
+    if stats.is_none() {
+        let mut name = Text::new();
+        let _ = write!(name, "{}{}\0", symbol.to_str().unwrap_or(""), memplug_abi::STATS_SUFFIX);
+        if let Ok(c) = CStr::from_bytes_with_nul(name.bytes()) {
+            // SAFETY: the companion of the entry, if the plugin has one, is
+            // its statistics function (ABI.md); null is None.
+            stats = unsafe { core::mem::transmute::<*mut c_void, Option<StatsFn>>(sym(handle, c)) };
         }
-        let (Some(malloc), Some(free)) = ((*h).malloc, (*h).free) else {
-            return fail(s, "its handler has no malloc or free");
-        };
-        s.name = (*h).name;
-        s.version = (*h).version;
-        let v11 = size >= memplug_abi::SIZE_V1_1;
-        let field = |f: *const Option<StatsFn>| if v11 { f.read() } else { None };
-        let mut stats = field(core::ptr::addr_of!((*h).stats));
-        if stats.is_none() {
-            let mut name = Text::new();
-            let _ = write!(name, "{}_stats\0", symbol.to_str().unwrap_or(""));
-            if let Ok(c) = CStr::from_bytes_with_nul(name.bytes()) {
-                stats = core::mem::transmute::<*mut c_void, Option<StatsFn>>(sym(handle, c));
-            }
-        }
-        let mut plugin = Plugin {
-            ctx: (*h).ctx,
-            malloc,
-            calloc: (*h).calloc,
-            realloc: (*h).realloc,
-            free,
-            stats,
-            thread_safe: (*h).flags & memplug_abi::FLAG_THREAD_SAFE != 0,
-            end_align: 0,
-        };
-        let mut alignment = (*h).alignment as usize;
-        let options = env(c"MEMPLUG_RUN_OPTIONS");
-        if !options.is_null() && *options != 0 {
-            let create = if v11 { core::ptr::addr_of!((*h).create).read() } else { None };
-            let Some(create) = create else { return fail(s, "options were given but the handler takes none") };
-            let mut inst = MemplugInstance {
-                struct_size: core::mem::size_of::<MemplugInstance>() as u64,
-                ctx: core::ptr::null_mut(),
-                alignment: (*h).alignment,
-                error: [0; memplug_abi::ERROR_CAP],
-            };
-            if create(plugin.ctx, options, &mut inst) != 0 {
-                let _ = s.why.write_str("its create refused the options: ");
-                let end = inst.error.iter().position(|&b| b == 0).unwrap_or(inst.error.len());
-                let _ = s.why.write_str(core::str::from_utf8(&inst.error[..end]).unwrap_or("?"));
-                return Err(());
-            }
-            plugin.ctx = inst.ctx;
-            alignment = inst.alignment as usize;
-        }
-        // SAFETY: getenv's answer is NUL-terminated, or null.
-        let opts = if options.is_null() { &[][..] } else { CStr::from_ptr(options).to_bytes() };
-        if flag(c"MEMPLUG_RUN_EXACT_ENDS") && guards_block_ends(&s.name, opts) {
-            plugin.end_align = alignment.max(crate::block::HEADER).next_power_of_two();
-        }
-        Ok(plugin)
     }
+    let mut plugin = Plugin {
+        ctx: header.ctx,
+        malloc: header.malloc,
+        calloc: header.calloc,
+        realloc: header.realloc,
+        free: header.free,
+        stats,
+        thread_safe: header.flags & memplug_abi::FLAG_THREAD_SAFE != 0,
+        end_align: 0,
+    };
+    let mut alignment = header.alignment as usize;
+    let options = env(var::OPTIONS);
+    // SAFETY: getenv's answer is NUL-terminated, or null.
+    let opts = if options.is_null() { &[][..] } else { unsafe { CStr::from_ptr(options) }.to_bytes() };
+    if !opts.is_empty() {
+        let Some(create) = header.create else { return fail(s, "options were given but the handler takes none") };
+        let mut inst = MemplugInstance {
+            struct_size: core::mem::size_of::<MemplugInstance>() as u64,
+            ctx: core::ptr::null_mut(),
+            alignment: header.alignment,
+            error: [0; memplug_abi::ERROR_CAP],
+        };
+        // SAFETY: the handler's create with its own ctx, a NUL-terminated
+        // options string and a writable instance of this ABI's size.
+        if unsafe { create(plugin.ctx, options, &mut inst) } != 0 {
+            let _ = s.why.write_str("its create refused the options: ");
+            let end = inst.error.iter().position(|&b| b == 0).unwrap_or(inst.error.len());
+            let _ = s.why.write_str(core::str::from_utf8(&inst.error[..end]).unwrap_or("?"));
+            return Err(());
+        }
+        plugin.ctx = inst.ctx;
+        alignment = inst.alignment as usize;
+    }
+    if flag(var::EXACT_ENDS) && guards_block_ends(&s.name, opts) {
+        plugin.end_align = alignment.max(crate::block_raw::HEADER).next_power_of_two();
+    }
+    Ok(plugin)
 }
 
 /// Whether the handler named `name` (NUL-padded), made with `options`,

@@ -3,15 +3,22 @@
 //! library blanked out of `LD_PRELOAD`), and whether the plugin file is the
 //! one that was checked.
 
-use crate::plugin::Setup;
-use crate::stats::Text;
+use crate::setup::Setup;
+use crate::text::Text;
 use core::ffi::{CStr, c_char};
 use core::fmt::Write;
+use memplug_abi::run as var;
 
 /// `getenv(name)`, or null.
 pub(crate) fn env(name: &CStr) -> *const c_char {
     // SAFETY: `name` is NUL-terminated; getenv allocates nothing.
     unsafe { libc::getenv(name.as_ptr()) }
+}
+
+/// This process's id.
+pub(crate) fn pid() -> libc::pid_t {
+    // SAFETY: getpid has no preconditions.
+    unsafe { libc::getpid() }
 }
 
 /// Whether environment variable `name` is `1`.
@@ -35,20 +42,19 @@ pub(crate) fn write_c(out: &mut Text, p: *const c_char) -> core::fmt::Result {
 /// run marks the environment with its pid (`MEMPLUG_RUN_OWNER`); an image
 /// it `exec`s keeps the pid and writes it, its children do not.
 pub(crate) fn claim_report(s: &mut Setup) {
-    let report = env(c"MEMPLUG_RUN_REPORT");
+    let report = env(var::REPORT);
     if report.is_null() {
         return;
     }
-    // SAFETY: getpid has no preconditions.
-    let pid = unsafe { libc::getpid() };
+    let pid = pid();
     s.owner = pid;
     let mut mine = Text::new();
     let _ = write!(mine, "{pid}\0");
-    let owner = env(c"MEMPLUG_RUN_OWNER");
+    let owner = env(var::OWNER);
     if owner.is_null() {
         // SAFETY: both strings are NUL-terminated; setenv's allocation goes
         // to the bootstrap heap (the mode is still BOOT).
-        unsafe { libc::setenv(c"MEMPLUG_RUN_OWNER".as_ptr(), mine.buf.as_ptr().cast(), 1) };
+        unsafe { libc::setenv(var::OWNER.as_ptr(), mine.buf.as_ptr().cast(), 1) };
         s.report = report;
         // SAFETY: getenv's answer is NUL-terminated.
     } else if unsafe { CStr::from_ptr(owner) }.to_bytes_with_nul() == mine.bytes() {
@@ -59,7 +65,7 @@ pub(crate) fn claim_report(s: &mut Setup) {
 /// `--no-children`: blank this library's entry out of `LD_PRELOAD`, in
 /// place (no allocation), so that programs this one starts run without it.
 pub(crate) fn remove_from_preload() {
-    let me = env(c"MEMPLUG_RUN_PRELOAD");
+    let me = env(var::PRELOAD);
     let list = env(c"LD_PRELOAD") as *mut u8;
     if me.is_null() || list.is_null() {
         return;
@@ -86,7 +92,7 @@ pub(crate) fn remove_from_preload() {
 /// identity (`dev:ino:size:mtime_s:mtime_ns`) is `MEMPLUG_RUN_FILE_ID`.
 /// Without the variable, assume so.
 pub(crate) fn same_file(path: *const c_char) -> bool {
-    let want = env(c"MEMPLUG_RUN_FILE_ID");
+    let want = env(var::FILE_ID);
     if want.is_null() {
         return true;
     }

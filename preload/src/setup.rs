@@ -1,0 +1,107 @@
+//! What the constructor sets up, as plain data: which allocator serves
+//! (the mode), the handler's functions, libc's, and what the report says.
+//! The one instance, and the constructor that fills it, are `plugin_raw`'s;
+//! this module holds no unsafe code and imports only `text`.
+
+use crate::text::Text;
+use core::ffi::{c_char, c_int, c_void};
+use core::sync::atomic::{AtomicU8, Ordering};
+use memplug_abi::{CallocFn, FreeFn, MallocFn, ReallocFn, StatsFn};
+
+/// Before the constructor: the bootstrap heap serves.
+pub(crate) const BOOT: u8 = 0;
+/// The plugin is ready: it serves.
+pub(crate) const READY: u8 = 2;
+/// The plugin could not be used: libc serves.
+pub(crate) const LIBC: u8 = 3;
+
+/// Which allocator serves now.
+static MODE: AtomicU8 = AtomicU8::new(BOOT);
+
+/// Which allocator serves now.
+pub(crate) fn mode() -> u8 {
+    MODE.load(Ordering::Acquire)
+}
+
+/// From now on `mode` serves ([`READY`] or [`LIBC`]): called once, by the
+/// constructor, after its last write to the setup (`Release`).
+pub(crate) fn set_mode(mode: u8) {
+    MODE.store(mode, Ordering::Release);
+}
+
+/// The handler's functions, copied from its struct.
+#[derive(Clone, Copy)]
+pub(crate) struct Plugin {
+    /// Passed back to every function.
+    pub(crate) ctx: *mut c_void,
+    /// `malloc(ctx, size)`.
+    pub(crate) malloc: MallocFn,
+    /// `calloc(ctx, n, size)`, if it has one.
+    pub(crate) calloc: Option<CallocFn>,
+    /// `realloc(ctx, ptr, old, new)`, if it has one.
+    pub(crate) realloc: Option<ReallocFn>,
+    /// `free(ctx, ptr, size)`.
+    pub(crate) free: FreeFn,
+    /// Its statistics, if it keeps them.
+    pub(crate) stats: Option<StatsFn>,
+    /// Whether calls may run at the same time.
+    pub(crate) thread_safe: bool,
+    /// Under `memplug run --exact-ends` (`MEMPLUG_RUN_EXACT_ENDS=1`), for a
+    /// handler that puts each block's end against a guard page (`guard`,
+    /// unless `side=start`): the alignment it rounds a block's end up to. A
+    /// plain block is then placed at the very end of the handler's block, so
+    /// that one byte past it faults whatever its size; 0 otherwise.
+    pub(crate) end_align: usize,
+}
+
+/// libc's allocator, for when the plugin cannot be used.
+#[derive(Clone, Copy)]
+pub(crate) struct Libc {
+    /// `malloc`.
+    pub(crate) malloc: Option<unsafe extern "C" fn(usize) -> *mut c_void>,
+    /// `calloc`.
+    pub(crate) calloc: Option<unsafe extern "C" fn(usize, usize) -> *mut c_void>,
+    /// `realloc`.
+    pub(crate) realloc: Option<unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void>,
+    /// `free`.
+    pub(crate) free: Option<unsafe extern "C" fn(*mut c_void)>,
+    /// `posix_memalign`.
+    pub(crate) memalign: Option<unsafe extern "C" fn(*mut *mut c_void, usize, usize) -> c_int>,
+    /// `malloc_usable_size`.
+    pub(crate) usable: Option<unsafe extern "C" fn(*mut c_void) -> usize>,
+}
+
+/// What the constructor sets up, read-only once `MODE` leaves `BOOT`.
+pub(crate) struct Setup {
+    /// The handler, valid when `MODE` is `READY`.
+    pub(crate) plugin: Option<Plugin>,
+    /// libc's functions, valid when `MODE` is `LIBC`.
+    pub(crate) libc: Libc,
+    /// The handler's name and version, NUL-padded.
+    pub(crate) name: [u8; 128],
+    /// The handler's version.
+    pub(crate) version: [u8; 64],
+    /// `MEMPLUG_RUN_REPORT`, if this process writes the report.
+    pub(crate) report: *const c_char,
+    /// The pid that writes it (a forked child, which inherits `report`,
+    /// does not).
+    pub(crate) owner: libc::pid_t,
+    /// `MEMPLUG_RUN_PLUGIN`.
+    pub(crate) path: *const c_char,
+    /// Why the plugin is not used (for the report).
+    pub(crate) why: Text,
+}
+
+impl Setup {
+    /// Nothing set up yet.
+    pub(crate) const EMPTY: Setup = Setup {
+        plugin: None,
+        libc: Libc { malloc: None, calloc: None, realloc: None, free: None, memalign: None, usable: None },
+        name: [0; 128],
+        version: [0; 64],
+        report: core::ptr::null(),
+        owner: 0,
+        path: core::ptr::null(),
+        why: Text::new(),
+    };
+}
