@@ -14,16 +14,10 @@ mod deadline;
 
 const VAR: &str = "MEMPLUG_EXAMPLE_ALLOCATOR";
 
-/// Under scripts/asan.sh these tests are skipped: the example programs are
-/// built by a nested `cargo build` that does not share the sanitizer run's
-/// target and flags (the bootstrap arena's own unit test runs there).
-fn under_asan() -> bool {
-    let asan = std::env::var_os("MEMPLUG_ASAN").is_some();
-    if asan {
-        eprintln!("skipped under AddressSanitizer: the examples are separate programs built by a nested cargo");
-    }
-    asan
-}
+/// Why these tests are skipped under scripts/asan.sh: the example programs
+/// are built by a nested `cargo build` that does not share the sanitizer
+/// run's target and flags (the bootstrap arena's own unit test runs there).
+const EXAMPLES: &str = "the examples are separate programs built by a nested cargo";
 
 /// The example `name`, built with this test's profile (`cargo test` builds
 /// the examples, `cargo test --test global` alone does not: they are built
@@ -84,7 +78,7 @@ fn stat(out: &str, key: &str) -> u64 {
 
 #[test]
 fn a_named_handler_serves_the_whole_program() {
-    if under_asan() {
+    if support::under_asan(EXAMPLES) {
         return;
     }
     let out = stdout(&run("global_env", Some("tracking"), &[]));
@@ -98,7 +92,7 @@ fn a_named_handler_serves_the_whole_program() {
 
 #[test]
 fn unset_or_empty_is_the_system_allocator() {
-    if under_asan() {
+    if support::under_asan(EXAMPLES) {
         return;
     }
     for value in [None, Some("")] {
@@ -112,7 +106,7 @@ fn unset_or_empty_is_the_system_allocator() {
 
 #[test]
 fn a_name_that_cannot_be_used_falls_back_with_one_line() {
-    if under_asan() {
+    if support::under_asan(EXAMPLES) {
         return;
     }
     let o = run("global_env", Some("nosuch"), &[]);
@@ -132,7 +126,7 @@ fn a_name_that_cannot_be_used_falls_back_with_one_line() {
 
 #[test]
 fn options_make_an_instance_and_bad_options_fall_back() {
-    if under_asan() {
+    if support::under_asan(EXAMPLES) {
         return;
     }
     let out = stdout(&run("global_env", Some("arena:region_size=1m"), &[]));
@@ -152,7 +146,7 @@ fn options_make_an_instance_and_bad_options_fall_back() {
 
 #[test]
 fn a_plugin_path_names_the_handler() {
-    if under_asan() {
+    if support::under_asan(EXAMPLES) {
         return;
     }
     let path = support::plugin("tracking");
@@ -162,7 +156,7 @@ fn a_plugin_path_names_the_handler() {
 
 #[test]
 fn a_manifest_path_names_the_handler() {
-    if under_asan() {
+    if support::under_asan(EXAMPLES) {
         return;
     }
     let manifest = support::root().join("examples/manifests/libc.memplug.toml");
@@ -174,7 +168,7 @@ fn a_manifest_path_names_the_handler() {
 
 #[test]
 fn threads_racing_the_first_allocation_are_served() {
-    if under_asan() {
+    if support::under_asan(EXAMPLES) {
         return;
     }
     for value in ["tracking", "arena:region_size=256k", "aligned:alignment=4096", "nosuch"] {
@@ -198,7 +192,7 @@ fn threads_racing_the_first_allocation_are_served() {
 
 #[test]
 fn a_program_on_global_forks_while_its_threads_allocate() {
-    if under_asan() {
+    if support::under_asan(EXAMPLES) {
         return;
     }
     // Locked (arena) and thread-safe handlers, one that keeps a table

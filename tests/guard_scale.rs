@@ -13,16 +13,6 @@ use std::process::{Command, Output};
 /// The phrase of guard's map-count message.
 const OUT_OF_MAPS: &str = "memplug guard: cannot map a block";
 
-/// Under scripts/asan.sh these tests are skipped: the instrumented
-/// interposer cannot be preloaded into programs built without the runtime.
-fn under_asan() -> bool {
-    let asan = std::env::var_os("MEMPLUG_ASAN").is_some();
-    if asan {
-        eprintln!("skipped under AddressSanitizer: the instrumented interposer cannot be preloaded");
-    }
-    asan
-}
-
 /// A directory holding the guard plugin.
 fn plugin_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -71,7 +61,7 @@ fn max_map_count() -> u64 {
 
 #[test]
 fn guard_says_once_when_the_process_runs_out_of_mappings_and_the_program_goes_on() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let limit = max_map_count();
@@ -98,7 +88,7 @@ fn guard_says_once_when_the_process_runs_out_of_mappings_and_the_program_goes_on
 
 #[test]
 fn the_run_warns_when_the_map_count_is_low_for_guard() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -120,7 +110,7 @@ fn the_run_warns_when_the_map_count_is_low_for_guard() {
 
 #[test]
 fn sampling_every_allocation_still_stops_an_overflow_and_a_use_after_free_at_the_access() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -158,7 +148,7 @@ fn sampling_every_allocation_still_stops_an_overflow_and_a_use_after_free_at_the
 #[test]
 #[ignore = "slow: two gcc -O2 compiles of 100,000 lines; scripts/test-all.sh runs it"]
 fn gcc_compiles_a_large_file_on_sampling_guard_to_the_same_object() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();

@@ -14,17 +14,6 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// Under scripts/asan.sh these tests are skipped: the interposer built there
-/// is instrumented, and an instrumented library cannot be preloaded into a
-/// program without the sanitizer's runtime (every program these tests run).
-fn under_asan() -> bool {
-    let asan = std::env::var_os("MEMPLUG_ASAN").is_some();
-    if asan {
-        eprintln!("skipped under AddressSanitizer: the instrumented interposer cannot be preloaded");
-    }
-    asan
-}
-
 /// Where Debian's mimalloc is, if it is installed.
 fn mimalloc() -> Option<&'static str> {
     ["/lib/x86_64-linux-gnu/libmimalloc.so.2", "/usr/lib/libmimalloc.so.2"].into_iter().find(|p| Path::new(p).exists())
@@ -107,7 +96,7 @@ fn report_json(dir: &Path, handler: &str, program: &[&str]) -> (Output, Value) {
 
 #[test]
 fn output_and_exit_status_are_the_programs() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -127,7 +116,7 @@ fn output_and_exit_status_are_the_programs() {
 
 #[test]
 fn a_signal_is_128_plus_its_number_and_named_in_the_report() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -143,7 +132,7 @@ fn a_signal_is_128_plus_its_number_and_named_in_the_report() {
 
 #[test]
 fn the_report_counts_three_leaks() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -173,7 +162,7 @@ fn the_report_counts_three_leaks() {
 
 #[test]
 fn a_refused_plugin_never_starts_the_program() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -193,7 +182,7 @@ fn a_refused_plugin_never_starts_the_program() {
 
 #[test]
 fn options_make_an_instance() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -207,7 +196,7 @@ fn options_make_an_instance() {
 
 #[test]
 fn no_children_removes_the_interposer_from_ld_preload() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -221,7 +210,7 @@ fn no_children_removes_the_interposer_from_ld_preload() {
 
 #[test]
 fn a_plugin_that_cannot_load_in_the_program_falls_back_to_libc_or_stops() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     // The interposer on its own, as `memplug run` would start it, with a
@@ -248,7 +237,7 @@ fn a_plugin_that_cannot_load_in_the_program_falls_back_to_libc_or_stops() {
 
 #[test]
 fn an_allocator_manifest_serves_through_its_c_functions() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -273,7 +262,7 @@ fn an_allocator_manifest_serves_through_its_c_functions() {
 
 #[test]
 fn a_pointer_the_handler_did_not_make_is_counted_and_never_reaches_it() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -287,7 +276,7 @@ fn a_pointer_the_handler_did_not_make_is_counted_and_never_reaches_it() {
 
 #[test]
 fn a_run_inside_a_run_uses_its_own_handler() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -311,7 +300,7 @@ fn a_run_inside_a_run_uses_its_own_handler() {
 
 #[test]
 fn a_plugin_that_crashes_its_check_never_starts_the_program() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -328,7 +317,7 @@ fn a_plugin_that_crashes_its_check_never_starts_the_program() {
 
 #[test]
 fn only_the_program_writes_the_report_not_a_forked_child() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -342,7 +331,7 @@ fn only_the_program_writes_the_report_not_a_forked_child() {
 
 #[test]
 fn a_static_program_is_warned_about_and_still_runs() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -407,7 +396,7 @@ fn run_case(dir: &Path, case: &Case, handler: Option<&str>, out: &Path) -> Outpu
 
 #[test]
 fn real_programs_give_their_own_output_on_every_handler() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();
@@ -482,7 +471,7 @@ fn real_programs_give_their_own_output_on_every_handler() {
 
 #[test]
 fn guard_stops_a_one_byte_overflow_and_a_use_after_free_at_the_access() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = plugin_dir();

@@ -17,16 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// Under scripts/asan.sh these tests are skipped: the instrumented
-/// interposer cannot be preloaded into a program without the sanitizer.
-fn under_asan() -> bool {
-    let asan = std::env::var_os("MEMPLUG_ASAN").is_some();
-    if asan {
-        eprintln!("skipped under AddressSanitizer: the instrumented interposer cannot be preloaded");
-    }
-    asan
-}
-
 /// How long one run may take before it counts as hung. Far above what a
 /// run takes on a loaded machine; a hung child never finishes at all.
 const DEADLINE: Duration = Duration::from_secs(180);
@@ -54,7 +44,7 @@ fn finish(cmd: Command, what: &str) -> Result<String, String> {
 
 #[test]
 fn threads_allocating_across_200_forks_on_every_handler() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let (dir, names) = plugin_dir();

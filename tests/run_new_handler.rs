@@ -14,16 +14,6 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Under scripts/asan.sh these tests are skipped: the instrumented
-/// interposer cannot be preloaded into a program without the sanitizer.
-fn under_asan() -> bool {
-    let asan = std::env::var_os("MEMPLUG_ASAN").is_some();
-    if asan {
-        eprintln!("skipped under AddressSanitizer: the instrumented interposer cannot be preloaded");
-    }
-    asan
-}
-
 /// The arena plugin with one region of 1 MiB: its small blocks run out.
 const HANDLER: &str = "arena:region_size=1m,max_regions=1";
 
@@ -83,7 +73,7 @@ fn run(dir: &Path, program: &Path, group: &str) -> std::process::Output {
 
 #[test]
 fn operator_new_calls_the_new_handler_until_it_succeeds_in_every_form() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

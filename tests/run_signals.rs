@@ -24,16 +24,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-/// Under scripts/asan.sh these tests are skipped: the instrumented
-/// interposer cannot be preloaded into a program without the sanitizer.
-fn under_asan() -> bool {
-    let asan = std::env::var_os("MEMPLUG_ASAN").is_some();
-    if asan {
-        eprintln!("skipped under AddressSanitizer: the instrumented interposer cannot be preloaded");
-    }
-    asan
-}
-
 /// Signals sent in pairs (SIGUSR1 then SIGUSR2): 40,000 in all.
 const PAIRS: u32 = 20_000;
 
@@ -116,7 +106,7 @@ fn check(name: &str, dir: &Path, prog: &Path) -> Result<(), String> {
 
 #[test]
 fn handlers_that_allocate_40000_times_never_get_null_on_any_handler() {
-    if under_asan() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let (dir, names) = plugin_dir();

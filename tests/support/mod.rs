@@ -6,6 +6,22 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Whether this is scripts/asan.sh's run (`MEMPLUG_ASAN` is set), where a
+/// test that runs separate programs skips itself: saying so, and `why`.
+pub(crate) fn under_asan(why: &str) -> bool {
+    let asan = std::env::var_os("MEMPLUG_ASAN").is_some();
+    if asan {
+        eprintln!("skipped under AddressSanitizer: {why}");
+    }
+    asan
+}
+
+/// Why a test that preloads the interposer is skipped under
+/// AddressSanitizer: the interposer built there is instrumented, and an
+/// instrumented library cannot be preloaded into a program without the
+/// sanitizer's runtime (every program these tests run).
+pub(crate) const INTERPOSER_UNDER_ASAN: &str = "the instrumented interposer cannot be preloaded";
+
 /// The workspace root.
 pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
