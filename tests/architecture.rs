@@ -7,21 +7,170 @@
 //! (docs/src/architecture.md) names the same modules as `lib.rs`'s, and
 //! that no source file grows past 450 lines before its tests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 mod support;
+#[path = "support/modules.rs"]
+mod modules;
 
-/// The modules of the crate in `src` (relative to the repository), in
-/// `lib.rs` order, which is the layer order.
-fn layers(src: &str) -> Vec<String> {
-    let lib = std::fs::read_to_string(support::root().join(src).join("lib.rs")).unwrap();
-    lib.lines()
-        .map(str::trim)
-        .filter_map(|l| l.strip_prefix("pub mod ").or_else(|| l.strip_prefix("mod ")))
-        .filter_map(|l| l.strip_suffix(';'))
-        .map(str::to_string)
-        .collect()
+use modules::{ModPath, Reference, Tree};
+
+/// Every module tree of the repository: each root of each crate.
+fn trees() -> Vec<Tree> {
+    let crates = modules::crates(&support::root());
+    assert!(crates.len() > 8, "the crates are found by their Cargo.toml: {crates:?}");
+    crates.iter().flat_map(|(_, roots)| roots.iter().map(|r| modules::read_tree(r))).collect()
+}
+
+/// The tree of the crate root `root` (relative to the repository).
+fn tree(root: &str) -> Tree {
+    modules::read_tree(&support::root().join(root))
+}
+
+/// `path` as written in code, `crate` for the root.
+fn show(path: &[String]) -> String {
+    if path.is_empty() { "crate".to_string() } else { path.join("::") }
+}
+
+/// A file's name relative to the repository.
+fn rel(file: &Path) -> String {
+    file.strip_prefix(support::root()).unwrap_or(file).display().to_string()
+}
+
+/// Where the references of `tree` break the layer rule: for each parent
+/// module, its children's declaration order is their layer order, and a
+/// child refers only to earlier siblings (and to anything outside the
+/// parent). Each breach names the circle it closes, if it closes one.
+fn layer_breaches(tree: &Tree) -> Vec<String> {
+    // Per parent, each (child, sibling it refers to) with its first reference.
+    let mut edges: BTreeMap<(ModPath, String, String), (Reference, usize)> = BTreeMap::new();
+    for r in tree.references() {
+        let k = r.from.iter().zip(&r.to).take_while(|(a, b)| a == b).count();
+        if k < r.from.len() && k < r.to.len() {
+            let key = (r.from[..k].to_vec(), r.from[k].clone(), r.to[k].clone());
+            edges.entry(key).or_insert((r, 0)).1 += 1;
+        }
+    }
+    let mut breaches = Vec::new();
+    for ((parent, a, b), (r, count)) in &edges {
+        let children = &tree.modules[parent].children;
+        let rank = |m: &str| children.iter().position(|c| c == m).unwrap();
+        if rank(b) < rank(a) {
+            continue;
+        }
+        // A way back from `b` to `a` among the siblings, if there is one.
+        let mut came: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut queue = VecDeque::from([b.as_str()]);
+        while let Some(m) = queue.pop_front() {
+            let next = edges.keys().filter(|(p, x, _)| p == parent && x == m).map(|(_, _, y)| y.as_str());
+            for y in next {
+                if y != b && !came.contains_key(y) {
+                    came.insert(y, m);
+                    queue.push_back(y);
+                }
+            }
+        }
+        let circle = came.contains_key(a.as_str()).then(|| {
+            let mut way = vec![a.as_str()];
+            while *way.last().unwrap() != b {
+                way.push(came[way.last().unwrap()]);
+            }
+            way.reverse();
+            format!(" — a circle: {a} → {}", way.join(" → "))
+        });
+        let others = if *count > 1 { format!(" (and {} more)", count - 1) } else { String::new() };
+        breaches.push(format!(
+            "{}:{}: `{}` in `{}` refers to `{}`, declared after `{a}` in {}{others}{}",
+            rel(&r.file),
+            r.line,
+            r.text,
+            show(&r.from),
+            show(&r.to),
+            rel(&tree.modules[parent].file),
+            circle.unwrap_or_default()
+        ));
+    }
+    // For each parent with breaches, an order of its children that has none.
+    let parents: BTreeSet<&ModPath> = edges.keys().map(|(p, _, _)| p).collect();
+    for parent in parents {
+        let children = &tree.modules[parent].children;
+        let uses = |a: &str| -> Vec<&String> {
+            edges.keys().filter(|(p, x, _)| p == parent && x == a).map(|(_, _, y)| y).collect()
+        };
+        let upward = children.iter().enumerate().any(|(i, a)| uses(a).iter().any(|b| !children[..i].contains(b)));
+        let mut order: Vec<&String> = Vec::new();
+        while upward && order.len() < children.len() {
+            let next = children.iter().find(|a| !order.contains(a) && uses(a).iter().all(|b| order.contains(b)));
+            let Some(next) = next else { break };
+            order.push(next);
+        }
+        if upward && order.len() == children.len() {
+            let order: Vec<&str> = order.iter().map(|m| m.as_str()).collect();
+            breaches.push(format!("{}: an order without breaches: {}", rel(&tree.modules[parent].file), order.join(", ")));
+        }
+    }
+    breaches
+}
+
+#[test]
+fn every_modules_children_import_only_from_earlier_siblings() {
+    let mut breaches = Vec::new();
+    for tree in trees() {
+        breaches.extend(layer_breaches(&tree));
+    }
+    assert!(
+        breaches.is_empty(),
+        "each module's children are its layers, in declaration order; these refer upwards:\n{}",
+        breaches.join("\n")
+    );
+}
+
+#[test]
+fn every_source_file_is_a_module_the_test_reads() {
+    let mut read = BTreeSet::new();
+    let mut dirs = BTreeSet::new();
+    for tree in trees() {
+        dirs.insert(tree.root.parent().unwrap().to_path_buf());
+        read.extend(tree.files());
+    }
+    let unread: Vec<String> = dirs
+        .iter()
+        .flat_map(|d| rust_files(d))
+        .filter(|f| !read.contains(f) && !f.components().any(|c| c.as_os_str() == "bin"))
+        .map(|f| rel(&f))
+        .collect();
+    assert!(unread.is_empty(), "files that no crate root reaches through its `mod` items:\n{}", unread.join("\n"));
+}
+
+#[test]
+fn layer_lists_in_module_docs_follow_the_declarations() {
+    let mut checked = 0;
+    for tree in trees() {
+        for (path, module) in &tree.modules {
+            let text = std::fs::read_to_string(&module.file).unwrap();
+            let docs: Vec<&str> = text
+                .lines()
+                .map(str::trim_start)
+                .filter_map(|l| l.strip_prefix("//!"))
+                .map(|l| l.strip_prefix(' ').unwrap_or(l))
+                .collect();
+            let docs = docs.join("\n");
+            if path.is_empty() || tree.modules[&path[..path.len() - 1]].file != module.file {
+                let listed: Vec<String> = layer_list(&docs, "# Layers").into_iter().flat_map(|(_, m)| m).collect();
+                if !listed.is_empty() {
+                    checked += 1;
+                    assert_eq!(
+                        listed,
+                        module.children,
+                        "{}'s `# Layers` list names its modules in the order they are declared",
+                        rel(&module.file)
+                    );
+                }
+            }
+        }
+    }
+    assert!(checked >= 4, "the layer lists of host, raw, abi and preload are read");
 }
 
 /// Every `.rs` file under `dir`.
@@ -36,133 +185,6 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// The files of module `name` of the crate in `src`: `name.rs`, or
-/// everything in `name/`.
-fn module_files(src: &str, name: &str) -> Vec<PathBuf> {
-    let src = support::root().join(src);
-    let file = src.join(format!("{name}.rs"));
-    if file.exists() { vec![file] } else { rust_files(&src.join(name)) }
-}
-
-/// The crate modules a file refers to (`crate::NAME`, and each NAME of
-/// `crate::{NAME, ...}`, over lines if need be), outside comments.
-fn references(file: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(file).unwrap();
-    let code: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.starts_with("//"))
-        .map(|l| l.split(" //").next().unwrap_or(l))
-        .collect();
-    let code = code.join("\n");
-    let ident = |s: &str| -> String { s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect() };
-    let mut found = Vec::new();
-    for (i, _) in code.match_indices("crate::") {
-        let rest = &code[i + "crate::".len()..];
-        match rest.strip_prefix('{') {
-            Some(group) => {
-                let mut depth = 0;
-                let end = group
-                    .char_indices()
-                    .find(|&(_, c)| {
-                        depth += match c {
-                            '{' => 1,
-                            '}' => -1,
-                            _ => 0,
-                        };
-                        depth < 0
-                    })
-                    .map_or(group.len(), |(k, _)| k);
-                // The first name of each top-level item of the group.
-                let mut depth = 0;
-                let mut start = true;
-                for (k, c) in group[..end].char_indices() {
-                    match c {
-                        '{' => depth += 1,
-                        '}' => depth -= 1,
-                        ',' if depth == 0 => start = true,
-                        c if start && (c.is_ascii_alphanumeric() || c == '_') => {
-                            found.push(ident(&group[k..]));
-                            start = false;
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            None => found.push(ident(rest)),
-        }
-    }
-    found
-}
-
-/// Each module of the crate in `src` that uses one declared after it.
-fn layer_violations(src: &str) -> Vec<String> {
-    let layers = layers(src);
-    let rank: BTreeMap<&str, usize> = layers.iter().enumerate().map(|(i, m)| (m.as_str(), i)).collect();
-    let mut violations = Vec::new();
-    for (i, module) in layers.iter().enumerate() {
-        for file in module_files(src, module) {
-            for target in references(&file) {
-                match rank.get(target.as_str()) {
-                    Some(&j) if j > i => violations.push(format!(
-                        "{} (layer {i}, `{module}`) uses `crate::{target}` (layer {j}, above it)",
-                        file.display()
-                    )),
-                    _ => {}
-                }
-            }
-        }
-    }
-    violations
-}
-
-#[test]
-fn modules_import_only_from_the_layers_below() {
-    let layers = layers("host/src");
-    assert!(layers.len() > 10, "lib.rs lists the modules: {layers:?}");
-    let violations = layer_violations("host/src");
-    assert!(violations.is_empty(), "imports against the layer order of lib.rs:\n{}", violations.join("\n"));
-}
-
-#[test]
-fn the_python_crates_modules_import_only_from_the_layers_below() {
-    let layers = layers("python/src");
-    assert!(layers.len() > 10, "python/src/lib.rs lists the modules: {layers:?}");
-    let mut listed: Vec<String> = rust_files(&support::root().join("python/src"))
-        .iter()
-        .filter_map(|f| f.file_stem()?.to_str().map(str::to_string))
-        .filter(|m| m != "lib")
-        .collect();
-    listed.sort();
-    let mut declared = layers.clone();
-    declared.sort();
-    assert_eq!(listed, declared, "every file of python/src is a module declared in its lib.rs");
-    let violations = layer_violations("python/src");
-    assert!(violations.is_empty(), "imports against the layer order of python/src/lib.rs:\n{}", violations.join("\n"));
-}
-
-#[test]
-fn the_interposers_modules_import_only_from_the_layers_below() {
-    let layers = layers("preload/src");
-    assert!(layers.len() > 10, "preload/src/lib.rs lists the modules: {layers:?}");
-    let mut files: Vec<String> = rust_files(&support::root().join("preload/src"))
-        .iter()
-        .filter_map(|f| f.file_stem()?.to_str().map(str::to_string))
-        .filter(|m| m != "lib")
-        .collect();
-    files.sort();
-    let mut declared = layers.clone();
-    declared.sort();
-    assert_eq!(files, declared, "every file of preload/src is a module declared in its lib.rs");
-    let lib = std::fs::read_to_string(support::root().join("preload/src/lib.rs")).unwrap();
-    let docs: Vec<&str> =
-        lib.lines().filter_map(|l| l.strip_prefix("//!")).map(|l| l.strip_prefix(' ').unwrap_or(l)).collect();
-    let listed: Vec<String> = layer_list(&docs.join("\n"), "# Layers").into_iter().flat_map(|(_, m)| m).collect();
-    assert_eq!(listed, layers, "preload/src/lib.rs's `# Layers` list names its modules in the order they are declared");
-    let violations = layer_violations("preload/src");
-    assert!(violations.is_empty(), "imports against the layer order of preload/src/lib.rs:\n{}", violations.join("\n"));
 }
 
 /// Whether `file` has unsafe code outside comments: an `unsafe` block,
@@ -188,11 +210,12 @@ fn has_unsafe_code(file: &Path) -> bool {
 fn the_interposers_unsafe_code_is_in_its_raw_modules_only() {
     let raw = |m: &str| m.ends_with("_raw") || m == "raw";
     let mut wrong = Vec::new();
-    for module in layers("preload/src") {
-        for file in module_files("preload/src", &module) {
-            if has_unsafe_code(&file) && !raw(&module) {
-                wrong.push(format!("{} has unsafe code; `{module}` is not a `*_raw` module", file.display()));
-            }
+    for (path, module) in &tree("preload/src/lib.rs").modules {
+        if let Some(top) = path.first()
+            && has_unsafe_code(&module.file)
+            && !raw(top)
+        {
+            wrong.push(format!("{} has unsafe code; `{top}` is not a `*_raw` module", rel(&module.file)));
         }
     }
     assert!(wrong.is_empty(), "move the unsafe code to a module named `*_raw`:\n{}", wrong.join("\n"));
@@ -232,46 +255,25 @@ fn unsafe_code_is_told_from_unsafe_function_pointer_types() {
 }
 
 #[test]
-fn references_read_single_names_groups_and_wrapped_groups() {
-    let dir = std::env::temp_dir().join(format!("memplug-architecture-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("sample.rs");
-    std::fs::write(
-        &file,
-        "use crate::a::B;\n// use crate::commented;\nuse crate::{c, d::{E, F}};\nuse crate::{\n    g,\n    h::I,\n};\nlet x = crate::j::k(); // crate::k\n",
-    )
-    .unwrap();
-    let found = references(&file);
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(found, ["a", "c", "d", "g", "h", "j"]);
-}
-
-#[test]
 fn the_unsafe_core_imports_no_front_end() {
     let front_ends = ["handle", "handler", "buffer", "lock", "current", "registry", "check", "report", "load"];
-    for file in module_files("host/src", "raw") {
-        for target in references(&file) {
-            assert!(!front_ends.contains(&target.as_str()), "{} uses crate::{target}", file.display());
+    for r in tree("host/src/lib.rs").references() {
+        if r.from.first().is_some_and(|m| m == "raw") && r.to.first().is_some_and(|m| front_ends.contains(&m.as_str())) {
+            panic!("{}:{}: the unsafe core uses `{}`, a front end", rel(&r.file), r.line, r.text);
         }
     }
 }
 
 #[test]
 fn no_source_file_is_over_450_lines_before_its_tests() {
-    let root = support::root();
-    let mut dirs = vec![root.join("host/src"), root.join("abi/src"), root.join("python/src"), root.join("preload/src")];
-    for plugin in std::fs::read_dir(root.join("plugins")).unwrap() {
-        let src = plugin.unwrap().path().join("src");
-        if src.is_dir() {
-            dirs.push(src);
-        }
-    }
     let mut long = Vec::new();
-    for file in dirs.iter().flat_map(|d| rust_files(d)) {
+    let files: BTreeSet<PathBuf> = trees().iter().flat_map(Tree::files).collect();
+    assert!(files.len() > 100, "the crates' files are read: {}", files.len());
+    for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         let lines = text.lines().take_while(|l| !l.starts_with("#[cfg(test)]")).count();
         if lines > 450 {
-            long.push(format!("{}: {lines} lines", file.display()));
+            long.push(format!("{}: {lines} lines", rel(&file)));
         }
     }
     assert!(long.is_empty(), "split these by concern:\n{}", long.join("\n"));

@@ -27,6 +27,21 @@
 //!   entry, so a host can check that a Rust plugin was built against the
 //!   released types. Without it the crate has no dependencies.
 //!
+//! # Layers
+//! Each module imports only from those above it in this list (bottom
+//! first) and from the ABI's types in this file; there are no circles.
+//! 0. [`options`] — the options string of `create`, parsed; [`run`] — the
+//!    names of the variables `memplug run` sets for its interposer;
+//!    [`share`] — blocks another process can reach (ABI 1.2);
+//! 1. [`frozen`] — every released layout of the handler;
+//! 2. [`layout`] — the layout companion of a Rust plugin's entry;
+//! 3. [`fork`] — a lock a fork leaves usable;
+//! 4. `allocator` (private) — [`Allocator`], the trait a Rust plugin
+//!    implements;
+//! 5. `atfork` (private) — the fork handlers over every live instance;
+//! 6. `tramp` (private) — the `extern "C"` trampolines;
+//! 7. [`export`] — the entries and the export macros.
+//!
 //! # Writing a plugin in Rust
 //! Implement [`Allocator`] and call [`export_handler!`] in a `cdylib` crate:
 //!
@@ -77,18 +92,11 @@
 
 #![deny(unsafe_code)]
 
-// Layers, each importing only from those above it in this list (and the
-// ABI's types in this file): `frozen`, `layout`, `options`, `run` and
-// `share` (the released layouts, the data types, and the names of the
-// variables `memplug run` sets for its interposer); `fork` (a lock a fork leaves
-// usable); `allocator` (the trait a Rust plugin implements); `atfork` (the
-// fork handlers over every live instance); `tramp` (the `extern "C"`
-// trampolines); `export` (the entries and the macros).
-pub mod frozen;
-pub mod layout;
 pub mod options;
 pub mod run;
 pub mod share;
+pub mod frozen;
+pub mod layout;
 #[allow(unsafe_code)]
 pub mod fork;
 #[allow(unsafe_code)]

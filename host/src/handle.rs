@@ -12,7 +12,7 @@
 //! Imports `raw` and `info`.
 
 use crate::info::HandlerInfo;
-use crate::raw::dispatch::RawHandler;
+use crate::raw::state::RawHandler;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 

@@ -4,16 +4,16 @@
 //! commands.
 
 mod args;
-mod bench;
-mod check;
 mod inspect;
-mod install;
 mod jobs;
-mod list;
+mod bench;
 mod paths;
-mod run;
 mod sys;
+mod run;
 mod table;
+mod check;
+mod install;
+mod list;
 
 use args::{IsolationArgs, PolicyArgs, SymbolArgs, TrustArgs};
 use clap::{Parser, Subcommand};

@@ -20,15 +20,15 @@
 //!
 //! This module is the bottom of the crate: it imports nothing from it.
 
-mod global;
-mod instance;
 mod isolation;
 mod loader;
 mod memory;
 mod refusal;
 mod sandbox;
-mod share;
 mod usage;
+mod instance;
+mod global;
+mod share;
 
 pub use global::GlobalError;
 pub use instance::InstanceError;

@@ -55,12 +55,12 @@
 //! Imports `report`, `policy`, `discover`, `symbols`, `stage`, `syscalls`,
 //! `error` and `raw` (process primitives).
 
+mod supervise;
+pub(crate) mod wire;
 pub mod answer;
 pub mod frames;
 mod outcome;
 mod runner;
-mod supervise;
-pub(crate) mod wire;
 
 pub use outcome::{
     BAD_ANSWER, FORBIDDEN_CALL, WorkerOutcome, bad_answer_message, forbidden_message, signal_name, verdict_of_reports,

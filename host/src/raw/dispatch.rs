@@ -1,9 +1,9 @@
-//! The core of a handler: [`RawHandler`], its vtable with its lock and its
-//! instance count. Every call into a plugin goes through it, and it keeps
+//! The per-call API of the handler core [`RawHandler`] (its state is in
+//! `state.rs`). Every call into a plugin goes through the core, and it keeps
 //! the promises the ABI makes to plugins and the host makes to itself:
 //!
 //! - a plugin that is not thread-safe is only ever called by the thread
-//!   holding its lock: the per-call methods take it, and [`Held`] — the only
+//!   holding its lock: the per-call methods take it, and [`Held`](super::held::Held) — the only
 //!   other way to call — exists only while its thread holds it;
 //! - plugins never see a size of 0 (requests are served as 1 byte, and the
 //!   same rounding is applied to the sizes passed back to `free`/`realloc`),
@@ -24,51 +24,21 @@
 //!
 //! Handlers that are thread-safe and not instances are *direct*: their
 //! per-call path is one load, one branch and one indirect call. Everything
-//! else goes through [`Held`] (`held.rs`), whose `counted` is the one place
+//! else goes through [`Held`](super::held::Held) (`held.rs`), whose `counted` is the one place
 //! that counts a block, calls, and undoes the count when the plugin returns
 //! NULL.
 //!
-//! Imports `error` and its siblings in `raw`; nothing above `raw`.
+//! Imports `error` and its siblings below it in `raw`; nothing above `raw`.
 
-use super::barrier;
-use super::held::{Held, holds_any_lock, plain_block};
 use super::life::Life;
 use super::pending::{Deferred, HandlerLock, PendingBlock};
+use super::state::RawHandler;
 use super::user::Refused;
-use super::vtable::VTable;
 use crate::error::AllocError;
 use memplug_abi::MemplugStats;
 use std::ptr::NonNull;
 
-/// A handler's vtable with the lock and counts that make calling it sound.
-/// `repr(C)` keeps `direct` and the vtable's first fields on one cache line.
-#[repr(C)]
-pub(crate) struct RawHandler {
-    /// Thread-safe and not an instance: calls go straight to the plugin,
-    /// with no lock and no count (the hot path checks only this).
-    direct: bool,
-    pub(super) vtable: VTable,
-    /// The alignment every block of the plugin has.
-    pub(super) alignment: usize,
-    /// The handler's name, for errors.
-    pub(super) name: &'static str,
-    /// `Some` for handlers that are not thread-safe: every call holds it.
-    /// Reentrant, so that a thread holding a [`Held`] may also use the
-    /// per-call path; with the frees waiting for it.
-    pub(super) lock: Option<HandlerLock>,
-    /// `Some` for instances made by `create`.
-    life: Option<Life>,
-}
-
 impl RawHandler {
-    /// A handler core for `vtable`. `thread_safe` is the plugin's (or the
-    /// by-symbol spec's) declaration: without it every call is locked.
-    /// `alignment` is the alignment the plugin promises for every block.
-    pub(crate) fn new(vtable: VTable, thread_safe: bool, alignment: usize, name: &'static str) -> RawHandler {
-        let lock = (!thread_safe).then(HandlerLock::new);
-        RawHandler { direct: thread_safe, vtable, alignment, name, lock, life: None }
-    }
-
     /// From now on, hold this handler's lock (if it is not thread-safe)
     /// across every `fork` (`atfork.rs`). Called once the handler is
     /// installed for good: its state never moves again.
@@ -101,53 +71,6 @@ impl RawHandler {
         self.life.as_ref()?.take_owner().then_some(InstanceOwner { raw: self })
     }
 
-    /// Whether calls need no lock.
-    pub(crate) fn is_thread_safe(&self) -> bool {
-        self.lock.is_none()
-    }
-
-    /// Whether this is an instance made by [`create`](RawHandler::create).
-    pub(crate) fn is_instance(&self) -> bool {
-        self.life.is_some()
-    }
-
-    /// The alignment every block has.
-    #[inline]
-    pub(crate) fn alignment(&self) -> usize {
-        self.alignment
-    }
-
-    /// The handler's name.
-    #[inline]
-    pub(crate) fn name(&self) -> &'static str {
-        self.name
-    }
-
-    /// The plugin's `malloc` and `free`, to be called without this core:
-    /// only for a direct handler (thread-safe, not an instance), whose calls
-    /// need no lock and no count.
-    pub(crate) fn direct_calls(&self) -> Option<super::vtable::DirectCalls> {
-        self.direct.then(|| self.vtable.direct_calls())
-    }
-
-    /// The plugin's four block calls, to be called without this core: only
-    /// for a direct handler, as [`direct_calls`](RawHandler::direct_calls).
-    pub(crate) fn plain_calls(&self) -> Option<super::vtable::PlainCalls> {
-        self.direct.then(|| self.vtable.plain_calls())
-    }
-
-    /// The plugin's functions, for what they have (not to call them).
-    pub(crate) fn vtable(&self) -> &VTable {
-        &self.vtable
-    }
-
-    /// Hold this handler's lock (if it has one) until the [`Held`] is
-    /// dropped; calls through it do not lock again.
-    #[inline]
-    pub(crate) fn lock(&self) -> Held<'_> {
-        Held::new(self)
-    }
-
     /// Allocate `size` bytes (0 is served as 1).
     #[inline]
     pub(crate) fn malloc(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
@@ -166,26 +89,26 @@ impl RawHandler {
         self.lock().malloc(size)
     }
 
-    /// Allocate `nelem * elsize` zeroed bytes; see [`Held::calloc`].
+    /// Allocate `nelem * elsize` zeroed bytes; see [`Held::calloc`](super::held::Held::calloc).
     #[inline]
     pub(crate) fn calloc(&self, nelem: usize, elsize: usize) -> Result<NonNull<u8>, AllocError> {
         self.lock().calloc(nelem, elsize)
     }
 
-    /// Resize a block; see [`Held::realloc`].
+    /// Resize a block; see [`Held::realloc`](super::held::Held::realloc).
     ///
     /// # Safety
-    /// As for [`Held::realloc`].
+    /// As for [`Held::realloc`](super::held::Held::realloc).
     #[inline]
     pub(crate) unsafe fn realloc(&self, ptr: NonNull<u8>, old: usize, new: usize) -> Result<NonNull<u8>, AllocError> {
         // SAFETY: forwarded: the caller's contract.
         unsafe { self.lock().realloc(ptr, old, new) }
     }
 
-    /// Free a block; see [`Held::free`].
+    /// Free a block; see [`Held::free`](super::held::Held::free).
     ///
     /// # Safety
-    /// As for [`Held::free`].
+    /// As for [`Held::free`](super::held::Held::free).
     #[inline]
     pub(crate) unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
         if self.direct {
@@ -201,7 +124,7 @@ impl RawHandler {
     /// [`now_or_later`](RawHandler::now_or_later).
     ///
     /// # Safety
-    /// As for [`Held::free`].
+    /// As for [`Held::free`](super::held::Held::free).
     #[inline(never)]
     unsafe fn free_slow(&self, ptr: NonNull<u8>, size: usize) {
         let later = Deferred::Free(PendingBlock { ptr, size: size.max(1) });
@@ -210,48 +133,27 @@ impl RawHandler {
         self.now_or_later(later, |held| unsafe { held.free(ptr, size) });
     }
 
-    /// Do `now` under the lock — or, if it cannot be had without a wait that
-    /// could deadlock, leave `later` to the lock's holder. With no lock held
-    /// by this thread, it waits for the lock as any call does. Holding some
-    /// lock, it never waits: it runs `now` if the lock is free (or this
-    /// thread's), and otherwise queues `later` (see `pending.rs` and
-    /// `Held`'s drop).
-    fn now_or_later(&self, later: Deferred, now: impl FnOnce(&Held<'_>)) {
-        let Some(lock) = &self.lock else { return now(&self.lock()) };
-        if !holds_any_lock() {
-            return now(&self.lock());
-        }
-        if let Some(held) = Held::try_new(self) {
-            return now(&held);
-        }
-        lock.pending.push(later);
-        barrier::heavy();
-        // If the holder released the lock before it could see the work, do
-        // it now (taking the lock drains the queue).
-        drop(Held::try_new(self));
-    }
-
-    /// Allocate with an alignment; see [`Held::alloc_aligned`].
+    /// Allocate with an alignment; see [`Held::alloc_aligned`](super::held::Held::alloc_aligned).
     pub(crate) fn alloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, AllocError> {
         self.lock().alloc_aligned(size, alignment)
     }
 
-    /// Free an aligned block; see [`Held::free_aligned`].
+    /// Free an aligned block; see [`Held::free_aligned`](super::held::Held::free_aligned).
     ///
     /// # Safety
-    /// As for [`Held::free_aligned`].
+    /// As for [`Held::free_aligned`](super::held::Held::free_aligned).
     pub(crate) unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
         // SAFETY: the caller's contract.
-        let block = unsafe { plain_block(self, ptr, size, alignment) };
+        let block = unsafe { self.plain_block(ptr, size, alignment) };
         // SAFETY: the plain block the plugin made, with its size; the
         // ordinary free (and its rule for waiting) applies to it.
         unsafe { self.free(block.ptr, block.size) }
     }
 
-    /// Resize an aligned block; see [`Held::realloc_aligned`].
+    /// Resize an aligned block; see [`Held::realloc_aligned`](super::held::Held::realloc_aligned).
     ///
     /// # Safety
-    /// As for [`Held::realloc_aligned`].
+    /// As for [`Held::realloc_aligned`](super::held::Held::realloc_aligned).
     pub(crate) unsafe fn realloc_aligned(
         &self,
         ptr: NonNull<u8>,
@@ -268,49 +170,7 @@ impl RawHandler {
     /// `Err(WouldBlock)` rather than waiting for the lock while this thread
     /// holds another.
     pub(crate) fn stats(&self) -> Result<Option<MemplugStats>, Refused> {
-        // SAFETY: `call` serialises the call and keeps the instance alive.
-        match self.call(|v| unsafe { v.stats() }) {
-            Ok(stats) => Ok(stats),
-            Err(Refused::Gone) => Ok(None),
-            Err(Refused::WouldBlock) => Err(Refused::WouldBlock),
-        }
-    }
-
-    #[cold]
-    pub(super) fn out_of_memory(&self, size: usize) -> AllocError {
-        AllocError::OutOfMemory { handler: self.name, size }
-    }
-
-    /// Count a new block of an instance; `Err` once the instance is gone.
-    #[inline]
-    pub(super) fn enter_block(&self) -> Result<(), AllocError> {
-        match &self.life {
-            Some(life) if !life.enter() => Err(AllocError::InstanceGone { handler: self.name }),
-            _ => Ok(()),
-        }
-    }
-
-    /// Uncount a block (freed, or its allocation failed); once the owner is
-    /// gone too, destroy the instance after its last block.
-    #[inline]
-    pub(super) fn leave_block(&self) {
-        if let Some(life) = &self.life
-            && life.leave_block()
-        {
-            self.destroy();
-        }
-    }
-
-    /// `Life` decided the destruction (called once for it): destroy the
-    /// instance, now or (if this thread holds another lock and this one is
-    /// taken) by the lock's next holder. The lock is reentrant, so a thread
-    /// already holding it may be the one freeing the last block.
-    #[cold]
-    fn destroy(&self) {
-        tracing::debug!(name = self.name, "destroying instance");
-        // SAFETY: the callers (`leave_block`, `InstanceOwner::drop`) call
-        // this exactly when `Life` decided the destruction, which it does once.
-        self.now_or_later(Deferred::Destroy, |held| unsafe { held.destroy() });
+        Ok(self.lock_no_wait()?.stats())
     }
 }
 

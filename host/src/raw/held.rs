@@ -1,4 +1,6 @@
-//! [`Held`]: the calls into a handler while its lock is held.
+//! [`Held`]: the calls into a handler while its lock is held, and what
+//! can only be done holding it: an instance's destruction, and a free that
+//! may not wait for the lock (done now, or left to the lock's holder).
 //!
 //! A `Held` is the proof that calls are serialised; every call of the
 //! handler core, per-call or batched, ends up here (but the direct hot path
@@ -10,17 +12,17 @@
 //! (`pending.rs`) when it takes the lock and again when it releases it, and
 //! counts, per thread, how many locks the thread holds: a thread holding any
 //! lock never waits for another handler's lock to free a block
-//! (`RawHandler::free_slow`).
+//! ([`RawHandler::now_or_later`]).
+//!
+//! Imports `error` and its siblings below it in `raw` (the handler's
+//! [`state`](super::state)); nothing above `raw`.
 
-use super::aligned::{align_within, block_start, over_allocation};
+use super::aligned::{align_within, over_allocation};
 use super::barrier;
-use super::dispatch::RawHandler;
-use super::pending::{Deferred, PendingBlock};
+use super::pending::Deferred;
 use super::relock::ReentrantGuard;
-use super::user::Refused;
-use super::vtable::VTable;
+use super::state::RawHandler;
 use crate::error::AllocError;
-use memplug_abi::MemplugStats;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
@@ -33,32 +35,12 @@ thread_local! {
 
 /// Whether this thread holds the lock of any handler.
 #[inline]
-pub(super) fn holds_any_lock() -> bool {
+fn holds_any_lock() -> bool {
     HOLDING.with(|n| n.get() > 0)
 }
 
 fn count_lock(delta: isize) {
     HOLDING.with(|n| n.set(n.get().wrapping_add_signed(delta)));
-}
-
-/// The plain block behind a block of `size` bytes made by `alloc_aligned`
-/// with `alignment` (the block itself, or the over-allocation it was carved
-/// from): what the plugin's `free` must be given.
-///
-/// # Safety
-/// `ptr` was returned by `alloc_aligned(size, alignment)` of `raw` (or
-/// `realloc_aligned` to `size`) and is live.
-pub(super) unsafe fn plain_block(raw: &RawHandler, ptr: NonNull<u8>, size: usize, alignment: usize) -> PendingBlock {
-    let size = size.max(1);
-    if alignment <= raw.alignment || raw.vtable.has_aligned_alloc() {
-        // From `malloc` or the plugin's `aligned_alloc`, both released by
-        // the ordinary `free`.
-        return PendingBlock { ptr, size };
-    }
-    // SAFETY: the block came from host over-allocation (`align_within`) and is live.
-    let start = unsafe { block_start(ptr) };
-    let total = over_allocation(size, alignment).expect("it fitted when the block was allocated");
-    PendingBlock { ptr: start, size: total }
 }
 
 /// Proof that calls into a handler are serialised: while a `Held` lives,
@@ -87,6 +69,20 @@ impl<'a> Held<'a> {
             None => Some(Held::holding(raw, None)),
             Some(l) => l.mutex.try_lock().map(|g| Held::holding(raw, Some(g))),
         }
+    }
+
+    /// Take `raw`'s lock by the no-wait rule: waited for if this thread
+    /// holds no lock; otherwise only taken if that needs no wait (`None`
+    /// if another thread holds it).
+    #[inline]
+    pub(super) fn no_wait(raw: &'a RawHandler) -> Option<Held<'a>> {
+        if holds_any_lock() { Held::try_new(raw) } else { Some(Held::new(raw)) }
+    }
+
+    /// The handler whose lock this holds.
+    #[inline]
+    pub(super) fn raw(&self) -> &'a RawHandler {
+        self.raw
     }
 
     /// A `Held` over a guard just taken: counted, pending frees freed.
@@ -134,22 +130,11 @@ impl<'a> Held<'a> {
     /// This handler is an instance whose `Life` decided its destruction (its
     /// owner is gone and no block of it is live, and no new block will be
     /// counted), and this is the one call made for that decision.
-    pub(super) unsafe fn destroy(&self) {
+    unsafe fn destroy(&self) {
         // SAFETY: only an instance has a `Life`, and its vtable's `ctx` came
         // from `create`; the caller guarantees no block is left and that
         // this runs once; this `Held` serialises the call.
         unsafe { self.raw.vtable.destroy() }
-    }
-
-    /// Run `call` with the plugin's functions, counted as a user of the
-    /// instance for its length (`user.rs`): the one way, under a held lock,
-    /// to call the plugin but to allocate and free. [`Refused::Gone`] (and
-    /// no call) for an instance that is destroyed.
-    pub(super) fn call<R>(&self, call: impl FnOnce(&VTable) -> R) -> Result<R, Refused> {
-        let _user = self.raw.user().ok_or(Refused::Gone)?;
-        Ok(call(&self.raw.vtable))
-        // `_user` goes here, under the lock: if it was the instance's last
-        // user, `destroy` runs now, on this thread (the lock is reentrant).
     }
 
     /// Count a block, make it with `call`, undo the count if the plugin
@@ -245,7 +230,7 @@ impl<'a> Held<'a> {
     /// again.
     pub(crate) unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
         // SAFETY: the caller's contract.
-        let block = unsafe { plain_block(self.raw, ptr, size, alignment) };
+        let block = unsafe { self.raw.plain_block(ptr, size, alignment) };
         // SAFETY: the plain block the plugin made, of that size.
         unsafe { self.free(block.ptr, block.size) }
     }
@@ -275,14 +260,6 @@ impl<'a> Held<'a> {
         // SAFETY: the caller's contract for the old block.
         unsafe { self.free_aligned(ptr, old, alignment) };
         Ok(q)
-    }
-
-    /// The plugin's statistics, if it reports them; `None` too for an
-    /// instance that is destroyed (the plugin is not called).
-    pub(crate) fn stats(&self) -> Option<MemplugStats> {
-        // SAFETY: this `Held` serialises the call, and `call` keeps the
-        // instance (its `ctx`) alive during it.
-        self.call(|v| unsafe { v.stats() }).ok().flatten()
     }
 }
 
@@ -315,5 +292,55 @@ impl Drop for Held<'_> {
             self.guard = None;
             count_lock(-1);
         }
+    }
+}
+
+impl RawHandler {
+    /// Hold this handler's lock (if it has one) until the [`Held`] is
+    /// dropped; calls through it do not lock again.
+    #[inline]
+    pub(crate) fn lock(&self) -> Held<'_> {
+        Held::new(self)
+    }
+
+    /// Do `now` under the lock — or, if it cannot be had without a wait that
+    /// could deadlock, leave `later` to the lock's holder. With no lock held
+    /// by this thread, it waits for the lock as any call does. Holding some
+    /// lock, it never waits: it runs `now` if the lock is free (or this
+    /// thread's), and otherwise queues `later` (see `pending.rs` and
+    /// `Held`'s drop).
+    pub(super) fn now_or_later(&self, later: Deferred, now: impl FnOnce(&Held<'_>)) {
+        if let Some(held) = Held::no_wait(self) {
+            return now(&held);
+        }
+        let Some(lock) = &self.lock else { unreachable!("a handler without a lock is held at once") };
+        lock.pending.push(later);
+        barrier::heavy();
+        // If the holder released the lock before it could see the work, do
+        // it now (taking the lock drains the queue).
+        drop(Held::try_new(self));
+    }
+
+    /// Uncount a block (freed, or its allocation failed); once the owner is
+    /// gone too, destroy the instance after its last block.
+    #[inline]
+    pub(super) fn leave_block(&self) {
+        if let Some(life) = &self.life
+            && life.leave_block()
+        {
+            self.destroy();
+        }
+    }
+
+    /// `Life` decided the destruction (called once for it): destroy the
+    /// instance, now or (if this thread holds another lock and this one is
+    /// taken) by the lock's next holder. The lock is reentrant, so a thread
+    /// already holding it may be the one freeing the last block.
+    #[cold]
+    pub(super) fn destroy(&self) {
+        tracing::debug!(name = self.name, "destroying instance");
+        // SAFETY: the callers (`leave_block`, `InstanceOwner::drop`) call
+        // this exactly when `Life` decided the destruction, which it does once.
+        self.now_or_later(Deferred::Destroy, |held| unsafe { held.destroy() });
     }
 }

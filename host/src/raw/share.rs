@@ -8,7 +8,7 @@
 //!
 //! Imports `error` and its siblings in `raw`; nothing above `raw`.
 
-use super::dispatch::RawHandler;
+use super::state::RawHandler;
 use super::user::{Refused, User};
 use crate::error::AllocError;
 use memplug_abi::MemplugLocation;

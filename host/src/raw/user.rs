@@ -21,11 +21,12 @@
 //! own documented rule. [`Retained`](super::share::Retained) is a `User`
 //! that lives as long as memory attached through the instance.
 //!
-//! Imports `error` and its siblings in `raw`; nothing above `raw`.
+//! Imports `error` and its siblings below it in `raw`; nothing above `raw`.
 
-use super::dispatch::RawHandler;
-use super::held::{Held, holds_any_lock};
+use super::held::Held;
+use super::state::RawHandler;
 use super::vtable::VTable;
+use memplug_abi::MemplugStats;
 
 /// Why a call was not made (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,15 +62,34 @@ impl RawHandler {
     /// This handler's lock by the no-wait rule: waited for if this thread
     /// holds no lock; otherwise only taken if that needs no wait.
     pub(super) fn lock_no_wait(&self) -> Result<Held<'_>, Refused> {
-        if !holds_any_lock() {
-            return Ok(self.lock());
-        }
-        Held::try_new(self).ok_or(Refused::WouldBlock)
+        Held::no_wait(self).ok_or(Refused::WouldBlock)
     }
 
     /// Run `call` with the plugin's functions, under the lock taken by the
     /// no-wait rule and counted as a user of the instance.
     pub(super) fn call<R>(&self, call: impl FnOnce(&VTable) -> R) -> Result<R, Refused> {
         self.lock_no_wait()?.call(call)
+    }
+}
+
+impl Held<'_> {
+    /// Run `call` with the plugin's functions, counted as a user of the
+    /// instance for its length: the one way, under a held lock, to call the
+    /// plugin but to allocate and free. [`Refused::Gone`] (and no call) for
+    /// an instance that is destroyed.
+    pub(super) fn call<R>(&self, call: impl FnOnce(&VTable) -> R) -> Result<R, Refused> {
+        let raw = self.raw();
+        let _user = raw.user().ok_or(Refused::Gone)?;
+        Ok(call(&raw.vtable))
+        // `_user` goes here, under the lock: if it was the instance's last
+        // user, `destroy` runs now, on this thread (the lock is reentrant).
+    }
+
+    /// The plugin's statistics, if it reports them; `None` too for an
+    /// instance that is destroyed (the plugin is not called).
+    pub(crate) fn stats(&self) -> Option<MemplugStats> {
+        // SAFETY: this `Held` serialises the call, and `call` keeps the
+        // instance (its `ctx`) alive during it.
+        self.call(|v| unsafe { v.stats() }).ok().flatten()
     }
 }

@@ -70,16 +70,16 @@
 //! its argument, and `ffi.rs` makes the one `Sync` claim the export needs.
 //! `class.rs`, `config.rs` and `stats.rs` forbid `unsafe`.
 
-mod arena;
-mod class;
-mod config;
-mod ffi;
 mod header;
-mod large;
-mod region;
-mod state;
-mod stats;
+mod class;
 mod sys;
+mod config;
+mod stats;
+mod region;
+mod large;
+mod state;
+mod arena;
+mod ffi;
 
 pub use arena::Arena;
 pub use class::{MAX_CLASSES, MIN_ALIGN, class_of, class_size};

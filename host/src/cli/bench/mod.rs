@@ -13,11 +13,11 @@
 //! code), `runner.rs`, `render.rs`.
 
 mod block;
-mod job;
-mod render;
-mod runner;
-mod setup;
 mod workloads;
+mod runner;
+mod job;
+mod setup;
+mod render;
 
 pub(crate) use job::job;
 
