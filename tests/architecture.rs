@@ -286,7 +286,7 @@ type Layer = (u32, Vec<String>);
 /// already stripped), up to the first blank line or heading after it: each
 /// item's number and the modules it names. A module clause opens the item or
 /// follows a `; `, and is one or more backticked names (linked or not, each
-/// maybe `(private)`) joined by `, ` or ` and `, then ` — `; code spans
+/// maybe with a link target, maybe `(private)`) joined by `, ` or ` and `, then ` — `; code spans
 /// elsewhere in an item are not module names.
 fn layer_list(text: &str, heading: &str) -> Vec<Layer> {
     let number = |l: &str| -> Option<(u32, String)> {
@@ -317,7 +317,12 @@ fn module_clause(clause: &str) -> Vec<String> {
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Vec::new();
         }
-        let after = if linked.is_some() { after.strip_prefix(']').unwrap_or(after) } else { after };
+        let after = match linked.map(|_| after.strip_prefix(']').unwrap_or(after)) {
+            // A link with its target: `[`name`](path)`.
+            Some(l) if l.starts_with('(') => l.split_once(')').map_or(l, |(_, rest)| rest),
+            Some(l) => l,
+            None => after,
+        };
         names.push(name.to_string());
         rest = after.strip_prefix(" (private)").unwrap_or(after);
         if rest.starts_with(" — ") {
@@ -361,7 +366,7 @@ fn the_guides_layer_list_names_the_modules_of_lib_rs() {
 #[test]
 fn layer_lists_read_linked_private_and_joined_names_only() {
     let text = "intro\n\n## The layers\nSome words.\n\n0. `a` — imports nothing, `not_a_module`;\n\
-                1. [`b`] — one; `c` (private) — two\n   (wrapped); and `d`;\n2. `e`, `f` (private) and [`g`]\n   \
+                1. [`b`] — one; [`c`](mod@c) (private) — two\n   (wrapped); and `d`;\n2. `e`, `f` (private) and [`g`]\n   \
                 — three; [`H`] — `x`, `y` and `z` say;\n10. `i`: no dash; `j` — four\n\nafter `k` — five\n";
     let found = layer_list(text, "## The layers");
     let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();

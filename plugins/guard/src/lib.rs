@@ -61,26 +61,36 @@
 //! assert_eq!(g.stats().bad_frees, 1);
 //! ```
 //!
-//! Layers, each importing only from those above it in this list: [`config`]
-//! (options), [`layout`] (where a block sits in its pages: arithmetic),
-//! [`sample`] (which allocations `sample=N` guards), [`limits`]
-//! (`vm.max_map_count` and the process's mappings), `raw::pages` (the
-//! mappings: all `unsafe` system calls), `raw::system` (libc's allocator,
-//! for what is not sampled), `report` (the messages), `tables` (what the
-//! lock guards), [`state`] (the allocator), `raw::export` (the plugin entry and the routing by address).
-//! All `unsafe` code is in `raw/`; the rest of the crate denies it.
+//! # Layers
+//! Each module imports only from those above it in this list (bottom
+//! first); there are no circles.
+//! 0. [`config`] — options;
+//! 1. [`layout`] — where a block sits in its pages: arithmetic;
+//! 2. [`sample`] — which allocations `sample=N` guards;
+//! 3. [`limits`] — `vm.max_map_count` and the process's mappings;
+//! 4. `raw` (private) — the mappings (all `unsafe` system calls) and
+//!    libc's allocator, for what is not sampled;
+//! 5. `report` (private) — the messages;
+//! 6. `tables` (private) — what the lock guards;
+//! 7. [`state`] — the allocator;
+//! 8. `export_raw` (private) — the plugin entry and the routing by address.
+//!
+//! All `unsafe` code is in `raw/` and `export_raw`; the rest of the crate
+//! denies it.
 
 #![deny(unsafe_code)]
 
 pub mod config;
 pub mod layout;
+pub mod sample;
 pub mod limits;
 #[allow(unsafe_code)]
 mod raw;
 mod report;
-pub mod sample;
-pub mod state;
 mod tables;
+pub mod state;
+#[allow(unsafe_code)]
+mod export_raw;
 
 pub use config::{GuardConfig, Side};
 pub use raw::pages::page_size;

@@ -42,20 +42,29 @@
 //! assert_eq!(h.free_large("free", q, 64 << 20), Some(64 << 20));
 //! ```
 //!
-//! Layers, each importing only from those above it: [`config`] (options),
-//! [`system`] (what `/sys` and `/proc` say), `raw::mapping` and `raw::heap`
-//! (the system calls), [`counters`], [`state`] (large blocks, messages),
-//! `raw::export` (routing and the plugin entry). All `unsafe` code is in
-//! `raw/`; the rest of the crate denies it.
+//! # Layers
+//! Each module imports only from those above it in this list (bottom
+//! first); there are no circles.
+//! 0. [`config`] — options;
+//! 1. [`system`] — what `/sys` and `/proc` say;
+//! 2. `raw` (private) — the system calls: mappings and libc;
+//! 3. [`counters`] — the statistics;
+//! 4. [`state`] — large blocks, messages;
+//! 5. `export_raw` (private) — routing and the plugin entry.
+//!
+//! All `unsafe` code is in `raw/` and `export_raw`; the rest of the crate
+//! denies it.
 
 #![deny(unsafe_code)]
 
 pub mod config;
-pub mod counters;
+pub mod system;
 #[allow(unsafe_code)]
 mod raw;
+pub mod counters;
 pub mod state;
-pub mod system;
+#[allow(unsafe_code)]
+mod export_raw;
 
 pub use config::{HugepageConfig, Mode};
 pub use state::{Hugepage, Resized};

@@ -14,7 +14,7 @@
 use crate::format::{
     self, DATA_START, HEADER, MIN_BLOCK, NEXT, Op, PREV, PREV_FREE, USED, at, block_size, is_block, seal, unseal,
 };
-use crate::segment::Locked;
+use crate::locked::Locked;
 use std::time::Duration;
 
 /// The metadata is not what the allocator wrote: `what` says where.
@@ -189,7 +189,7 @@ pub(crate) fn alloc(l: &Locked, req: Request) -> Result<Option<u64>, Corrupt> {
     if let Some(pause) = hold {
         eprintln!(
             "memplug shm: MEMPLUG_SHM_HOLD_LOCK_MS: holding the lock of segment {} for {} ms (a test hook)",
-            l.segment().name(),
+            l.name(),
             pause.as_millis()
         );
         std::thread::sleep(pause);

@@ -50,12 +50,24 @@
 //! assert_eq!(a.stats().live_count, 0);
 //! ```
 //!
-//! Layers, each importing only from those above it: [`config`] (options and
-//! names), [`format`](mod@format) (the segment's layout: arithmetic), `raw::map` and
-//! `raw::mutex` (mappings and the robust mutex), [`segment`] (making,
-//! attaching, locking, lifetime), `heap` (the allocator), `repair`,
-//! [`shm`] (an instance), `raw::export` (the plugin entry). All the
-//! `unsafe` code is in `raw/`; the rest of the crate denies it.
+//! # Layers
+//! Each module imports only from those above it in this list (bottom
+//! first); there are no circles.
+//! 0. [`config`] — options and names;
+//! 1. [`format`](mod@format) — the segment's layout: arithmetic;
+//! 2. `raw` (private) — mappings and the robust mutex;
+//! 3. `locked` (private) — the lock held, and the words it reads and
+//!    writes;
+//! 4. `heap` (private) — the allocator;
+//! 5. `repair` (private) — the repair after a process died holding the
+//!    lock ([`Repair`]: what it recovered);
+//! 6. [`segment`] — making, attaching, locking (repairing first when need
+//!    be), lifetime;
+//! 7. [`shm`] — an instance;
+//! 8. `export_raw` (private) — the plugin entry.
+//!
+//! All the `unsafe` code is in `raw/` and `export_raw`; the rest of the
+//! crate denies it.
 
 #![deny(unsafe_code)]
 
@@ -63,10 +75,13 @@ pub mod config;
 pub mod format;
 #[allow(unsafe_code)]
 mod raw;
-pub mod segment;
+mod locked;
 mod heap;
 mod repair;
+pub mod segment;
 pub mod shm;
+#[allow(unsafe_code)]
+mod export_raw;
 
 pub use config::ShmConfig;
 pub use repair::Repair;

@@ -22,7 +22,7 @@
 
 use crate::format::{self, DATA_START, HEADER, Op, PREV_FREE, USED, at, is_block, unseal};
 use crate::heap::push_free;
-use crate::segment::Locked;
+use crate::locked::Locked;
 use std::fmt;
 
 /// What a repair found and did, for the message on standard error.

@@ -23,6 +23,7 @@
 use crate::config::{Create, PREFIX, ShmConfig, process_name, process_of};
 use crate::format::{self, DATA_START, MAGIC, VERSION, at};
 use crate::raw::map::{self, Mapping};
+use crate::locked::Locked;
 use crate::raw::mutex::{self, Taken};
 use crate::repair;
 use memplug_abi::fork::{ForkLock, ForkMutex};
@@ -140,8 +141,7 @@ impl Segment {
     /// stopped in the middle of an operation), repair the allocator first
     /// and say what was recovered on standard error.
     pub(crate) fn lock(&self) -> Result<Locked<'_>, String> {
-        let taken = mutex::lock(&self.map).map_err(|e| format!("segment {}: {e}", self.name))?;
-        let l = Locked { seg: self };
+        let (l, taken) = Locked::take(&self.map, &self.name).map_err(|e| format!("segment {}: {e}", self.name))?;
         let owner = l.get(at::LOCK_OWNER);
         l.set(at::LOCK_OWNER, u64::from(map::pid()));
         let dirty = l.get(at::DIRTY) != 0;
@@ -174,59 +174,6 @@ impl Drop for Segment {
             let _ = map::unlink(&self.c_name);
             AT_EXIT.lock().retain(|(n, _)| n != &self.c_name);
         }
-    }
-}
-
-/// The segment's lock, held: the proof the allocator's metadata may be
-/// read and written. Released when dropped; if that happens while
-/// unwinding from a panic, the segment is marked for repair first.
-pub(crate) struct Locked<'a> {
-    seg: &'a Segment,
-}
-
-impl Locked<'_> {
-    /// The header or metadata word at `off`.
-    #[inline]
-    pub(crate) fn get(&self, off: u64) -> u64 {
-        self.seg.map.word(off).load(Ordering::Relaxed)
-    }
-
-    /// Write the word at `off` (one store: a process dying around it left
-    /// either the old value or the new one).
-    #[inline]
-    pub(crate) fn set(&self, off: u64, value: u64) {
-        self.seg.map.word(off).store(value, Ordering::Relaxed)
-    }
-
-    pub(crate) fn add(&self, off: u64, n: u64) {
-        self.set(off, self.get(off).wrapping_add(n));
-    }
-
-    pub(crate) fn sub(&self, off: u64, n: u64) {
-        self.set(off, self.get(off).saturating_sub(n));
-    }
-
-    /// Bytes of the segment.
-    pub(crate) fn size(&self) -> u64 {
-        self.seg.map.len()
-    }
-
-    pub(crate) fn map(&self) -> &Mapping {
-        &self.seg.map
-    }
-
-    pub(crate) fn segment(&self) -> &Segment {
-        self.seg
-    }
-}
-
-impl Drop for Locked<'_> {
-    fn drop(&mut self) {
-        if std::thread::panicking() {
-            self.set(at::DIRTY, 1);
-        }
-        self.set(at::LOCK_OWNER, 0);
-        mutex::unlock(&self.seg.map);
     }
 }
 

@@ -1,8 +1,8 @@
-//! All of the guard's `unsafe` code: the page mappings ([`pages`]), the
+//! The guard's `unsafe` primitives: the page mappings ([`pages`]) and the
 //! system allocator that serves what `sample=N` does not guard
-//! ([`system`]), and the export of the allocator through the memplug ABI
-//! ([`export`]). The rest of the crate denies `unsafe`.
+//! ([`system`]). The export of the allocator through the memplug ABI is
+//! the other unsafe module, `export_raw`, at the top of the crate; the rest
+//! of the crate denies `unsafe`.
 
-pub(crate) mod export;
 pub(crate) mod pages;
 pub(crate) mod system;

@@ -1,10 +1,10 @@
-//! All of the plugin's `unsafe` code: mappings for large blocks
-//! ([`mapping`]), libc for small ones ([`heap`]), and the export through the
-//! memplug ABI ([`export`]). The rest of the crate denies `unsafe`.
+//! The plugin's `unsafe` primitives: mappings for large blocks
+//! ([`mapping`]) and libc for small ones ([`heap`]). The export through the
+//! memplug ABI is the other unsafe module, `export_raw`, at the top of the
+//! crate; the rest of the crate denies `unsafe`.
 
-pub(crate) mod export;
-pub(crate) mod heap;
 pub(crate) mod mapping;
+pub(crate) mod heap;
 
 /// The system's page size.
 pub(crate) fn page_size() -> usize {

@@ -1,8 +1,8 @@
-//! All of the plugin's `unsafe` code: shared-memory objects and their
-//! mappings ([`map`]), the robust process-shared lock ([`mutex`]), and the
-//! export through the memplug ABI ([`export`]: the `unsafe fn`s of the
-//! `Allocator` trait). The rest of the crate denies `unsafe`.
+//! The plugin's `unsafe` primitives: shared-memory objects and their
+//! mappings ([`map`]) and the robust process-shared lock ([`mutex`]). The
+//! export through the memplug ABI is the other unsafe module,
+//! `export_raw`, at the top of the crate; the rest of the crate denies
+//! `unsafe`.
 
-pub(crate) mod export;
 pub(crate) mod map;
 pub(crate) mod mutex;

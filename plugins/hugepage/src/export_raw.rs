@@ -4,7 +4,7 @@
 //! the state's mappings, small ones to libc — where blocks cross between
 //! the two in `realloc`, and where every block is counted, once.
 
-use super::heap;
+use crate::raw::heap;
 use crate::state::{Hugepage, Resized};
 use memplug_abi::fork::ForkLock;
 use memplug_abi::{Allocator, FLAG_THREAD_SAFE, MemplugStats, REQUIRE_SIZED_FREE, export_handler};
