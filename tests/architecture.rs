@@ -107,7 +107,11 @@ fn layer_breaches(tree: &Tree) -> Vec<String> {
         }
         if upward && order.len() == children.len() {
             let order: Vec<&str> = order.iter().map(|m| m.as_str()).collect();
-            breaches.push(format!("{}: an order without breaches: {}", rel(&tree.modules[parent].file), order.join(", ")));
+            breaches.push(format!(
+                "{}: an order without breaches: {}",
+                rel(&tree.modules[parent].file),
+                order.join(", ")
+            ));
         }
     }
     breaches
@@ -258,7 +262,8 @@ fn unsafe_code_is_told_from_unsafe_function_pointer_types() {
 fn the_unsafe_core_imports_no_front_end() {
     let front_ends = ["handle", "handler", "buffer", "lock", "current", "registry", "check", "report", "load"];
     for r in tree("host/src/lib.rs").references() {
-        if r.from.first().is_some_and(|m| m == "raw") && r.to.first().is_some_and(|m| front_ends.contains(&m.as_str())) {
+        if r.from.first().is_some_and(|m| m == "raw") && r.to.first().is_some_and(|m| front_ends.contains(&m.as_str()))
+        {
             panic!("{}:{}: the unsafe core uses `{}`, a front end", rel(&r.file), r.line, r.text);
         }
     }
@@ -373,5 +378,52 @@ fn layer_lists_read_linked_private_and_joined_names_only() {
     assert_eq!(
         found,
         [(0, names(&["a"])), (1, names(&["b", "c"])), (2, names(&["e", "f", "g", "H"])), (10, names(&["j"]))]
+    );
+}
+
+#[test]
+fn the_module_graph_is_read_through_groups_re_exports_and_nesting() {
+    let dir = std::env::temp_dir().join(format!("memplug-architecture-graph-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("b")).unwrap();
+    let files = [
+        (
+            "lib.rs",
+            "//! crate::b in docs\npub mod a;\nmod b;\npub use b::Thing;\n#[cfg(test)]\nmod tests {\n    use crate::b::d;\n}\n",
+        ),
+        (
+            "a.rs",
+            "use crate::{\n    Thing,\n};\nfn f() -> &'static str { let _c = 'x'; /* crate::b */ \"crate::b::d\" }\n",
+        ),
+        ("b/mod.rs", "mod c;\nmod d;\npub struct Thing;\n"),
+        ("b/c.rs", "use super::d::X;\nuse self::inner::Y;\nmod inner {\n    pub struct Y;\n}\n"),
+        ("b/d.rs", "pub struct X;\nfn g() {\n    super::super::a::f();\n    let _ = super::c::inner::Y;\n}\n"),
+    ];
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let tree = modules::read_tree(&dir.join("lib.rs"));
+    let breaches = layer_breaches(&tree);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let path = |p: &str| -> ModPath { p.split("::").filter(|s| !s.is_empty()).map(str::to_string).collect() };
+    let mut found: Vec<(ModPath, ModPath, usize, String)> =
+        tree.references().into_iter().map(|r| (r.from, r.to, r.line, r.text)).collect();
+    found.sort();
+    let mut expected = vec![
+        (path(""), path("b"), 4, "b::Thing".to_string()),
+        (path("a"), path("b"), 1, "crate::Thing".to_string()),
+        (path("b::c"), path("b::c::inner"), 2, "self::inner::Y".to_string()),
+        (path("b::c"), path("b::d"), 1, "super::d::X".to_string()),
+        (path("b::d"), path("a"), 3, "super::super::a::f".to_string()),
+        (path("b::d"), path("b::c::inner"), 4, "super::c::inner::Y".to_string()),
+    ];
+    expected.sort();
+    assert_eq!(found, expected, "comments, strings and `#[cfg(test)]` items are not read");
+    let shown: Vec<String> = breaches.iter().map(|b| b.replace(&format!("{}/", dir.display()), "")).collect();
+    assert_eq!(
+        shown,
+        [
+            "a.rs:1: `crate::Thing` in `a` refers to `b`, declared after `a` in lib.rs — a circle: a → b → a",
+            "b/c.rs:1: `super::d::X` in `b::c` refers to `b::d`, declared after `c` in b/mod.rs — a circle: c → d → c",
+        ]
     );
 }

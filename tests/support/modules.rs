@@ -239,7 +239,12 @@ fn item_end(tokens: &[(usize, String)], start: usize) -> usize {
 
 /// Read a use tree from `start` with `prefix` before it into `leaves` (each
 /// path with the name it brings in, if any); the index after it.
-fn use_tree(tokens: &[(usize, String)], start: usize, prefix: Vec<String>, leaves: &mut Vec<(Vec<String>, Option<String>)>) -> usize {
+fn use_tree(
+    tokens: &[(usize, String)],
+    start: usize,
+    prefix: Vec<String>,
+    leaves: &mut Vec<(Vec<String>, Option<String>)>,
+) -> usize {
     let mut path = prefix;
     let mut i = start;
     let tok = |i: usize| tokens.get(i).map_or("", |t| t.1.as_str());
@@ -352,7 +357,8 @@ fn tokens(code: &str) -> Vec<(usize, String)> {
         while i < chars.len() {
             let c = chars[i];
             if c.is_alphanumeric() || c == '_' {
-                let end = (i..chars.len()).find(|&k| !(chars[k].is_alphanumeric() || chars[k] == '_')).unwrap_or(chars.len());
+                let end =
+                    (i..chars.len()).find(|&k| !(chars[k].is_alphanumeric() || chars[k] == '_')).unwrap_or(chars.len());
                 out.push((n + 1, chars[i..end].iter().collect()));
                 i = end;
             } else if c == ':' && chars.get(i + 1) == Some(&':') {
@@ -421,7 +427,13 @@ impl Tree {
             for (line, written) in &module.refs {
                 let Some(path) = self.absolute(from, written, 0) else { continue };
                 let to = self.defining(&path, 0);
-                out.push(Reference { from: from.clone(), to, file: module.file.clone(), line: *line, text: written.join("::") });
+                out.push(Reference {
+                    from: from.clone(),
+                    to,
+                    file: module.file.clone(),
+                    line: *line,
+                    text: written.join("::"),
+                });
             }
         }
         out

@@ -22,8 +22,8 @@
 
 use crate::config::{Create, PREFIX, ShmConfig, process_name, process_of};
 use crate::format::{self, DATA_START, MAGIC, VERSION, at};
-use crate::raw::map::{self, Mapping};
 use crate::locked::Locked;
+use crate::raw::map::{self, Mapping};
 use crate::raw::mutex::{self, Taken};
 use crate::repair;
 use memplug_abi::fork::{ForkLock, ForkMutex};

@@ -8,8 +8,8 @@
 use crate::config::{PREFIX, ShmConfig};
 use crate::format::{DATA_START, at};
 use crate::heap::{self, Corrupt, Freed, Request};
-use crate::repair;
 use crate::locked::Locked;
+use crate::repair;
 use crate::segment::Segment;
 use memplug_abi::fork::{ForkLock, ForkMutex};
 use memplug_abi::{MemplugLocation, MemplugStats, ShareFailure};
