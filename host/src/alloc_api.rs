@@ -77,75 +77,50 @@ trait Calls {
     unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize);
 }
 
-impl Calls for Handler {
-    #[inline]
-    fn handler(&self) -> Handler {
-        *self
-    }
-    #[inline]
-    fn malloc(&self, size: usize) -> Result<NonNull<u8>, MemplugError> {
-        self.alloc(size)
-    }
-    #[inline]
-    fn calloc(&self, size: usize) -> Result<NonNull<u8>, MemplugError> {
-        self.alloc_zeroed(size, 1)
-    }
-    fn malloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, MemplugError> {
-        self.alloc_aligned(size, alignment)
-    }
-    #[inline]
-    #[allow(unsafe_code)]
-    unsafe fn realloc(&self, ptr: NonNull<u8>, old: usize, new: usize) -> Result<NonNull<u8>, MemplugError> {
-        // SAFETY: forwarded: the caller's contract.
-        unsafe { Handler::realloc(self, ptr, old, new) }
-    }
-    #[inline]
-    #[allow(unsafe_code)]
-    unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
-        // SAFETY: forwarded: the caller's contract.
-        unsafe { Handler::free(self, ptr, size) }
-    }
-    #[allow(unsafe_code)]
-    unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
-        // SAFETY: forwarded: the caller's contract.
-        unsafe { Handler::free_aligned(self, ptr, size, alignment) }
-    }
+/// The impls of [`Calls`] for `Handler` and `HandlerGuard` are one and the
+/// same but for how the handler is reached (`$handler`, called with `self`):
+/// each call forwards to the type's inherent method of the same role.
+macro_rules! calls_impl {
+    ($ty:ident, $handler:expr) => {
+        impl Calls for $ty {
+            #[inline]
+            fn handler(&self) -> Handler {
+                ($handler)(self)
+            }
+            #[inline]
+            fn malloc(&self, size: usize) -> Result<NonNull<u8>, MemplugError> {
+                $ty::alloc(self, size)
+            }
+            #[inline]
+            fn calloc(&self, size: usize) -> Result<NonNull<u8>, MemplugError> {
+                $ty::alloc_zeroed(self, size, 1)
+            }
+            fn malloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, MemplugError> {
+                $ty::alloc_aligned(self, size, alignment)
+            }
+            #[inline]
+            #[allow(unsafe_code)]
+            unsafe fn realloc(&self, ptr: NonNull<u8>, old: usize, new: usize) -> Result<NonNull<u8>, MemplugError> {
+                // SAFETY: forwarded: the caller's contract.
+                unsafe { $ty::realloc(self, ptr, old, new) }
+            }
+            #[inline]
+            #[allow(unsafe_code)]
+            unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
+                // SAFETY: forwarded: the caller's contract.
+                unsafe { $ty::free(self, ptr, size) }
+            }
+            #[allow(unsafe_code)]
+            unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
+                // SAFETY: forwarded: the caller's contract.
+                unsafe { $ty::free_aligned(self, ptr, size, alignment) }
+            }
+        }
+    };
 }
 
-impl Calls for HandlerGuard {
-    #[inline]
-    fn handler(&self) -> Handler {
-        HandlerGuard::handler(self)
-    }
-    #[inline]
-    fn malloc(&self, size: usize) -> Result<NonNull<u8>, MemplugError> {
-        self.alloc(size)
-    }
-    #[inline]
-    fn calloc(&self, size: usize) -> Result<NonNull<u8>, MemplugError> {
-        self.alloc_zeroed(size, 1)
-    }
-    fn malloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, MemplugError> {
-        self.alloc_aligned(size, alignment)
-    }
-    #[inline]
-    #[allow(unsafe_code)]
-    unsafe fn realloc(&self, ptr: NonNull<u8>, old: usize, new: usize) -> Result<NonNull<u8>, MemplugError> {
-        // SAFETY: forwarded: the caller's contract.
-        unsafe { HandlerGuard::realloc(self, ptr, old, new) }
-    }
-    #[inline]
-    #[allow(unsafe_code)]
-    unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
-        // SAFETY: forwarded: the caller's contract.
-        unsafe { HandlerGuard::free(self, ptr, size) }
-    }
-    #[allow(unsafe_code)]
-    unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
-        // SAFETY: forwarded: the caller's contract.
-        unsafe { HandlerGuard::free_aligned(self, ptr, size, alignment) }
-    }
-}
+calls_impl!(Handler, |h: &Handler| *h);
+calls_impl!(HandlerGuard, HandlerGuard::handler);
 
 /// A dangling, non-null pointer aligned to `layout.align()`: the block of a
 /// zero-size layout, which is never read or written.

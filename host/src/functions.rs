@@ -181,23 +181,7 @@ impl FunctionSpec {
         }
     }
 
-    /// Declare the functions thread-safe (no host lock).
-    pub fn thread_safe(mut self, yes: bool) -> Self {
-        self.thread_safe = yes;
-        self
-    }
-
-    /// Declare the alignment every block has.
-    pub fn alignment(mut self, alignment: u64) -> Self {
-        self.alignment = Some(alignment);
-        self
-    }
-
-    /// Declare the allocator's version.
-    pub fn version(mut self, version: &str) -> Self {
-        self.version = Some(version.to_string());
-        self
-    }
+    crate::symbols::declared_setters!();
 
     /// Say where the functions came from (the handler's source).
     pub fn origin(mut self, origin: &str) -> Self {

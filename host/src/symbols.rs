@@ -190,6 +190,33 @@ impl Role {
     }
 }
 
+/// The builder methods of what a spec declares about its functions, shared
+/// by [`SymbolSpec`] and [`FunctionSpec`](crate::functions::FunctionSpec)
+/// (each has the fields `thread_safe`, `alignment` and `version`). Expands
+/// to methods, inside the spec's `impl`.
+macro_rules! declared_setters {
+    () => {
+        /// Declare the functions thread-safe (no host lock).
+        pub fn thread_safe(mut self, yes: bool) -> Self {
+            self.thread_safe = yes;
+            self
+        }
+
+        /// Declare the alignment every block has.
+        pub fn alignment(mut self, alignment: u64) -> Self {
+            self.alignment = Some(alignment);
+            self
+        }
+
+        /// Declare the allocator's version.
+        pub fn version(mut self, version: &str) -> Self {
+            self.version = Some(version.to_string());
+            self
+        }
+    };
+}
+pub(crate) use declared_setters;
+
 /// A handler made of a library's C allocation functions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -252,23 +279,7 @@ impl SymbolSpec {
         self
     }
 
-    /// Declare the functions thread-safe (no host lock).
-    pub fn thread_safe(mut self, yes: bool) -> Self {
-        self.thread_safe = yes;
-        self
-    }
-
-    /// Declare the alignment every block has.
-    pub fn alignment(mut self, alignment: u64) -> Self {
-        self.alignment = Some(alignment);
-        self
-    }
-
-    /// Declare the allocator's version.
-    pub fn version(mut self, version: &str) -> Self {
-        self.version = Some(version.to_string());
-        self
-    }
+    declared_setters!();
 
     /// Parse a manifest's text. Errors are [`Refusal::BadManifest`] with the
     /// parser's line and column.
