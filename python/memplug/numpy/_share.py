@@ -126,7 +126,7 @@ def share(arr: Any) -> SharedArray:
     ``resize`` it) until the other processes are done with the memory.
 
     Raises :class:`memplug.ShareError`: ``"not-shareable"`` for data made
-    by NumPy's default handler (arrays made before entering ``use``) or by
+    by NumPy's default handler (arrays made before entering the ``with`` block) or by
     a memplug handler that cannot share (no ABI 1.2 ``locate``/``resolve``,
     e.g. ``system``); ``"foreign-memory"`` for arrays over memory no handler
     made (``np.frombuffer``, memory maps); ``"object-dtype"`` for arrays of
