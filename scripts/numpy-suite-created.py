@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run pytest with NumPy's handler set, in every thread, to an allocator made
-by `memplug.numpy.create_allocator` of the C library's malloc, calloc,
-realloc and free as ctypes functions; write the bridge's report as JSON.
+by `memplug.from_functions` of the C library's malloc, calloc, realloc and
+free as ctypes functions; write the bridge's report as JSON.
 
     python scripts/numpy-suite-created.py REPORT.json [PYTEST ARGS...]
 
@@ -34,16 +34,16 @@ def libc_functions() -> dict:
     return functions
 
 
-def install_everywhere(capsule: object, install) -> None:
-    """Install `capsule` now and in every thread started from now on."""
-    install(capsule)
+def install_everywhere(allocator, set_allocator) -> None:
+    """Set `allocator` now and in every thread started from now on."""
+    set_allocator(allocator)
     original_start = threading.Thread.start
 
     def start(self: threading.Thread) -> None:
         run = self.run
 
         def run_with_handler() -> None:
-            install(capsule)
+            set_allocator(allocator)
             run()
 
         self.run = run_with_handler  # type: ignore[method-assign]
@@ -60,14 +60,13 @@ def main(argv: list) -> int:
     import memplug.numpy as mnp
 
     try:
-        allocator = mnp.create_allocator(name=NAME, **libc_functions())
+        allocator = mnp.allocator(memplug.from_functions(NAME, **libc_functions()))
     except memplug.Error as e:
         print(f"numpy-suite-created: [{e.code}] {e}", file=sys.stderr)
         return 2
-    install_everywhere(allocator.capsule, mnp.install)
+    install_everywhere(allocator, mnp.set_allocator)
     status = int(pytest.main(pytest_args))
-    handler = allocator.handler  # a memplug.Handler (its name before)
-    stats = memplug.stats(getattr(handler, "name", handler))
+    stats = memplug.stats(allocator.handler.name)
     with open(report_path, "w", encoding="utf-8") as f:
         json.dump({"handler": NAME, "exit_status": status, "bridge": stats["bridge"], "plugin": stats["plugin"]}, f, indent=2)
         f.write("\n")

@@ -5,7 +5,7 @@
 #   2. python/tests with pytest,
 #   3. NumPy's own test_multiarray and test_numeric, with NumPy's default
 #      handler, through `python -m memplug.numpy --handler tracking`, and
-#      with an allocator made by `memplug.numpy.create_allocator` of the C
+#      with an allocator made by `memplug.from_functions` of the C
 #      library's functions (scripts/numpy-suite-created.py), each compared
 #      with the default test by test (scripts/numpy-suite.py).
 #

@@ -33,7 +33,7 @@ if variant == "numpy_allocator":
         _realloc_ = ctypes.addressof(libc.realloc)
     ctx = libc_allocator
 else:
-    ctx = mnp.use(None if variant == "default" else mnp.handler(variant))
+    ctx = mnp.allocator(None if variant == "default" else variant)
 empty, ones, u8 = np.empty, np.ones, np.uint8
 with ctx:
     if case == "empty1m":

@@ -112,7 +112,8 @@ REPEATS = 3
 
 def memplug_variant(handler):
     """A variant that makes a memplug handler NumPy's for its block."""
-    return lambda: mnp.use(handler)
+    alloc = mnp.allocator(handler)
+    return lambda: alloc
 
 
 def numpy_allocator_variant():
@@ -154,10 +155,10 @@ def from_functions_variants():
     out = {}
     try:
         make("bench_ctypes", malloc=libc.malloc, free=libc.free)
-        out["ff-ctypes"] = memplug_variant(mnp.handler("bench_ctypes"))
+        out["ff-ctypes"] = memplug_variant("bench_ctypes")
         # Python callables: malloc(size) -> address, free(ptr, size).
         make("bench_python", malloc=lambda size: libc.malloc(size), free=lambda ptr, size: libc.free(ptr))
-        out["ff-python"] = memplug_variant(mnp.handler("bench_python"))
+        out["ff-python"] = memplug_variant("bench_python")
     except Exception as e:  # noqa: BLE001 - the API is another module's; report and go on
         print(f"memplug.from_functions failed ({e}): its variants are skipped", file=sys.stderr)
     return out
@@ -171,15 +172,15 @@ def main() -> int:
     ap.add_argument("--shm", action="store_true", help="also the shm plugin (a segment of this process)")
     args = ap.parse_args()
 
-    variants = {"default": memplug_variant(None), "system": memplug_variant(mnp.handler("system"))}
+    variants = {"default": memplug_variant(None), "system": memplug_variant("system")}
     if (na := numpy_allocator_variant()) is not None:
         variants["numpy-allocator"] = na
     variants.update(from_functions_variants())
     if not args.no_mimalloc:
         memplug.load(MANIFEST)
-        variants["mimalloc"] = memplug_variant(mnp.handler("mimalloc"))
+        variants["mimalloc"] = memplug_variant("mimalloc")
     if args.shm:
-        variants["shm"] = memplug_variant(mnp.handler("shm:size=256m"))
+        variants["shm"] = memplug_variant("shm:size=256m")
     names = list(variants)
 
     times = {c: {v: [] for v in names} for c in CASES}

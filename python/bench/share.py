@@ -18,7 +18,7 @@ Variants:
                  by hand, as its documentation shows; the pool's workers
                  share the parent's resource tracker, so attaching does not
                  make them unlink the block)
-  memplug        the array was made under `memplug.numpy.use("shm:...")`;
+  memplug        the array was made under `memplug.numpy.allocator("shm:...")`;
                  each worker gets `memplug.numpy.share(half)` and calls
                  `memplug.numpy.attach`
 
@@ -104,8 +104,8 @@ def main() -> int:
         fresh["block"] = block
         variants["shared_memory"] = (run_shared_memory, np.ndarray((n,), dtype=np.float64, buffer=block.buf))
         key = f"shm:name=bench-share-{os.getpid()}-{r + 1},size={args.mib + 1}m,create=1,unlink=1"
-        fresh["key"] = key
-        with mnp.use(key):
+        fresh["shm"] = shm = mnp.allocator(key)
+        with shm:
             variants["memplug"] = (run_memplug, np.ones(n))
 
     def drop_fresh() -> None:
@@ -114,8 +114,8 @@ def main() -> int:
         if "block" in fresh:
             fresh["block"].close()
             fresh.pop("block").unlink()
-        if "key" in fresh:
-            mnp.close(fresh.pop("key"))
+        if "shm" in fresh:
+            fresh.pop("shm").close()
 
     def run_pickle(pool) -> list:
         results = pool.map(work_pickle, [plain[:mid], plain[mid:]])

@@ -3,7 +3,7 @@
 place, through memplug's shared-memory handler.
 
 The parent makes one float64 array in a named shared-memory segment (the
-bundled `shm` plugin, NumPy's handler inside `memplug.numpy.use`), cuts it
+bundled `shm` plugin, inside a `with` block of its `memplug.numpy.allocator`), cuts it
 into chunks and hands each worker a *handle* to its chunk
 (`memplug.numpy.share`: a few hundred bytes, whatever the chunk's size).
 A worker attaches its chunk (`memplug.numpy.attach`: an ndarray over the
@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     name = f"pool-fill-{os.getpid()}"
     # The segment holds the array and the allocator's bookkeeping; it is a
     # sparse file, so only the pages written use memory.
-    key = f"shm:name={name},size={args.mib + 1}m,create=1,unlink=1"
-    with mnp.use(key):
+    shm = mnp.allocator(f"shm:name={name},size={args.mib + 1}m,create=1,unlink=1")
+    with shm:
         data = np.full(n, np.nan)  # made in the segment
     bounds = np.linspace(0, n, args.chunks + 1).astype(np.int64)
     jobs = [(mnp.share(data[lo:hi]), int(lo)) for lo, hi in zip(bounds[:-1], bounds[1:])]
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     del data, jobs
-    mnp.close(key)  # the array is gone: the segment goes now
+    shm.close()  # the array is gone: the segment goes now
     left = os.path.exists(f"/dev/shm/memplug-{name}")
     print(f"segment /memplug-{name} {'still exists' if left else 'removed'}")
     return 1 if left else 0

@@ -11,7 +11,7 @@ The package links the memplug library (the same loader and checks as the
 
     import numpy as np
     import memplug.numpy
-    with memplug.numpy.use("tracking"):
+    with memplug.numpy.allocator("tracking"):
         a = np.ones(1000)             # its data comes from the tracking plugin
 
 Search path (:func:`search_path`), in order: the directories in
@@ -29,7 +29,7 @@ Allocators can also be defined at run time, with no plugin file
 :func:`from_functions`: ctypes functions, addresses or Python callables)::
 
     h = memplug.from_library("libmimalloc.so.2", malloc="mi_malloc", free="mi_free")
-    with memplug.numpy.use(h.name):
+    with memplug.numpy.allocator(h):
         a = np.ones(1000)             # its data comes from mimalloc
 """
 
@@ -189,7 +189,7 @@ def stats(name: str) -> Dict[str, Any]:
     pads), and the cache of freed blocks: ``cache`` (``"on"``, ``"off"`` or
     ``"never"``, then ``cache_refusal`` says why), ``cached_blocks`` and
     ``cached_bytes`` (blocks held for reuse, which the plugin counts as
-    allocated; see :func:`memplug.numpy.set_cache`).
+    allocated; see :meth:`memplug.numpy.Allocator.set_cache`).
 
     Raises :class:`UnknownHandlerError` if no handler has that name.
     """

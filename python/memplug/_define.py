@@ -14,6 +14,7 @@ rules (signatures, lifetimes, threads, exceptions).
 from __future__ import annotations
 
 import ctypes
+import itertools
 import os
 import threading
 from typing import Any, Callable, Dict, List, Optional, Union
@@ -28,16 +29,18 @@ __all__ = ["Handler", "handler", "from_library", "from_functions", "library_name
 #: handler may call them until then.
 _kept: List[Any] = []
 _kept_lock = threading.Lock()
+#: The numbers of the names :func:`from_functions` makes up.
+_names = itertools.count(1)
 
 
 class Handler:
     """A registered memplug handler (or an instance of one, ``name:options``).
 
-    Compares and hashes by :attr:`name`. Use the name with
-    :func:`memplug.numpy.use` / :func:`memplug.numpy.handler`::
+    Compares and hashes by :attr:`name`. Its NumPy allocator is
+    :func:`memplug.numpy.allocator` of it::
 
         h = memplug.handler("tracking")
-        with memplug.numpy.use(h.name):
+        with memplug.numpy.allocator(h):
             a = np.ones(10)
     """
 
@@ -49,7 +52,7 @@ class Handler:
     @property
     def name(self) -> str:
         """The registered name (``name`` or ``name:options``), as
-        :func:`memplug.stats` and :func:`memplug.numpy.use` take it."""
+        :func:`memplug.stats` and :func:`memplug.numpy.allocator` take it."""
         return self._name
 
     @property
@@ -189,8 +192,17 @@ def _kind(role: str, f: Any) -> str:
     raise TypeError(f"{role}: expected a ctypes function, an integer address or a callable, got {type(f).__name__}")
 
 
+def _fresh_name() -> str:
+    """``"python-N"``, the first ``N`` (from 1) not registered yet."""
+    taken = set(_native.names())
+    while True:
+        name = f"python-{next(_names)}"
+        if name not in taken:
+            return name
+
+
 def from_functions(
-    name: str,
+    name: Optional[str] = None,
     *,
     malloc: Function,
     free: Function,
@@ -199,7 +211,9 @@ def from_functions(
     thread_safe: bool = True,
     alignment: int = 16,
 ) -> Handler:
-    """Register allocation functions as handler ``name``.
+    """Register allocation functions as handler ``name`` (by default
+    ``"python-N"``, the first ``N`` from 1 not registered yet). Its NumPy
+    allocator is ``memplug.numpy.allocator(memplug.from_functions(...))``.
 
     The functions are all of one kind:
 
@@ -236,6 +250,11 @@ def from_functions(
     returning an address that is not a block of the size asked for
     corrupts memory, possibly during the conformance pass.
     """
+    if name is None:
+        from . import _ensure_loaded
+
+        _ensure_loaded()
+        name = _fresh_name()
     roles = {"malloc": malloc, "free": free, "calloc": calloc, "realloc": realloc}
     given = {role: f for role, f in roles.items() if f is not None}
     kinds = {role: _kind(role, f) for role, f in given.items()}

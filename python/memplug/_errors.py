@@ -57,13 +57,15 @@ class NumpyError(Error):
     """NumPy cannot take a handler: ``"numpy-unavailable"`` (not installed or
     not importable), ``"numpy-too-old"`` (data-memory handlers need NumPy
     1.22 or later), ``"not-a-handler"`` (an object that is not a handler
-    capsule), ``"not-an-instance"`` (:func:`memplug.numpy.close` of a
-    registered handler, which lives for the process), ``"numpy-layout"``
-    (a NumPy whose array objects memplug cannot read), ``"not-entered"``
-    (an :class:`memplug.numpy.Allocator`'s ``with`` block left in another
-    thread or task than it was entered in), ``"no-from-functions"``
-    (:func:`memplug.numpy.create_allocator` without
-    ``memplug.from_functions``)."""
+    capsule), ``"not-an-instance"`` (:meth:`memplug.numpy.Allocator.close`
+    of a registered handler, which lives for the process, or of an
+    allocator that is not a memplug handler's), ``"not-cacheable"``
+    (:meth:`memplug.numpy.Allocator.set_cache` for an allocator the bridge
+    never caches for), ``"allocator-closed"`` (``set_cache`` after
+    ``close``), ``"numpy-layout"`` (a NumPy whose array objects memplug
+    cannot read), ``"not-entered"`` (an :class:`memplug.numpy.Allocator`'s
+    ``with`` block left in another thread or task than it was entered
+    in)."""
 
 
 class ShareError(Error):
@@ -73,7 +75,7 @@ class ShareError(Error):
     ``code`` is memplug's reason code: ``"not-shareable"`` (the array's data
     was not made by a shareable memplug handler -- NumPy's default handler,
     or a handler without ABI 1.2 ``locate``/``resolve``: allocate it under
-    ``memplug.numpy.use("shm:...")``), ``"foreign-memory"`` (the array views
+    ``memplug.numpy.allocator("shm:...")``), ``"foreign-memory"`` (the array views
     memory no handler made, e.g. ``np.frombuffer(bytes)``),
     ``"object-dtype"`` (object arrays hold pointers, meaningless in another
     process), ``"locate-refused"``, ``"bad-handle"``, ``"unknown-handler"``

@@ -75,6 +75,7 @@ import numpy
 
 import memplug
 import memplug.numpy as _mnp
+from memplug import _memplug as _native
 
 __all__ = [
     "type",
@@ -126,7 +127,7 @@ class NotAHandlerError(memplug.NumpyError, ValueError):
 def _install(capsule: Optional[Capsule]) -> Capsule:
     """Make ``capsule`` (None: NumPy's default) current; the previous one."""
     try:
-        return _mnp.install(capsule)
+        return _native.numpy_set(capsule)
     except memplug.NumpyError as e:
         if e.code != "not-a-handler":
             raise
@@ -134,7 +135,7 @@ def _install(capsule: Optional[Capsule]) -> Capsule:
 
 
 def _current() -> Capsule:
-    return _mnp.current()
+    return _native.numpy_get()
 
 
 def _find_default() -> Capsule:
@@ -297,7 +298,7 @@ def _handler(allocator: Any) -> Capsule:
         try:
             # The functions see every call NumPy makes, as numpy-allocator's
             # do: no freed block is kept back for reuse.
-            _mnp.set_cache(name, False)
+            made.set_cache(False)
         except memplug.NumpyError as e:
             if e.code != "not-cacheable":
                 raise

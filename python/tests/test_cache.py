@@ -25,17 +25,17 @@ def bridge(name):
 @pytest.fixture
 def system_cache():
     """The `system` bridge with its cache on, emptied before and after."""
-    mnp.handler("system")
-    mnp.set_cache("system", False)
-    mnp.set_cache("system", True)
+    mnp.allocator("system")
+    mnp.allocator("system").set_cache(False)
+    mnp.allocator("system").set_cache(True)
     yield
-    mnp.set_cache("system", False)
-    mnp.set_cache("system", True)
+    mnp.allocator("system").set_cache(False)
+    mnp.allocator("system").set_cache(True)
 
 
 def test_small_blocks_are_reused_and_still_counted(system_cache):
     before = bridge("system")
-    with mnp.use("system"):
+    with mnp.allocator("system"):
         for _ in range(1000):
             np.empty(8)  # one block, taken from the cache and put back each time
         looped = bridge("system")
@@ -53,7 +53,7 @@ def test_small_blocks_are_reused_and_still_counted(system_cache):
 
 def test_each_size_class_keeps_a_bounded_number_of_blocks(system_cache):
     depth = memplug._native.CACHE_DEPTH
-    with mnp.use("system"):
+    with mnp.allocator("system"):
         arrays = [np.empty(8) for _ in range(3 * depth)]
         del arrays  # 24 blocks of the 64-byte class freed at once
         large = [np.empty(200) for _ in range(3)]  # 1600 bytes: in no class
@@ -66,7 +66,7 @@ def test_each_size_class_keeps_a_bounded_number_of_blocks(system_cache):
 def test_two_larger_blocks_per_thread_are_kept_for_requests_of_their_exact_sizes(system_cache):
     mib = 1 << 20
     before = bridge("system")
-    with mnp.use("system"):
+    with mnp.allocator("system"):
         a = np.empty(mib, dtype=np.uint8)
         first = a.ctypes.data
         del a
@@ -109,28 +109,28 @@ def test_two_larger_blocks_per_thread_are_kept_for_requests_of_their_exact_sizes
     assert after["frees"] - before["frees"] == after["allocations"] - before["allocations"]
     assert after["live_blocks"] == before["live_blocks"]
     assert after["foreign_pointers"] == 0
-    mnp.set_cache("system", False)
+    mnp.allocator("system").set_cache(False)
     assert bridge("system")["cached_blocks"] == 0, "off: the spares go back too"
 
 
 def test_turning_the_cache_off_gives_the_blocks_back(system_cache):
-    with mnp.use("system"):
+    with mnp.allocator("system"):
         arrays = [np.ones(k) for k in range(1, 20)]
         del arrays
     assert bridge("system")["cached_blocks"] > 0
-    assert mnp.set_cache("system", False) is True
+    assert mnp.allocator("system").set_cache(False) is True
     s = bridge("system")
     assert (s["cache"], s["cached_blocks"]) == ("off", 0)
-    with mnp.use("system"):
+    with mnp.allocator("system"):
         a = np.arange(5.0)
         del a
     assert bridge("system")["cached_blocks"] == 0, "off: nothing is kept"
-    assert mnp.set_cache("system", True) is False
+    assert mnp.allocator("system").set_cache(True) is False
 
 
 def test_blocks_cached_by_an_ended_thread_are_given_back(system_cache):
     def work():
-        with mnp.use("system"):
+        with mnp.allocator("system"):
             arrays = [np.zeros(4) for _ in range(6)]
             del arrays
             spare = np.empty(100_000, dtype=np.uint8)
@@ -142,7 +142,7 @@ def test_blocks_cached_by_an_ended_thread_are_given_back(system_cache):
     assert bridge("system")["cached_blocks"] >= 7, "the thread's cache outlives it, bounded"
     # Python's join returns a moment before the thread gives its line up.
     for _ in range(200):
-        mnp.set_cache("system", False)
+        mnp.allocator("system").set_cache(False)
         if bridge("system")["cached_blocks"] == 0:
             break
         time.sleep(0.01)
@@ -151,7 +151,7 @@ def test_blocks_cached_by_an_ended_thread_are_given_back(system_cache):
 
 def test_reused_blocks_hold_what_numpy_writes(system_cache):
     rng = np.random.default_rng(7)
-    with mnp.use("system"):
+    with mnp.allocator("system"):
         for _ in range(200):
             n = int(rng.integers(0, 40))
             a = np.arange(n, dtype=np.float64)
@@ -164,14 +164,14 @@ def test_reused_blocks_hold_what_numpy_writes(system_cache):
 
 def test_handlers_a_plugin_could_tell_about_are_never_cached():
     for name, why in [("tracking", "statistics"), ("arena", "not thread-safe"), ("shm", "statistics")]:
-        mnp.handler(name)
+        mnp.allocator(name)
         s = bridge(name)
         assert s["cache"] == "never" and why in s["cache_refusal"], (name, s["cache_refusal"])
         with pytest.raises(memplug.NumpyError) as info:
-            mnp.set_cache(name, True)
+            mnp.allocator(name).set_cache(True)
         assert info.value.code == "not-cacheable"
     before = memplug.stats("tracking")["plugin"]
-    with mnp.use("tracking"):
+    with mnp.allocator("tracking"):
         for _ in range(100):
             np.empty(8)
             np.empty(1 << 20, dtype=np.uint8)
@@ -182,7 +182,7 @@ def test_handlers_a_plugin_could_tell_about_are_never_cached():
 def test_the_cache_can_be_kept_off_from_the_start():
     code = (
         "import numpy as np, memplug, memplug.numpy as mnp\n"
-        "with mnp.use('system'):\n"
+        "with mnp.allocator('system'):\n"
         "    [np.empty(8) for _ in range(10)]\n"
         "s = memplug.stats('system')['bridge']\n"
         "print(s['cache'], s['cached_blocks'], s['cache_refusal'])\n"
@@ -195,7 +195,7 @@ def test_the_cache_can_be_kept_off_from_the_start():
 
 def test_shareable_handlers_arrays_are_64_byte_aligned():
     key = "shm:size=8m"
-    with mnp.use(key):
+    with mnp.allocator(key):
         arrays = [np.empty(n, dtype=np.uint8) for n in (1, 3, 17, 64, 1000, 100_000)]
         grown = np.fromiter((i * 0.5 for i in range(50_000)), dtype=float)  # moved by realloc
     for a in arrays + [grown]:

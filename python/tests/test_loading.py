@@ -81,7 +81,7 @@ def test_a_directory_loads_every_candidate_and_reports_each(tmp_path, bad_magic_
 
 def test_an_unknown_handler_names_the_loaded_ones():
     with pytest.raises(memplug.UnknownHandlerError) as info:
-        mnp.handler("no-such-handler")
+        mnp.allocator("no-such-handler")
     assert info.value.code == "unknown-handler"
     assert isinstance(info.value, LookupError)
     for name in BUNDLED:
@@ -92,11 +92,11 @@ def test_an_unknown_handler_names_the_loaded_ones():
 
 def test_options_are_checked_by_the_plugin():
     with pytest.raises(memplug.LoadError) as info:
-        mnp.handler("arena:region_size=7")
+        mnp.allocator("arena:region_size=7")
     assert info.value.code == "bad-options"
     assert "region_size" in str(info.value)
     with pytest.raises(memplug.LoadError) as info:
-        mnp.handler("system:anything=1")
+        mnp.allocator("system:anything=1")
     assert info.value.code == "no-options"
 
 

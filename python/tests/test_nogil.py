@@ -82,9 +82,9 @@ def test_python_callables_are_called_with_the_gil_taken_from_threads_without_it(
         realloc=counting.realloc,
         free=counting.free,
     )
-    mnp.set_cache(h.name, False)  # every free reaches the callables
+    mnp.allocator(h.name).set_cache(False)  # every free reaches the callables
     calls = counting.calls
-    assert hammer(c_functions(mnp.handler(h.name))) == []
+    assert hammer(c_functions(mnp.allocator(h).capsule)) == []
     assert counting.calls > calls
     assert counting.live == 0
     bridge = memplug.stats(h.name)["bridge"]

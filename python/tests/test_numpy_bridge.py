@@ -22,13 +22,13 @@ def bridge(name):
     return memplug.stats(name)["bridge"]
 
 
-def test_arrays_made_under_use_name_the_handler_and_return_every_byte():
+def test_arrays_made_under_an_allocator_name_the_handler_and_return_every_byte():
     before = plugin("tracking")
-    with mnp.use("tracking") as cap:
-        assert mnp.get_handler_name() == "memplug:tracking"
-        assert mnp.memplug_name(cap) == "tracking"
+    with mnp.allocator("tracking") as alloc:
+        assert mnp.get_allocator().name == "memplug:tracking"
+        assert alloc.handler == memplug.Handler("tracking")
         arrays = [np.ones(n) for n in (1, 10, 1000, 100_000)]
-        assert all(mnp.get_handler_name(a) == "memplug:tracking" for a in arrays)
+        assert all(mnp.get_allocator(a).name == "memplug:tracking" for a in arrays)
     during = plugin("tracking")
     assert during["live_count"] >= before["live_count"] + 4
     assert during["live_bytes"] >= before["live_bytes"] + 8 * (1 + 10 + 1000 + 100_000)
@@ -40,20 +40,20 @@ def test_arrays_made_under_use_name_the_handler_and_return_every_byte():
 
 def test_arrays_made_before_keep_numpys_default():
     a = np.ones(100)
-    with mnp.use("tracking"):
+    with mnp.allocator("tracking"):
         b = np.ones(100)
-        assert mnp.get_handler_name(a) == "default_allocator"
-    assert mnp.get_handler_name(b) == "memplug:tracking"
-    assert mnp.get_handler_name() == "default_allocator"
-    assert mnp.memplug_name(mnp.current()) is None
+        assert mnp.get_allocator(a).name == "default_allocator"
+    assert mnp.get_allocator(b).name == "memplug:tracking"
+    assert mnp.get_allocator().name == "default_allocator"
+    assert mnp.get_allocator().handler is None
 
 
 def test_arrays_outliving_the_block_free_through_their_handler_on_any_thread():
     before = plugin("tracking")
-    with mnp.use("tracking"):
+    with mnp.allocator("tracking"):
         kept = np.arange(50_000.0)
         elsewhere = np.arange(70_000.0)
-    with mnp.use("system"):
+    with mnp.allocator("system"):
         kept += 1  # a new handler is current; the array still belongs to tracking
         del kept
     t = threading.Thread(target=lambda arr: arr.sum(), args=(elsewhere,))
@@ -74,15 +74,15 @@ def test_arrays_outliving_the_block_free_through_their_handler_on_any_thread():
 
 
 def test_aligned_gives_64_byte_aligned_data():
-    with mnp.use("aligned"):
+    with mnp.allocator("aligned"):
         arrays = [np.empty(n, dtype=np.uint8) for n in (1, 3, 64, 1000, 1 << 20)]
     for a in arrays:
         assert a.ctypes.data % 64 == 0, hex(a.ctypes.data)
     assert bridge("aligned")["header_bytes"] == 64
-    with mnp.use("aligned:alignment=4096"):
+    with mnp.allocator("aligned:alignment=4096"):
         big = np.zeros(5000)
     assert big.ctypes.data % 4096 == 0
-    assert mnp.get_handler_name(big) == "memplug:aligned:alignment=4096"
+    assert mnp.get_allocator(big).name == "memplug:aligned:alignment=4096"
 
 
 def test_arena_from_several_threads_with_numpy_releasing_the_gil():
@@ -92,14 +92,14 @@ def test_arena_from_several_threads_with_numpy_releasing_the_gil():
     def work(seed):
         try:
             rng = np.random.default_rng(seed)
-            with mnp.use("arena"):
+            with mnp.allocator("arena"):
                 for _ in range(30):
                     a = rng.random(20_000)      # ufunc loops release the GIL
                     b = np.sort(a * 2.0 + 1.0)
                     c = np.loadtxt(io.StringIO("\n".join(["1 2 3"] * 200)))  # parsing reallocs without the GIL
                     small = [np.arange(k) for k in range(1, 40)]
                     assert b[0] >= 1.0 and c.shape == (200, 3)
-                    assert mnp.get_handler_name(b) == "memplug:arena"
+                    assert mnp.get_allocator(b).name == "memplug:arena"
                     del a, b, c, small
         except BaseException as e:  # noqa: BLE001
             errors.append(e)
@@ -117,11 +117,11 @@ def test_arena_from_several_threads_with_numpy_releasing_the_gil():
 
 
 def test_realloc_through_numpy_keeps_contents():
-    with mnp.use("tracking"):
+    with mnp.allocator("tracking"):
         grown = np.fromiter((i * 0.5 for i in range(100_000)), dtype=float)  # unknown length: grows by realloc
         text = np.loadtxt(io.StringIO("\n".join(f"{i} {i + 1}" for i in range(5000))))
         parsed = np.fromstring(" ".join(str(i) for i in range(20_000)), sep=" ")
-    assert mnp.get_handler_name(grown) == "memplug:tracking"
+    assert mnp.get_allocator(grown).name == "memplug:tracking"
     np.testing.assert_array_equal(grown, np.arange(100_000) * 0.5)
     np.testing.assert_array_equal(text[:, 0], np.arange(5000))
     np.testing.assert_array_equal(parsed, np.arange(20_000))
@@ -131,7 +131,7 @@ def test_realloc_through_numpy_keeps_contents():
 
 def test_a_numpy_size_mismatch_is_counted_with_where_it_happened():
     before = bridge("tracking") or {"numpy_size_mismatches": 0}
-    with mnp.use("tracking"):
+    with mnp.allocator("tracking"):
         empty = np.fromstring("", sep=" ")  # NumPy allocates 8 bytes and frees with 1
         del empty  # MISMATCH-LINE
     after = bridge("tracking")
@@ -147,7 +147,7 @@ def test_a_numpy_size_mismatch_is_counted_with_where_it_happened():
 
 def test_free_null_is_filtered_and_counted():
     before = bridge("tracking")["null_frees"] if bridge("tracking") else 0
-    with mnp.use("tracking"):
+    with mnp.allocator("tracking"):
         np.argsort(np.arange(100)[::-1])  # frees an index buffer it never allocated
     assert bridge("tracking")["null_frees"] > before
     assert plugin("tracking")["bad_frees"] == 0
@@ -157,10 +157,10 @@ def test_mimalloc_by_symbol_name_serves_arrays(repo):
     if ctypes.util.find_library("mimalloc") is None:
         pytest.skip("libmimalloc is not installed (Debian: libmimalloc2.0)")
     memplug.load(repo / "examples" / "manifests" / "mimalloc.memplug.toml")
-    with mnp.use("mimalloc"):
+    with mnp.allocator("mimalloc"):
         a = np.arange(1_000_000, dtype=np.float64)
         b = np.sqrt(a) + 1
-    assert mnp.get_handler_name(b) == "memplug:mimalloc"
+    assert mnp.get_allocator(b).name == "memplug:mimalloc"
     assert b[4] == 3.0
     s = bridge("mimalloc")
     del a, b
@@ -168,7 +168,7 @@ def test_mimalloc_by_symbol_name_serves_arrays(repo):
 
 
 def test_bridge_counters_balance():
-    with mnp.use("system"):
+    with mnp.allocator("system"):
         arrays = [np.zeros(n) for n in range(1, 200)]
         s = bridge("system")
         assert s["live_blocks"] >= 199
@@ -180,20 +180,20 @@ def test_bridge_counters_balance():
 
 
 def test_the_capsule_is_made_once():
-    assert mnp.handler("tracking") is mnp.handler("tracking")
-    assert mnp.handler("arena:region_size=1m") is mnp.handler("arena:region_size=1m")
+    assert mnp.allocator("tracking").capsule is mnp.allocator("tracking").capsule
+    assert mnp.allocator("arena:region_size=1m").capsule is mnp.allocator("arena:region_size=1m").capsule
 
 
-def test_install_returns_the_previous_capsule():
-    previous = mnp.install("tracking")
+def test_set_allocator_returns_the_previous_allocator():
+    previous = mnp.set_allocator("tracking")
     try:
-        assert mnp.get_handler_name() == "memplug:tracking"
-        assert mnp.memplug_name(mnp.install("system")) == "tracking"
+        assert mnp.get_allocator().name == "memplug:tracking"
+        assert mnp.set_allocator("system").handler == memplug.Handler("tracking")
     finally:
-        mnp.install(previous)
-    assert mnp.get_handler_name() == "default_allocator"
+        mnp.set_allocator(previous)
+    assert mnp.get_allocator().name == "default_allocator"
     with pytest.raises(memplug.NumpyError) as info:
-        mnp.install(object())
+        mnp.set_allocator(object())
     assert info.value.code == "not-a-handler"
 
 
@@ -206,14 +206,14 @@ def test_the_peak_counts_arrays_of_several_threads_alive_at_once():
     b_made, a_again = threading.Event(), threading.Event()
 
     def a():
-        with mnp.use(key):
+        with mnp.allocator(key):
             x = np.empty(mb, np.uint8)
             del x
             a_again.wait()
             kept.append(np.empty(mb, np.uint8))
 
     def b():
-        with mnp.use(key):
+        with mnp.allocator(key):
             kept.append(np.empty(mb, np.uint8))
         b_made.set()
 

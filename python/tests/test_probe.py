@@ -53,9 +53,9 @@ def test_a_probed_library_spec_loads_and_serves():
         memplug.set_probe()
         h = memplug.from_library("libc.so.6", name="libc-probed")
         import numpy as np, memplug.numpy as mnp
-        with mnp.use(h.name):
+        with mnp.allocator(h.name):
             a = np.arange(1000)
-        print(mnp.get_handler_name(a), int(a.sum()))
+        print(mnp.get_allocator(a).name, int(a.sum()))
         """
     )
     assert r.returncode == 0, r.stderr

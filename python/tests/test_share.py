@@ -49,9 +49,22 @@ class Segment:
         self.name = f"{PREFIX}{tag}-{next(_names)}"
         self.key = f"shm:name={self.name},size={size},create=1,unlink=1"
         self.file = shm_file(self.name)
+        self._allocator: mnp.Allocator | None = None
+
+    @property
+    def allocator(self) -> mnp.Allocator:
+        """The segment's allocator, made (and the segment with it) the
+        first time it is asked for."""
+        if self._allocator is None:
+            self._allocator = mnp.allocator(self.key)
+        return self._allocator
+
+    def close(self) -> bool:
+        """Close the segment's allocator, if it was made."""
+        return False if self._allocator is None else self._allocator.close()
 
     def array(self, shape, dtype=np.float64, order="C") -> np.ndarray:
-        with mnp.use(self.key):
+        with self.allocator:
             return np.zeros(shape, dtype=dtype, order=order)
 
 
@@ -69,7 +82,7 @@ def segment(request):
     yield make
     gc.collect()
     for s in made:
-        mnp.close(s.key)
+        s.close()
         assert not s.file.exists(), f"{s.file} removed when its instance closed"
 
 
@@ -80,8 +93,8 @@ def mappings_of(path: Path) -> int:
 
 
 def test_an_array_changed_in_another_process_is_seen_here(segment):
-    for what, key in [("named", segment().key), ("own", "shm")]:
-        with mnp.use(key):
+    for what, key in [("named", segment().allocator), ("own", "shm")]:
+        with mnp.allocator(key):
             a = np.arange(12 * 1024, dtype=np.int64).reshape(96, 128)
         parent, child = SPAWN.Pipe()
         p = SPAWN.Process(target=share_workers.modify, args=(child,))
@@ -187,7 +200,7 @@ def test_views_share_exactly_their_elements(segment, view):
 def test_any_view_round_trips(steps, starts, dtype, order):
     s = Segment("hypothesis")
     try:
-        with mnp.use(s.key):
+        with s.allocator:
             a = np.zeros((7, 6, 5), dtype=dtype, order=order)
         pattern = (np.arange(a.nbytes) % 251).astype(np.uint8).tobytes()
         a[...] = np.frombuffer(pattern, dtype=a.dtype).reshape(a.shape)
@@ -198,7 +211,7 @@ def test_any_view_round_trips(steps, starts, dtype, order):
         del a, v, b
     finally:
         gc.collect()
-        mnp.close(s.key)
+        s.close()
     assert not s.file.exists()
 
 
@@ -250,13 +263,13 @@ def test_segments_are_made_0600_whatever_the_umask(segment):
 def test_arrays_no_shareable_handler_made_are_refused(segment):
     cases = {"NumPy's default handler": (np.ones(10), "not-shareable", "default_allocator")}
     made_before = np.ones(10)
-    with mnp.use(segment().key):
+    with segment().allocator:
         cases["made before the block"] = (made_before, "not-shareable", "default_allocator")
-    with mnp.use("system"):
+    with mnp.allocator("system"):
         cases["a memplug handler that cannot share"] = (np.ones(10), "not-shareable", "locate")
     cases["np.frombuffer"] = (np.frombuffer(b"12345678", dtype=np.uint8), "foreign-memory", "bytes")
     cases["a view of NumPy's default"] = (np.ones((4, 4))[1:, ::2], "not-shareable", "default_allocator")
-    with mnp.use(segment().key):
+    with segment().allocator:
         objects = np.array([object(), None])
     cases["objects"] = (objects, "object-dtype", "pointers")
     for what, (arr, code, hint) in cases.items():
@@ -275,7 +288,7 @@ def test_attaching_a_segment_that_is_gone(segment):
     h = mnp.share(a)
     del a
     gc.collect()
-    assert mnp.close(s.key) is True
+    assert s.close() is True
     assert not s.file.exists()
     with SPAWN.Pool(1) as pool:
         outcome = pool.apply(share_workers.try_attach, (h,))
@@ -314,7 +327,7 @@ def test_a_segment_made_again_under_the_same_name(segment):
     h = mnp.share(a)
     del a
     gc.collect()
-    mnp.close(first.key)
+    first.close()
     again = Segment("again", size="32m")
     again.name, again.key, again.file = first.name, first.key.replace("16m", "32m"), first.file
     b = again.array(100)
@@ -326,12 +339,20 @@ def test_a_segment_made_again_under_the_same_name(segment):
     finally:
         del b
         gc.collect()
-        mnp.close(again.key)
+        again.close()
     assert not first.file.exists()
 
 
-def test_close_applies_to_instances_only():
+def test_close_applies_to_instances_only(segment):
+    for alloc in (mnp.allocator("shm"), mnp.allocator(None), mnp.hooked("shm", lambda *e: None)):
+        with pytest.raises(memplug.NumpyError) as info:
+            alloc.close()
+        assert info.value.code == "not-an-instance", alloc
+    s = segment()
+    alloc = s.allocator
+    assert alloc.close() is True and alloc.close() is False
     with pytest.raises(memplug.NumpyError) as info:
-        mnp.close("shm")
-    assert info.value.code == "not-an-instance"
-    assert mnp.close("shm:name=never-made") is False
+        alloc.set_cache(False)
+    assert info.value.code == "allocator-closed"
+    assert mnp.allocator(s.key) is not alloc, "a new instance after close"
+    assert mnp.allocator(s.key).close() is True

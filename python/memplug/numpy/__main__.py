@@ -84,16 +84,16 @@ def split_argv(argv: Sequence[str]) -> Tuple[List[str], Optional[str], Optional[
     return list(argv), None, None, []
 
 
-def patch_threads(capsule: object) -> None:
-    """Make every ``threading.Thread`` started from now on install
-    ``capsule`` before its ``run`` (subclasses' too)."""
+def patch_threads(alloc: mnp.Allocator) -> None:
+    """Make every ``threading.Thread`` started from now on set ``alloc``
+    as NumPy's allocator before its ``run`` (subclasses' too)."""
     original_start = threading.Thread.start
 
     def start(self: threading.Thread) -> None:
         run = self.run
 
         def run_with_handler() -> None:
-            _native.numpy_set(capsule)
+            mnp.set_allocator(alloc)
             run()
 
         self.run = run_with_handler  # type: ignore[method-assign]
@@ -131,13 +131,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.plugin_path:
             memplug.load(*args.plugin_path, strict=False)
         memplug.load_search_path()
-        capsule = mnp.handler(args.handler)
+        alloc = mnp.allocator(args.handler)
     except (memplug.Error, ImportError) as e:
         return _fail(e)
 
-    mnp.install(capsule)
+    mnp.set_allocator(alloc)
     if args.all_threads:
-        patch_threads(capsule)
+        patch_threads(alloc)
 
     status = 0
     try:

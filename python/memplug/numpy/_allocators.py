@@ -1,6 +1,6 @@
 """Allocator objects: NumPy data-memory handlers as Python values
 (:class:`Allocator`, :func:`allocator`, :func:`get_allocator`,
-:func:`set_allocator`, :func:`create_allocator`, :func:`hooked`).
+:func:`set_allocator`, :func:`hooked`, :func:`owner_of`).
 
 An :class:`Allocator` wraps one NumPy ``mem_handler`` capsule -- memplug's,
 NumPy's own ``default_allocator``, or another library's -- and there is one
@@ -14,7 +14,6 @@ one back.
 from __future__ import annotations
 
 import contextvars
-import itertools
 import threading
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
@@ -30,7 +29,6 @@ _Entry = Tuple["Allocator", Capsule]
 _entered: contextvars.ContextVar[Tuple[_Entry, ...]] = contextvars.ContextVar("memplug_numpy_entered", default=())
 _cache: Dict[int, "Allocator"] = {}
 _cache_lock = threading.Lock()
-_names = itertools.count(1)
 #: Bounds the walk from a view to the array owning its data.
 _MAX_BASE_DEPTH = 10_000
 
@@ -40,9 +38,9 @@ class Allocator:
 
     Get one from :func:`allocator` (a memplug handler name, a
     ``memplug.Handler``, or a capsule), :func:`get_allocator` (the current
-    one, or the one that made an array's data), :func:`hooked` or
-    :func:`create_allocator`; never construct it directly. Allocators of the
-    same handler are the same object, so ``==`` and ``is`` agree.
+    one, or the one that made an array's data) or :func:`hooked`; never
+    construct it directly. Allocators of the same handler are the same
+    object, so ``==`` and ``is`` agree.
 
     ``with alloc:`` makes it NumPy's handler in the current context (thread
     or asyncio task) for the block and then restores the handler it
@@ -51,12 +49,13 @@ class Allocator:
     threads at once. It gives the allocator to ``as``.
     """
 
-    __slots__ = ("_capsule", "_key", "_name", "_memplug_name", "__weakref__")
+    __slots__ = ("_capsule", "_key", "_name", "_memplug_name", "_closed", "__weakref__")
 
     _capsule: Capsule
     _key: int
     _name: str
     _memplug_name: Optional[str]
+    _closed: bool
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("use memplug.numpy.allocator(name_or_handler_or_capsule) to get an Allocator")
@@ -79,6 +78,7 @@ class Allocator:
                 found._key = key
                 found._name = numpy_name
                 found._memplug_name = memplug_name
+                found._closed = False
                 _cache[key] = found
         return found
 
@@ -90,28 +90,83 @@ class Allocator:
 
     @property
     def capsule(self) -> Capsule:
-        """NumPy's ``mem_handler`` capsule of this handler."""
+        """NumPy's ``mem_handler`` capsule of this handler: the low-level
+        escape for C code that takes or gives NumPy's capsules (NumPy's
+        ``PyDataMem_SetHandler``, another library's handler). The way back
+        is :func:`allocator` of a capsule."""
         return self._capsule
 
     @property
     def handler(self) -> Optional["memplug.Handler"]:
-        """The :class:`memplug.Handler` behind it (``.name`` is what
-        :func:`memplug.stats` and :func:`memplug.numpy.handler` take), or
-        None for NumPy's default, hooked allocators and other libraries'
-        handlers."""
+        """The :class:`memplug.Handler` behind it (its ``name``, e.g.
+        ``"tracking"`` or ``"arena:region_size=1m"``, is what
+        :func:`memplug.stats` takes), or None for NumPy's default, hooked
+        allocators and other libraries' handlers."""
         return None if self._memplug_name is None else memplug.Handler(self._memplug_name)
 
-    @property
-    def memplug_name(self) -> Optional[str]:
-        """The memplug handler's name (``"tracking"``,
-        ``"arena:region_size=1m"``), or None: ``handler.name``."""
+    def _instance_name(self, what: str, code: str) -> str:
+        if self._memplug_name is None:
+            raise memplug.NumpyError(
+                f"{self!r} is not a memplug handler's allocator, so it has no bridge to {what}: "
+                "only allocators of memplug handlers (memplug.numpy.allocator(name)) have one",
+                code,
+            )
         return self._memplug_name
 
-    def install(self) -> "Allocator":
-        """Make this NumPy's handler in the current context (thread or
-        asyncio task), until changed; returns the previous allocator (pass
-        it to :func:`set_allocator` or call its ``install`` to go back)."""
-        return _wrap(_native.numpy_set(self._capsule))
+    def close(self) -> bool:
+        """Close this allocator's bridge, for an instance of a handler
+        (``allocator("shm:name=work,size=1g,unlink=1")``): memplug lets the
+        instance go once the arrays it made are freed -- at once if none is
+        left. For ``shm`` that unmaps the segment here and, with
+        ``unlink=1``, removes its name.
+
+        Arrays still alive keep working and free as before; NumPy
+        allocating through the closed allocator (still current somewhere,
+        by ``with`` or :func:`set_allocator`) succeeds while any of its
+        arrays lives and raises ``MemoryError`` after. :func:`allocator` of
+        the same name afterwards makes a new instance (a new Allocator).
+        ``memplug.stats(name)`` still reports the closed bridge until then.
+
+        Returns False if it was closed already. Raises
+        :class:`memplug.NumpyError` ``"not-an-instance"`` for a registered
+        handler (``"shm"``, ``"system"``), which lives for the process, and
+        for allocators that are not memplug handlers'.
+        """
+        name = self._instance_name("close", "not-an-instance")
+        with _cache_lock:
+            if self._closed:
+                return False
+            self._closed = True
+        try:
+            closed: bool = _native.numpy_close(name)
+        except BaseException:
+            self._closed = False
+            raise
+        return closed
+
+    def set_cache(self, enabled: bool) -> bool:
+        """Turn the bridge's cache of freed blocks (the small blocks and
+        each thread's spares) on or off; returns whether it was on. Turning
+        it off frees the blocks cached by this thread and by threads that
+        ended at once, and those of other live threads at their next free
+        of a block of at most 2 MiB through this allocator.
+
+        Raises :class:`memplug.NumpyError` ``"not-cacheable"`` (with the
+        reason) for an allocator the bridge never caches for: not
+        thread-safe, reporting statistics, shareable, made while
+        ``MEMPLUG_NUMPY_CACHE=0``, or not a memplug handler's; and
+        ``"allocator-closed"`` after :meth:`close`.
+        """
+        name = self._instance_name("cache for", "not-cacheable")
+        if self._closed:
+            raise memplug.NumpyError(
+                f"{self!r} is closed (its instance goes once its arrays are freed): get the instance's new "
+                f"allocator with memplug.numpy.allocator({name!r})",
+                "allocator-closed",
+            )
+        memplug._ensure_loaded()
+        was: bool = _native.numpy_set_cache(name, enabled)
+        return was
 
     def handles(self, arr: Any) -> bool:
         """Whether this allocator made ``arr``'s data: that of the array
@@ -155,6 +210,19 @@ class Allocator:
         return f"<memplug.numpy.Allocator {self._name!r}>"
 
 
+def _capsule_of(name: str) -> Capsule:
+    """NumPy's capsule of memplug handler ``name``: made once, kept for the
+    process (until :meth:`Allocator.close` of an instance)."""
+    try:
+        import numpy  # noqa: F401  (the capsule is for NumPy)
+    except ImportError as e:
+        raise memplug.NumpyError(
+            f"NumPy is not importable ({e}): install numpy>=1.22", "numpy-unavailable"
+        ) from e
+    memplug._ensure_loaded()
+    return _native.numpy_capsule(name)
+
+
 def _wrap(capsule: Optional[Capsule]) -> Optional[Allocator]:
     return None if capsule is None else Allocator._of(capsule)
 
@@ -167,34 +235,37 @@ def _default_capsule() -> Capsule:
         _native.numpy_set(previous)
 
 
-AllocatorLike = Union[Allocator, str, Capsule, None]
+AllocatorLike = Union[Allocator, str, "memplug.Handler", Capsule, None]
 
 
 def allocator(handler_or_name: AllocatorLike) -> Allocator:
     """The :class:`Allocator` of a handler.
 
-    ``handler_or_name`` is a memplug handler name (``"tracking"``,
-    ``"arena:region_size=1m"``: as :func:`memplug.numpy.handler`), a
-    ``memplug.Handler`` (by its ``name``), a NumPy ``mem_handler`` capsule
-    (memplug's, NumPy's or another library's), an :class:`Allocator`
+    ``handler_or_name`` is a memplug handler name (``"tracking"``), an
+    instance's (``"arena:region_size=1m"``: made with those options by the
+    plugin's ABI 1.1 ``create``, one per distinct string, kept until
+    :meth:`Allocator.close`), a ``memplug.Handler`` (by its ``name``), a
+    NumPy ``mem_handler`` capsule (memplug's, NumPy's or another
+    library's: the way in for C code's capsules), an :class:`Allocator`
     (returned as is), or None for NumPy's own ``default_allocator``.
 
-    Raises what :func:`memplug.numpy.handler` raises for a name, and
+    Raises :class:`memplug.UnknownHandlerError` (naming the loaded
+    handlers) for an unknown name, :class:`memplug.LoadError` if the plugin
+    refuses the options (``"bad-options"``, ``"no-options"``),
+    :class:`memplug.NumpyError` if NumPy is missing or older than 1.22, and
     :class:`memplug.NumpyError` ``"not-a-handler"`` for any other object.
     """
-    from memplug.numpy import handler
-
     if isinstance(handler_or_name, Allocator):
         return handler_or_name
     if handler_or_name is None:
         return Allocator._of(_default_capsule())
     if isinstance(handler_or_name, str):
-        return Allocator._of(handler(handler_or_name))
+        return Allocator._of(_capsule_of(handler_or_name))
     if _native.capsule_key(handler_or_name) is not None:
         return Allocator._of(handler_or_name)
     name = getattr(handler_or_name, "name", None)
     if isinstance(name, str):  # a memplug.Handler
-        return Allocator._of(handler(name))
+        return Allocator._of(_capsule_of(name))
     return Allocator._of(handler_or_name)  # raises not-a-handler
 
 
@@ -257,50 +328,6 @@ def set_allocator(alloc: AllocatorLike) -> Allocator:
     anything :func:`allocator` takes."""
     cap = None if alloc is None else allocator(alloc).capsule
     return Allocator._of(_native.numpy_set(cap))
-
-
-def _fresh_name() -> str:
-    taken = set(memplug.names())
-    while True:
-        name = f"python-{next(_names)}"
-        if name not in taken:
-            return name
-
-
-def create_allocator(
-    *,
-    malloc: Any,
-    free: Any,
-    calloc: Any = None,
-    realloc: Any = None,
-    name: Optional[str] = None,
-    thread_safe: bool = True,
-    alignment: int = 16,
-) -> Allocator:
-    """An allocator over C functions you give (ctypes functions or their
-    addresses), as NEP 49's discussion spells it:
-    ``allocator(memplug.from_functions(name, malloc=..., free=..., ...))``.
-
-    ``name`` defaults to ``"python-N"``, the first ``N`` (from 1) not
-    registered yet. See :func:`memplug.from_functions` for the functions'
-    signatures, ``thread_safe`` and ``alignment``.
-    """
-    from_functions = getattr(memplug, "from_functions", None)
-    if from_functions is None:
-        raise memplug.NumpyError(
-            "this memplug has no memplug.from_functions, which create_allocator needs: upgrade memplug",
-            "no-from-functions",
-        )
-    handler = from_functions(
-        name if name is not None else _fresh_name(),
-        malloc=malloc,
-        free=free,
-        calloc=calloc,
-        realloc=realloc,
-        thread_safe=thread_safe,
-        alignment=alignment,
-    )
-    return allocator(handler)
 
 
 Callback = Callable[[str, int, int, Optional[int]], Any]

@@ -1,7 +1,7 @@
 """NumPy arrays handed to other processes without copying.
 
 :func:`share` turns an array whose data a *shareable* memplug handler made
-(the bundled ``shm`` plugin: ``memplug.numpy.use("shm:name=...,size=...")``)
+(the bundled ``shm`` plugin: ``memplug.numpy.allocator("shm:name=...,size=...")``)
 into a :class:`SharedArray`, a small picklable handle; :func:`attach` turns
 the handle back into an ndarray over the same memory in another process.
 See :mod:`memplug.numpy` for the rules (who frees, lifetimes, taking turns).
@@ -116,7 +116,7 @@ def share(arr: Any) -> SharedArray:
     (:func:`attach` there gives an ndarray over the same bytes).
 
     ``arr`` is an array whose data a shareable memplug handler made -- made
-    inside ``with memplug.numpy.use("shm:name=NAME,size=SIZE"):`` -- or any
+    inside ``with memplug.numpy.allocator("shm:name=NAME,size=SIZE"):`` -- or any
     view of one (a slice, a transposed or reversed view, a reshaped one):
     the handle names just the bytes the view reaches, inside the block. A
     view of an attached array can be shared on, too. Nothing is copied;
@@ -126,7 +126,7 @@ def share(arr: Any) -> SharedArray:
     ``resize`` it) until the other processes are done with the memory.
 
     Raises :class:`memplug.ShareError`: ``"not-shareable"`` for data made
-    by NumPy's default handler (arrays made before entering ``use``) or by
+    by NumPy's default handler (arrays made before entering the ``with`` block) or by
     a memplug handler that cannot share (no ABI 1.2 ``locate``/``resolve``,
     e.g. ``system``); ``"foreign-memory"`` for arrays over memory no handler
     made (``np.frombuffer``, memory maps); ``"object-dtype"`` for arrays of
@@ -163,7 +163,7 @@ def share(arr: Any) -> SharedArray:
             raise ShareError(
                 f"the array's memory belongs to {what}, not to an array a memplug handler made, so no handler can "
                 "share it: copy it into an array made under a shareable handler, e.g. "
-                '`with memplug.numpy.use("shm:name=NAME,size=SIZE"): b = np.array(a)`',
+                '`with memplug.numpy.allocator("shm:name=NAME,size=SIZE"): b = np.array(a)`',
                 "foreign-memory",
             )
         base = following
