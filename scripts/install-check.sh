@@ -9,7 +9,10 @@
 #  4. --uninstall leaves the prefix without memplug's files (and keeps a file
 #     it did not install);
 #  5. the Debian package (scripts/deb.sh): dpkg -i, /usr/bin/memplug check
-#     (every bundled plugin ok), dpkg -r, and nothing of it left.
+#     (every bundled plugin ok), dpkg -r, and nothing of it left;
+#  6. in both, the licence texts (the .deb's Debian copyright file), the man
+#     pages (rendered with man -l) and the shell completions (bash's offers
+#     the subcommands).
 # Installs pkg-config (apt-get) and cargo-deb (cargo install) when missing
 # and running as root; otherwise says what to install and fails. The .deb
 # part needs root (dpkg -i). Prints how long each step took.
@@ -84,7 +87,37 @@ if bad:
 ' "$1" "${PLUGINS[@]}"
 }
 
-step "prerequisites (cc, pkg-config, python3, cargo-deb, dpkg, root for the .deb)"
+# Assert that the man pages in $1 (memplug.1 and one per subcommand, plain
+# or gzipped) are there and that man renders them.
+man_pages_ok() {
+    local dir=$1 sub page
+    for sub in memplug memplug-check memplug-list memplug-inspect memplug-run memplug-bench memplug-completions; do
+        page=$dir/$sub.1
+        [[ -f $page ]] || page=$page.gz
+        [[ -f $page ]] || fail "no man page $dir/$sub.1"
+        MANWIDTH=80 man -l "$page" 2>/dev/null | grep -q "^NAME" || fail "man -l $page renders no NAME section"
+    done
+    MANWIDTH=80 man -l "$page" | head -n 8
+}
+
+# Assert that the bash completion script $1 offers the subcommands after
+# `memplug ` and the options of `memplug run --h`.
+bash_completion_ok() {
+    local offered
+    # shellcheck disable=SC2016 # expanded by the inner bash.
+    offered=$(bash -c 'source "$1"; COMP_WORDS=(memplug ""); COMP_CWORD=1; _memplug memplug "" memplug; printf "%s\n" "${COMPREPLY[@]}"' _ "$1") ||
+        fail "sourcing the bash completion $1"
+    local sub
+    for sub in list inspect paths install uninstall check bench run completions; do
+        grep -qx "$sub" <<<"$offered" || fail "bash completion ($1) does not offer '$sub' after 'memplug ' (it offers: $(tr '\n' ' ' <<<"$offered"))"
+    done
+    # shellcheck disable=SC2016 # expanded by the inner bash.
+    offered=$(bash -c 'source "$1"; COMP_WORDS=(memplug run --ha); COMP_CWORD=2; _memplug memplug --ha run; printf "%s\n" "${COMPREPLY[@]}"' _ "$1")
+    grep -qx -- "--handler" <<<"$offered" || fail "bash completion ($1) does not complete 'memplug run --ha' to --handler"
+    echo "bash completion ($1): the subcommands after 'memplug ', --handler after 'memplug run --ha'"
+}
+
+step "prerequisites (cc, pkg-config, python3, man, cargo-deb, dpkg, root for the .deb)"
 command -v cc >/dev/null || fail "cc is missing: apt-get install -y gcc libc6-dev"
 command -v python3 >/dev/null || fail "python3 is missing: apt-get install -y python3"
 if ! command -v pkg-config >/dev/null; then
@@ -105,6 +138,15 @@ if dpkg-query -W -f='${Status}' memplug 2>/dev/null | grep -q "install ok instal
     fail "a memplug package is installed already; remove it first (dpkg -r memplug)"
 fi
 pkg-config --version >/dev/null
+if ! command -v man >/dev/null; then
+    if ((is_root)); then
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update
+        apt-get install -y --no-install-recommends man-db
+    else
+        fail "man is missing: sudo apt-get install -y man-db"
+    fi
+fi
 
 step "scripts/install.sh --prefix TMP (release build)"
 prefix=$work/prefix
@@ -120,7 +162,17 @@ for p in "${PLUGINS[@]}"; do
 done
 [[ $(stat -c %a "$prefix/bin/memplug") == 755 ]] || fail "bin/memplug is not mode 755"
 ls "$prefix"/share/memplug/manifests/*.memplug.toml >/dev/null || fail "no manifests in share/memplug/manifests"
+for f in share/doc/memplug/LICENSE-MIT share/doc/memplug/LICENSE-APACHE; do
+    cmp -s "$prefix/$f" "${f##*/}" || fail "$prefix/$f is not the repository's ${f##*/}"
+done
+for f in share/bash-completion/completions/memplug share/zsh/site-functions/_memplug share/fish/vendor_completions.d/memplug.fish; do
+    [[ -s $prefix/$f ]] || fail "$prefix/$f (a shell completion) was not installed"
+done
 scripts/install.sh --prefix "$prefix" --no-build >/dev/null || fail "installing again over the same prefix"
+
+step "the installed man pages render; bash completion offers the subcommands"
+man_pages_ok "$prefix/share/man/man1"
+bash_completion_ok "$prefix/share/bash-completion/completions/memplug"
 
 step "installed memplug check, no environment variable set"
 home=$work/home
@@ -201,6 +253,18 @@ clean_env "$home" /usr/bin/memplug check --json >"$work/check3.json" || {
 }
 all_bundled_ok /usr/lib/memplug/plugins <"$work/check3.json" || fail "the packaged plugins are not all ok"
 clean_env "$home" /usr/bin/memplug check "$work/c/libcounting-usr.so" || fail "memplug check of the C plugin (/usr/include)"
+
+step "the package's copyright file, man pages and completions"
+copyright=/usr/share/doc/memplug/copyright
+grep -qx "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" "$copyright" || fail "$copyright is not in Debian's copyright format"
+grep -qx "License: MIT" "$copyright" && grep -qx "License: Apache-2.0" "$copyright" || fail "$copyright lacks a licence paragraph"
+grep -q "Permission is hereby granted, free of charge" "$copyright" || fail "$copyright lacks the MIT text"
+grep -q "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" "$copyright" || fail "$copyright lacks the Apache-2.0 text"
+man_pages_ok /usr/share/man/man1
+MANWIDTH=80 man memplug-run | grep -q "memplug-run" || fail "man memplug-run does not find the packaged page"
+bash_completion_ok /usr/share/bash-completion/completions/memplug
+[[ -s /usr/share/zsh/vendor-completions/_memplug && -s /usr/share/fish/vendor_completions.d/memplug.fish ]] ||
+    fail "the package's zsh or fish completion is missing"
 
 step "dpkg -r memplug, nothing left"
 dpkg -r memplug

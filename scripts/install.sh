@@ -30,6 +30,11 @@ installs, under PREFIX (default /usr/local):
   lib/memplug/plugins/libmemplug_*.so          the seven bundled plugins (0644)
   lib/memplug/libmemplug_preload.so            the interposer of `memplug run` (0644)
   include/memplug.h                            the C header for plugin authors
+  share/man/man1/memplug.1, memplug-*.1        man pages (from the command's own definitions)
+  share/bash-completion/completions/memplug    bash completion
+  share/zsh/site-functions/_memplug            zsh completion
+  share/fish/vendor_completions.d/memplug.fish fish completion
+  share/doc/memplug/LICENSE-MIT, LICENSE-APACHE  the licence texts
   lib/pkgconfig/memplug.pc                     pkg-config: --cflags, --variable=plugindir
   share/memplug/manifests/*.memplug.toml       example manifests
   share/memplug/install-manifest.txt           the list of installed files
@@ -80,7 +85,18 @@ dest=$destdir$prefix
 list=share/memplug/install-manifest.txt
 
 # The directories an install may create, parents first (relative to PREFIX).
-DIRS=(bin include lib lib/memplug lib/memplug/plugins lib/pkgconfig share share/memplug share/memplug/manifests)
+DIRS=(bin include lib lib/memplug lib/memplug/plugins lib/pkgconfig share share/memplug share/memplug/manifests
+    share/man share/man/man1 share/doc share/doc/memplug share/bash-completion share/bash-completion/completions
+    share/zsh share/zsh/site-functions share/fish share/fish/vendor_completions.d)
+
+# The shell completions: shell, and where its script goes (relative to PREFIX).
+COMPLETIONS=("bash share/bash-completion/completions/memplug" "zsh share/zsh/site-functions/_memplug"
+    "fish share/fish/vendor_completions.d/memplug.fish")
+LICENSES=(LICENSE-MIT LICENSE-APACHE)
+
+# The man pages' file names (memplug.1, memplug-run.1, ...): those the built
+# command writes at install; at --uninstall, those installed.
+man_pages=()
 
 # What an install puts under PREFIX (relative paths), recomputed from the
 # source tree.
@@ -90,6 +106,9 @@ installed_files() {
     echo lib/memplug/libmemplug_preload.so
     echo include/memplug.h
     echo lib/pkgconfig/memplug.pc
+    for m in "${man_pages[@]}"; do echo "share/man/man1/$m"; done
+    for c in "${COMPLETIONS[@]}"; do echo "${c#* }"; done
+    for l in "${LICENSES[@]}"; do echo "share/doc/memplug/$l"; done
     for m in "$root"/examples/manifests/*.memplug.toml; do
         if [[ -e $m ]]; then echo "share/memplug/manifests/$(basename "$m")"; fi
     done
@@ -97,6 +116,9 @@ installed_files() {
 }
 
 if ((uninstall)); then
+    for m in "$dest"/share/man/man1/memplug.1 "$dest"/share/man/man1/memplug-*.1; do
+        if [[ -e $m ]]; then man_pages+=("$(basename "$m")"); fi
+    done
     files=()
     dirs=()
     if [[ -f $dest/$list ]]; then
@@ -109,7 +131,7 @@ if ((uninstall)); then
     else
         echo "install.sh: no $dest/$list; removing the files this source tree installs"
         # Without the list, only memplug's own directories are removed.
-        dirs=(lib/memplug lib/memplug/plugins share/memplug share/memplug/manifests)
+        dirs=(lib/memplug lib/memplug/plugins share/memplug share/memplug/manifests share/doc/memplug)
     fi
     mapfile -t -O "${#files[@]}" files < <(installed_files)
     removed=0
@@ -237,8 +259,24 @@ for m in "$root"/examples/manifests/*.memplug.toml; do
     install -m 0644 "$m" "$dest/share/memplug/manifests/"
 done
 
+for l in "${LICENSES[@]}"; do
+    install -m 0644 "$root/$l" "$dest/share/doc/memplug/$l"
+done
+
 pc=$(mktemp)
-trap 'rm -f "$pc"' EXIT
+gen=$(mktemp -d)
+trap 'rm -rf "$pc" "$gen"' EXIT
+# Man pages and completions, written by the command being installed from its
+# own argument definitions.
+"$release/memplug" man-pages "$gen/man" >/dev/null
+for m in "$gen"/man/*.1; do
+    install -m 0644 "$m" "$dest/share/man/man1/"
+    man_pages+=("$(basename "$m")")
+done
+for c in "${COMPLETIONS[@]}"; do
+    "$release/memplug" completions "${c%% *}" >"$gen/completion"
+    install -m 0644 "$gen/completion" "$dest/${c#* }"
+done
 pc_file >"$pc"
 install -m 0644 "$pc" "$dest/lib/pkgconfig/memplug.pc"
 

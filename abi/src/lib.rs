@@ -397,6 +397,11 @@ pub struct MemplugStats {
     pub size_mismatches: u64,
 }
 
+/// The crate README's example, compiled and run as a doctest.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 #[cfg(test)]
 mod tests {
     use super::*;

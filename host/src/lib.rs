@@ -71,6 +71,14 @@
 //! default cargo feature `cli`); the library itself does not depend on
 //! clap, serde_json or tracing-subscriber.
 //!
+//! # Cargo features
+//! - `cli` (default): the `memplug` command. Off, the library builds
+//!   without clap, serde_json, tracing-subscriber, indicatif and tempfile.
+//! - `nightly`: [`Handler`] and [`HandlerGuard`] implement the standard
+//!   library's unstable `core::alloc::Allocator` (allocator-api2 then
+//!   re-exports it), so `Vec::new_in` and the rest of std take them;
+//!   nightly Rust only.
+//!
 //! # Unsafe code
 //! The crate denies `unsafe` code. The `raw` module holds the unsafe core;
 //! where a front end calls one of its `unsafe` primitives, it opts in for

@@ -222,7 +222,7 @@ def build_sdist(sdist_directory, config_settings=None):
             return info
 
         path = Path(sdist_directory) / name
-        with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT) as tar:
+        with tarfile.open(path, "w:gz", format=tarfile.PAX_FORMAT, dereference=True) as tar:
             for arcname, text in generated.items():
                 data = text.encode()
                 info = normalise(tarfile.TarInfo(f"{top}/{arcname}"))

@@ -1,9 +1,11 @@
 //! The command line: parsing, and dispatch to one file per command
-//! (`check.rs`, `list.rs`, `inspect.rs`, `bench/` and `run/`); `table.rs` renders
+//! (`check.rs`, `list.rs`, `inspect.rs`, `bench/` and `run/`; `generate.rs`
+//! the completions and man pages); `table.rs` renders
 //! reports as a table, `args.rs` holds the arguments shared by several
 //! commands.
 
 mod args;
+mod generate;
 mod inspect;
 mod jobs;
 mod bench;
@@ -16,7 +18,7 @@ mod install;
 mod list;
 
 use args::{IsolationArgs, PolicyArgs, SymbolArgs, TrustArgs};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use memplug::Candidate;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -137,6 +139,18 @@ enum Command {
     /// Exits with the program's status (128 + the signal's number if one
     /// ended it); 2 if the handler is refused (the program is not started).
     Run(Box<run::RunArgs>),
+    /// Print the shell completion script for SHELL on stdout, e.g.
+    /// `memplug completions bash > ~/.local/share/bash-completion/completions/memplug`.
+    Completions {
+        /// The shell: bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages (memplug.1, memplug-run.1, ...) into DIR, for
+    /// packagers: scripts/install.sh and the .deb install them.
+    ManPages {
+        /// The directory to write into (made if missing).
+        dir: PathBuf,
+    },
 }
 
 /// Which plugin directory `install` and `uninstall` use.
@@ -211,6 +225,8 @@ fn run(cli: Cli) -> ExitCode {
         }
         Command::Bench(args) => bench::run(*args),
         Command::Run(args) => run::run(*args),
+        Command::Completions { shell } => generate::completions(Cli::command(), shell),
+        Command::ManPages { dir } => generate::man_pages(Cli::command(), &dir),
     }
 }
 
