@@ -126,21 +126,69 @@ fn modules_import_only_from_the_layers_below() {
     assert!(violations.is_empty(), "imports against the layer order of lib.rs:\n{}", violations.join("\n"));
 }
 
+/// The modules at the top of the crate in `src`: its files but `lib.rs`,
+/// and its folders (a module of files).
+fn top_level_modules(src: &str) -> Vec<String> {
+    let mut found: Vec<String> = std::fs::read_dir(support::root().join(src))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter_map(|p| match p.extension() {
+            Some(e) if e == "rs" => p.file_stem()?.to_str().map(str::to_string),
+            None if p.is_dir() => p.file_name()?.to_str().map(str::to_string),
+            _ => None,
+        })
+        .filter(|m| m != "lib")
+        .collect();
+    found.sort();
+    found
+}
+
 #[test]
 fn the_python_crates_modules_import_only_from_the_layers_below() {
     let layers = layers("python/src");
-    assert!(layers.len() > 10, "python/src/lib.rs lists the modules: {layers:?}");
-    let mut listed: Vec<String> = rust_files(&support::root().join("python/src"))
-        .iter()
-        .filter_map(|f| f.file_stem()?.to_str().map(str::to_string))
-        .filter(|m| m != "lib")
-        .collect();
-    listed.sort();
+    assert!(layers.len() > 5, "python/src/lib.rs lists the modules: {layers:?}");
     let mut declared = layers.clone();
     declared.sort();
-    assert_eq!(listed, declared, "every file of python/src is a module declared in its lib.rs");
+    assert_eq!(
+        top_level_modules("python/src"),
+        declared,
+        "every file and folder of python/src is a module declared in its lib.rs"
+    );
+    let lib = std::fs::read_to_string(support::root().join("python/src/lib.rs")).unwrap();
+    let docs: Vec<&str> =
+        lib.lines().filter_map(|l| l.strip_prefix("//!")).map(|l| l.strip_prefix(' ').unwrap_or(l)).collect();
+    let listed: Vec<String> = layer_list(&docs.join("\n"), "# Layers").into_iter().flat_map(|(_, m)| m).collect();
+    assert_eq!(listed, layers, "python/src/lib.rs's `# Layers` list names its modules in the order they are declared");
     let violations = layer_violations("python/src");
     assert!(violations.is_empty(), "imports against the layer order of python/src/lib.rs:\n{}", violations.join("\n"));
+}
+
+#[test]
+fn the_python_crates_unsafe_code_is_in_its_raw_modules_only() {
+    let src = support::root().join("python/src");
+    let raw = |m: &str| m.ends_with("_raw");
+    let mut wrong = Vec::new();
+    for file in rust_files(&src) {
+        let module = file.file_stem().unwrap().to_str().unwrap();
+        if has_unsafe_code(&file) && !raw(module) {
+            wrong.push(format!("{} has unsafe code; `{module}` is not a `*_raw` module", file.display()));
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        for pair in lines.windows(2).filter(|w| w[0] == "#[allow(unsafe_code)]") {
+            let declared = pair[1].trim_start_matches("pub ").strip_prefix("mod ").and_then(|m| m.strip_suffix(';'));
+            if !declared.is_some_and(raw) {
+                wrong.push(format!(
+                    "{} allows unsafe code in `{}`, whose name does not say so",
+                    file.display(),
+                    pair[1]
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "keep the unsafe code in modules named `*_raw`:\n{}", wrong.join("\n"));
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    assert!(lib.lines().any(|l| l.trim() == "#![deny(unsafe_code)]"), "python/src/lib.rs denies unsafe code");
 }
 
 #[test]
