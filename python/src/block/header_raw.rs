@@ -14,7 +14,7 @@
 //! # The plain format
 //! [`header_size`] bytes, a multiple of the handler's alignment and at
 //! least [`HEADER_MIN_BYTES`], so the pointer keeps the handler's
-//! alignment ([`write`], [`write_after`], [`read`], [`says`]):
+//! alignment ([`write()`], [`write_after`], [`read`], [`says`]):
 //!
 //! ```text
 //!   base (from the plugin)          ptr (to NumPy)

@@ -90,7 +90,7 @@ impl Attachment {
     }
 }
 
-/// Attach the block a handle (the dict [`share_array`] made) names.
+/// Attach the block a handle (the dict [`share_array`](super::export::share_array) made) names.
 #[pyfunction]
 pub fn attach_block(py: Python<'_>, handle: &Bound<'_, PyAny>) -> PyResult<Attachment> {
     let block = block_from(handle)?;
