@@ -191,6 +191,34 @@ fn rust_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+#[test]
+fn the_python_crates_unsafe_code_is_in_its_raw_modules_only() {
+    let src = support::root().join("python/src");
+    let raw = |m: &str| m.ends_with("_raw");
+    let mut wrong = Vec::new();
+    for file in rust_files(&src) {
+        let module = file.file_stem().unwrap().to_str().unwrap();
+        if has_unsafe_code(&file) && !raw(module) {
+            wrong.push(format!("{} has unsafe code; `{module}` is not a `*_raw` module", file.display()));
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = text.lines().map(str::trim).collect();
+        for pair in lines.windows(2).filter(|w| w[0] == "#[allow(unsafe_code)]") {
+            let declared = pair[1].trim_start_matches("pub ").strip_prefix("mod ").and_then(|m| m.strip_suffix(';'));
+            if !declared.is_some_and(raw) {
+                wrong.push(format!(
+                    "{} allows unsafe code in `{}`, whose name does not say so",
+                    file.display(),
+                    pair[1]
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "keep the unsafe code in modules named `*_raw`:\n{}", wrong.join("\n"));
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    assert!(lib.lines().any(|l| l.trim() == "#![deny(unsafe_code)]"), "python/src/lib.rs denies unsafe code");
+}
+
 /// Whether `file` has unsafe code outside comments: an `unsafe` block,
 /// function, impl, trait or extern block, or an unsafe attribute
 /// (`#[unsafe(no_mangle)]`); the type of an unsafe function pointer

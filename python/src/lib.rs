@@ -1,38 +1,45 @@
 //! `memplug._memplug`: the native half of the `memplug` Python package.
 //!
 //! The Python modules (`memplug`, `memplug.numpy`) are the public API and
-//! document it; this module gives them:
-//! - loading into memplug's process-wide registry and describing it
-//!   ([`registry`]);
-//! - bridges: a memplug handler seen from NumPy, with its block header,
-//!   counters, cache of freed blocks and record of NumPy's mistakes
-//!   ([`bridge`]; the counters [`counters`], kept in the per-thread lines
-//!   of [`lines`]), under the unsafe [`raw_plugin`] (the block header, the
-//!   calls to the plugin), [`raw_block`] and [`raw_free`] (the functions
-//!   NumPy calls),
-//!   [`raw_padded`] (the same for shareable handlers, whose data is
-//!   aligned to 64 bytes) and over [`raw_cache`] (the per-thread lists of
-//!   cached small blocks and the spares);
-//! - NumPy's handler capsules, current handler and arrays' handlers
-//!   ([`numpy`]), over the unsafe [`raw_numpy`] (NumPy's C API table, the
-//!   capsules) and [`raw_thread`] (the thread's id, whether it holds the
-//!   GIL);
-//! - hooked handlers, which call a Python callback after each call into
-//!   another handler ([`hook`]: the callback's side, over the unsafe
-//!   [`raw_hook`]: the functions NumPy calls);
-//! - arrays shared with other processes and attached from them
-//!   ([`share`], over the unsafe [`raw_share`]);
-//! - allocators defined from Python at run time: a library's functions by
-//!   symbol name, C functions by address, Python callables ([`define`],
-//!   over the unsafe [`raw_callbacks`]: the trampolines that call Python);
-//! - exceptions with reason codes ([`errors`]).
+//! document it; this module gives them loading into memplug's process-wide
+//! registry and describing it, bridges (a memplug handler seen from NumPy),
+//! NumPy's handler capsules and hooked handlers, arrays shared with other
+//! processes, and allocators defined from Python at run time.
 //!
-//! Layers, lowest first, in the order of the `mod` lines below: each
-//! module imports only from the modules declared before it (checked by
-//! `tests/architecture.rs`): `errors`, `raw_thread`, `raw_cache` → `lines`
-//! → `counters` → `bridge` → `raw_plugin` → `raw_padded` → `raw_block` →
-//! `raw_free` → `raw_numpy` → `hook` → `raw_hook` → `raw_share` → `registry` → `numpy`,
-//! `share` → `raw_callbacks` → `define` → this module.
+//! # Layers
+//! One folder per concern. Each module imports only from modules above it
+//! in this list (bottom first), never from one below; there are no circles
+//! (checked by `tests/architecture.rs`). In each folder, its `mod.rs` lists
+//! its own modules the same way.
+//! 0. [`errors`] — Python exceptions carrying memplug's reason codes;
+//!    [`thread_raw`] — the calling thread, asked of the system: its id and
+//!    whether it holds the GIL; each imports nothing;
+//! 1. [`block`] — a bridged block's memory: the block header in both its
+//!    formats (`header_raw`, the one place that reads and writes it), the
+//!    size classes of small blocks, and the per-thread cache of freed
+//!    blocks (`cache_raw`);
+//! 2. [`counters`] — the per-thread counter slots (`thread_lines`) and the
+//!    counting over them (`counting`): blocks and bytes allocated, freed,
+//!    live and peak;
+//! 3. [`bridge`] — a memplug handler seen from NumPy (`state`), the record
+//!    of NumPy's mistakes (`events`), and the functions NumPy calls
+//!    (`alloc_raw`, `free_raw`, `padded_raw`, over `plugin_raw`);
+//! 4. [`registry`] — loading plugins into memplug's registry, the bridges
+//!    of its handlers by name, and what it holds as Python dicts;
+//! 5. [`numpy`] — NumPy's C API, its handler capsules, an ndarray's fields,
+//!    hooked handlers, and the safe front the NumPy functions below use;
+//! 6. [`share`] — arrays handed to other processes and attached from them;
+//! 7. [`define`] — allocators defined from Python at run time: a library's
+//!    functions by symbol name, C functions by address, Python callables.
+//!
+//! This file declares the modules and the native module's functions, which
+//! call into them.
+//!
+//! # Unsafe code
+//! The crate denies `unsafe` code; the modules whose names end in `_raw`
+//! allow it (on their `mod` lines, here or in their folder's `mod.rs`), and
+//! every `unsafe` block in them argues why it holds in a `// SAFETY:`
+//! comment. The folders themselves and every other module have none.
 //!
 //! Its Rust API is private (Python is the public one): these docs are for
 //! the people working on it, `cargo doc --document-private-items`.
@@ -43,32 +50,13 @@
 
 mod errors;
 #[allow(unsafe_code)]
-mod raw_thread;
-#[allow(unsafe_code)]
-mod raw_cache;
-mod lines;
+mod thread_raw;
+mod block;
 mod counters;
 mod bridge;
-#[allow(unsafe_code)]
-mod raw_plugin;
-#[allow(unsafe_code)]
-mod raw_padded;
-#[allow(unsafe_code)]
-mod raw_block;
-#[allow(unsafe_code)]
-mod raw_free;
-#[allow(unsafe_code)]
-mod raw_numpy;
-mod hook;
-#[allow(unsafe_code)]
-mod raw_hook;
-#[allow(unsafe_code)]
-mod raw_share;
 mod registry;
 mod numpy;
 mod share;
-#[allow(unsafe_code)]
-mod raw_callbacks;
 mod define;
 
 use pyo3::prelude::*;
@@ -79,14 +67,14 @@ use std::path::PathBuf;
 /// candidate.
 #[pyfunction]
 fn load(py: Python<'_>, paths: Vec<PathBuf>) -> PyResult<Bound<'_, PyList>> {
-    registry::load(py, paths)
+    registry::loading::load(py, paths)
 }
 
 /// The search path as `(directory, origin)` pairs, with the package's
 /// plugin directory `bundled` in its place.
 #[pyfunction]
 fn search_path(bundled: PathBuf) -> Vec<(PathBuf, &'static str)> {
-    registry::search_path(bundled)
+    registry::loading::search_path(bundled)
 }
 
 /// Turn the registry's worker probe on (`worker`: program and leading
@@ -94,13 +82,13 @@ fn search_path(bundled: PathBuf) -> Vec<(PathBuf, &'static str)> {
 #[pyfunction]
 #[pyo3(signature = (worker, timeout=10.0))]
 fn set_probe(worker: Option<(PathBuf, Vec<String>)>, timeout: f64) -> PyResult<()> {
-    registry::set_probe(worker, timeout)
+    registry::loading::set_probe(worker, timeout)
 }
 
 /// `(program, arguments, timeout)` of the registry's worker probe, or None.
 #[pyfunction]
 fn probe() -> Option<(PathBuf, Vec<String>, f64)> {
-    registry::probe()
+    registry::loading::probe()
 }
 
 /// Serve one probe request as a worker process (`python -m memplug._worker
@@ -116,13 +104,13 @@ fn serve_worker(py: Python<'_>) -> u8 {
 /// Information dicts of every registered handler.
 #[pyfunction]
 fn handlers(py: Python<'_>) -> PyResult<Bound<'_, PyList>> {
-    registry::handlers(py)
+    registry::describe::handlers(py)
 }
 
 /// Statistics of a handler (`name` or `name:options`).
 #[pyfunction]
 fn stats<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyDict>> {
-    registry::stats(py, name)
+    registry::describe::stats(py, name)
 }
 
 /// The names of the registered handlers, sorted.
@@ -134,7 +122,7 @@ fn names() -> Vec<String> {
 /// NumPy's `mem_handler` capsule for a memplug handler.
 #[pyfunction]
 fn numpy_capsule(py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
-    numpy::capsule(py, name)
+    numpy::handlers::capsule(py, name)
 }
 
 /// Set NumPy's handler for the current context (`None`: NumPy's default);
@@ -142,27 +130,27 @@ fn numpy_capsule(py: Python<'_>, name: &str) -> PyResult<Py<PyAny>> {
 #[pyfunction]
 #[pyo3(signature = (capsule))]
 fn numpy_set<'py>(py: Python<'py>, capsule: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
-    numpy::set(py, capsule.as_ref())
+    numpy::handlers::set(py, capsule.as_ref())
 }
 
 /// NumPy's handler capsule in the current context.
 #[pyfunction]
 fn numpy_get(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    numpy::get(py)
+    numpy::handlers::get(py)
 }
 
 /// `(numpy_name, memplug_name or None)` for a handler capsule, or None if
 /// the object is not one.
 #[pyfunction]
 fn describe_capsule(obj: &Bound<'_, PyAny>) -> Option<(String, Option<String>)> {
-    numpy::describe(obj)
+    numpy::handlers::describe(obj)
 }
 
 /// The address of the handler struct behind a capsule (one key for all
 /// capsules of a handler), or None if the object is not a handler capsule.
 #[pyfunction]
 fn capsule_key(obj: &Bound<'_, PyAny>) -> Option<usize> {
-    numpy::capsule_key(obj)
+    numpy::handlers::capsule_key(obj)
 }
 
 /// The handler capsule of `arr` (an ndarray with data pointer `data` and
@@ -174,33 +162,33 @@ fn array_handler<'py>(
     data: usize,
     ndim: usize,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    numpy::array_handler(py, arr, data, ndim)
+    numpy::handlers::array_handler(py, arr, data, ndim)
 }
 
 /// A new handler capsule serving from capsule `inner`'s handler and calling
 /// `callback(event, ptr, size, old_ptr)` after each call.
 #[pyfunction]
 fn numpy_hooked(py: Python<'_>, inner: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    numpy::hooked(py, inner, callback)
+    numpy::handlers::hooked(py, inner, callback)
 }
 
 /// Close the bridge of an instance (`name:options`): its instance goes
 /// once its blocks are freed; `False` if no such bridge is open.
 #[pyfunction]
 fn numpy_close(name: &str) -> PyResult<bool> {
-    numpy::close(name)
+    numpy::handlers::close(name)
 }
 
 /// Turn the cache of freed blocks of a bridge on or off; whether it was on.
 #[pyfunction]
 fn numpy_set_cache(name: &str, enabled: bool) -> PyResult<bool> {
-    registry::set_caching(name, enabled)
+    registry::bridges::set_caching(name, enabled)
 }
 
 /// NumPy's C feature version (`PyArray_GetNDArrayCFeatureVersion`).
 #[pyfunction]
 fn numpy_feature_version(py: Python<'_>) -> PyResult<u32> {
-    Ok(numpy::api(py)?.feature_version)
+    Ok(numpy::handlers::api(py)?.feature_version)
 }
 
 /// Send memplug's log (the `tracing` events of the host library and the
@@ -236,20 +224,20 @@ fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(capsule_key, m)?)?;
     m.add_function(wrap_pyfunction!(array_handler, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_hooked, m)?)?;
-    m.add_function(wrap_pyfunction!(share::share_array, m)?)?;
-    m.add_function(wrap_pyfunction!(share::attach_block, m)?)?;
-    m.add_class::<share::Attachment>()?;
-    m.add_function(wrap_pyfunction!(define::library_name, m)?)?;
-    m.add_function(wrap_pyfunction!(define::define_library, m)?)?;
-    m.add_function(wrap_pyfunction!(define::define_callables, m)?)?;
-    m.add_function(wrap_pyfunction!(define::define_addresses, m)?)?;
-    m.add("HEADER_MIN_BYTES", 16)?;
-    m.add("PEAK_CHECK_BYTES", lines::PEAK_CHECK_BYTES)?;
-    m.add("CACHE_MAX_BYTES", raw_cache::MAX_CACHED)?;
-    m.add("CACHE_LISTS_MAX_BYTES", raw_cache::LISTS_MAX_BYTES)?;
-    m.add("CACHE_SPARE_MAX_BYTES", raw_cache::MAX_SPARE)?;
-    m.add("CACHE_SPARE_PATIENCE", raw_cache::SPARE_PATIENCE)?;
-    m.add("CACHE_DEPTH", raw_cache::DEPTH)?;
-    m.add("CACHE_ENV", bridge::CACHE_ENV)?;
+    m.add_function(wrap_pyfunction!(share::export::share_array, m)?)?;
+    m.add_function(wrap_pyfunction!(share::attachment::attach_block, m)?)?;
+    m.add_class::<share::attachment::Attachment>()?;
+    m.add_function(wrap_pyfunction!(define::from_library::library_name, m)?)?;
+    m.add_function(wrap_pyfunction!(define::from_library::define_library, m)?)?;
+    m.add_function(wrap_pyfunction!(define::from_functions::define_callables, m)?)?;
+    m.add_function(wrap_pyfunction!(define::from_functions::define_addresses, m)?)?;
+    m.add("HEADER_MIN_BYTES", block::header_raw::HEADER_MIN_BYTES)?;
+    m.add("PEAK_CHECK_BYTES", counters::thread_lines::PEAK_CHECK_BYTES)?;
+    m.add("CACHE_MAX_BYTES", block::classes::MAX_CACHED)?;
+    m.add("CACHE_LISTS_MAX_BYTES", block::cache_raw::LISTS_MAX_BYTES)?;
+    m.add("CACHE_SPARE_MAX_BYTES", block::cache_raw::MAX_SPARE)?;
+    m.add("CACHE_SPARE_PATIENCE", block::cache_raw::SPARE_PATIENCE)?;
+    m.add("CACHE_DEPTH", block::cache_raw::DEPTH)?;
+    m.add("CACHE_ENV", bridge::state::CACHE_ENV)?;
     Ok(())
 }

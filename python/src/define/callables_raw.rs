@@ -1,8 +1,7 @@
-//! Handlers made of functions given from Python (`memplug.from_functions`):
-//! the trampolines that call Python callables, and the registration of C
-//! functions given by address.
+//! Handlers made of Python callables (`memplug.from_functions`): the
+//! trampolines that call them, and their registration.
 //!
-//! Python callables: a leaked [`Callables`] is the handler's `ctx`, and the
+//! A leaked [`Callables`] is the handler's `ctx`, and the
 //! trampolines (the ABI's signatures, `malloc(ctx, size)` and so on) take
 //! the GIL — from any thread, whether or not it holds it, as NumPy calls
 //! without it in places — call the callable, and turn its result into a
@@ -16,13 +15,10 @@
 //! called one at a time through a [`Turn`], waited for with the GIL
 //! released.
 //!
-//! C functions given by address become a [`memplug::functions::CFunctions`]
-//! here, where the address is taken for a function.
-//!
 //! Imports `memplug` (the host) and pyo3; nothing of this crate.
 
-use memplug::functions::{self, CFunctions, ContextFunctions, FunctionSpec, Functions};
-use memplug::{Handler, LoadError, Refusal, Registry};
+use memplug::functions::{ContextFunctions, FunctionSpec, Functions};
+use memplug::{Handler, LoadError, Registry};
 use pyo3::prelude::*;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -173,70 +169,5 @@ pub fn register_callables(name: &str, callables: Callables, alignment: Option<u6
     // from any thread at once: each takes the GIL, and callables not
     // declared thread-safe take turns. `ctx` is leaked, and the callables
     // it holds are owned by it, so they live for the rest of the process.
-    unsafe { Registry::global().register_functions(&spec) }
-}
-
-/// C functions given by address: `malloc(size)`, `free(ptr)` (or
-/// `free(ptr, size)` when `sized_free`), optional `calloc(nelem, size)` and
-/// `realloc(ptr, size)`.
-pub struct Addresses {
-    /// `malloc`'s address.
-    pub malloc: usize,
-    /// `calloc`'s address, if given.
-    pub calloc: Option<usize>,
-    /// `realloc`'s address, if given.
-    pub realloc: Option<usize>,
-    /// `free`'s address.
-    pub free: usize,
-    /// Whether `free` takes the block's size as well.
-    pub sized_free: bool,
-}
-
-/// Register C functions given by address as handler `name` (checked by the
-/// conformance pass first). A NULL `malloc` or `free` is refused
-/// (`null-function`). Call with the GIL released.
-pub fn register_addresses(
-    name: &str,
-    a: &Addresses,
-    thread_safe: bool,
-    alignment: Option<u64>,
-) -> Result<Handler, LoadError> {
-    let refuse =
-        |field| LoadError { source_desc: format!("{name} (C functions)"), refusal: Refusal::NullFunction { field } };
-    if a.malloc == 0 {
-        return Err(refuse("malloc"));
-    }
-    if a.free == 0 {
-        return Err(refuse("free"));
-    }
-    // The transmutes below ("as above") all hold for the same reason.
-    // SAFETY: a non-zero address the user gave for this role, which the user
-    // vouches is a C function of the role's signature (`memplug.from_functions`
-    // documents this, as ctypes does for the addresses it calls); function
-    // pointers and `usize` have the same size here.
-    let malloc = unsafe { std::mem::transmute::<usize, functions::MallocFn>(a.malloc) };
-    let mut f = if a.sized_free {
-        // SAFETY: as above.
-        CFunctions::with_sized_free(malloc, unsafe { std::mem::transmute::<usize, functions::SizedFreeFn>(a.free) })
-    } else {
-        // SAFETY: as above.
-        CFunctions::new(malloc, unsafe { std::mem::transmute::<usize, functions::FreeFn>(a.free) })
-    };
-    if let Some(addr) = a.calloc.filter(|&x| x != 0) {
-        // SAFETY: as above.
-        f = f.calloc(unsafe { std::mem::transmute::<usize, functions::CallocFn>(addr) });
-    }
-    if let Some(addr) = a.realloc.filter(|&x| x != 0) {
-        // SAFETY: as above.
-        f = f.realloc(unsafe { std::mem::transmute::<usize, functions::ReallocFn>(addr) });
-    }
-    let mut spec = FunctionSpec::new(name, Functions::C(f)).thread_safe(thread_safe).origin("C functions");
-    spec.alignment = alignment;
-    // SAFETY: the functions are C functions of their roles (as above), which
-    // the user vouches behave as those roles' C functions do; the user keeps
-    // them loaded for the process (`memplug.from_functions` keeps the ctypes
-    // objects it was given alive, and a library's functions stay while the
-    // library is loaded, which ctypes never undoes); thread safety is as the
-    // user declared it, and the host locks calls when it is not declared.
     unsafe { Registry::global().register_functions(&spec) }
 }

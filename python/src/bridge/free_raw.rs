@@ -1,16 +1,18 @@
 //! The function NumPy calls to free a bridge's block: the other half of
-//! the hot path of [`crate::raw_block`] (whose docs describe the cache of
+//! the hot path of [`super::alloc_raw`] (whose docs describe the cache of
 //! freed blocks and the path's shape), and the unsafe code it needs. A
 //! freed block goes to this thread's small-block list of its class, to
 //! one of its spares, or to the plugin.
 //!
-//! Imports [`crate::bridge`], [`crate::lines`], [`crate::raw_cache`],
-//! [`crate::raw_plugin`].
+//! Imports its siblings [`super::state`] and [`super::plugin_raw`],
+//! [`crate::counters`] and [`crate::block`].
 
-use crate::bridge::Bridge;
-use crate::lines::{Counts, Line};
-use crate::raw_cache::{MAX_CACHED, MAX_SPARE, class_of};
-use crate::raw_plugin::{drain_line, header_says, plugin_free, read_header};
+use super::plugin_raw::{drain_line, plugin_free};
+use super::state::Bridge;
+use crate::block::cache_raw::MAX_SPARE;
+use crate::block::classes::{MAX_CACHED, class_of, rounded};
+use crate::block::header_raw as header;
+use crate::counters::thread_lines::{Counts, Line};
 use std::ffi::c_void;
 use std::ptr::NonNull;
 
@@ -19,14 +21,14 @@ use std::ptr::NonNull;
 /// jumping to the plugin's `free`.
 ///
 /// # Safety
-/// As for [`crate::raw_block::bridge_realloc`].
+/// As for [`super::alloc_raw::bridge_realloc`].
 pub unsafe extern "C" fn bridge_free(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
     // SAFETY: the caller's contract; `false` asks nothing of the bridge.
     unsafe { free_impl::<false>(ctx, ptr, size) }
 }
 
 /// [`bridge_free`] for a bridge with [direct calls](Bridge::direct):
-/// [`crate::raw_numpy::new_capsule`] installs it on those only.
+/// [`new_capsule`](crate::numpy::capsule_raw::new_capsule) installs it on those only.
 ///
 /// # Safety
 /// As for [`bridge_free`], and `ctx`'s `direct` is `Some`.
@@ -38,7 +40,7 @@ pub unsafe extern "C" fn direct_free(ctx: *mut c_void, ptr: *mut c_void, size: u
 /// NumPy's `free`, for both kinds of bridge.
 ///
 /// # Safety
-/// As for [`bridge_free`], and as for [`direct_calls`](crate::raw_plugin::direct_calls).
+/// As for [`bridge_free`], and as for [`direct_calls`](super::plugin_raw::direct_calls).
 #[inline(always)]
 unsafe fn free_impl<const DIRECT: bool>(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
     // SAFETY: as in `bridge_malloc`.
@@ -48,7 +50,7 @@ unsafe fn free_impl<const DIRECT: bool>(ctx: *mut c_void, ptr: *mut c_void, size
     }
     let ptr = ptr.cast::<u8>();
     // SAFETY: NumPy frees only blocks this handler made.
-    if !unsafe { header_says(bridge, ptr, size) } {
+    if !unsafe { header::says(bridge.salt, ptr, size) } {
         // SAFETY: forwarded.
         return unsafe { free_unmatched(bridge, ptr, size) };
     }
@@ -63,15 +65,15 @@ unsafe fn free_impl<const DIRECT: bool>(ctx: *mut c_void, ptr: *mut c_void, size
     }
 }
 
-/// `free` by a thread whose line is not the [first](crate::lines::FIRST_LINE)
+/// `free` by a thread whose line is not the [first](crate::counters::thread_lines::FIRST_LINE)
 /// or is crowded (other threads count too: the same, with the headroom
-/// capped, see [`crate::counters`]), or must take a mark in. (A version
+/// capped, see [`crate::counters::counting`]), or must take a mark in. (A version
 /// that found the line without a call, a leaf ending in a jump to the
 /// plugin, saved 13 instructions here but measured slower on the
 /// one-thread benchmark: code placement, see BENCHMARKS.md.)
 ///
 /// # Safety
-/// As for [`free_counted`], but for the line; and as for [`direct_calls`](crate::raw_plugin::direct_calls)
+/// As for [`free_counted`], but for the line; and as for [`direct_calls`](super::plugin_raw::direct_calls)
 /// (`DIRECT` is not used: the direct calls are tested).
 #[inline(never)]
 unsafe extern "C" fn free_other<const DIRECT: bool>(bridge: &'static Bridge, ptr: *mut u8, real: usize) {
@@ -103,7 +105,7 @@ unsafe extern "C" fn free_away(bridge: &'static Bridge, ptr: *mut u8, real: usiz
 #[inline(never)]
 unsafe extern "C" fn free_unmatched(bridge: &'static Bridge, ptr: *mut u8, passed: usize) {
     // SAFETY: the caller's contract.
-    match unsafe { read_header(bridge, ptr) } {
+    match unsafe { header::read(bridge.salt, ptr) } {
         // SAFETY: forwarded: the header matched.
         Some(real) => unsafe { free_mismatched(bridge, ptr, real, passed) },
         None => bridge.foreign_pointer("free"),
@@ -136,7 +138,7 @@ unsafe extern "C" fn free_mismatched(bridge: &'static Bridge, ptr: *mut u8, real
 /// # Safety
 /// The block's header matched (it is a live block of this bridge of `real`
 /// bytes asked, which NumPy is done with); `line` is this thread's own
-/// line, if any; and as for [`direct_calls`](crate::raw_plugin::direct_calls).
+/// line, if any; and as for [`direct_calls`](super::plugin_raw::direct_calls).
 #[inline(always)]
 unsafe fn free_counted<const DIRECT: bool>(
     bridge: &'static Bridge,
@@ -152,7 +154,7 @@ unsafe fn free_counted<const DIRECT: bool>(
     }
     if let Some(l) = line
         && bridge.caches(real)
-        // SAFETY: as in `raw_block::malloc_impl` (`caches` holds only for
+        // SAFETY: as in `alloc_raw::malloc_impl` (`caches` holds only for
         // sizes the size classes serve).
         && unsafe { std::hint::assert_unchecked(real <= MAX_CACHED); true }
         // SAFETY: `l` is this thread's own line; the header matched, so
@@ -160,7 +162,7 @@ unsafe fn free_counted<const DIRECT: bool>(
         // its class (a bridge that caches rounds), and NumPy is done with it.
         && unsafe { l.cache.push(class_of(real), NonNull::new_unchecked(ptr)) }
     {
-        // Its bytes stay in the headroom's count (see `crate::counters`).
+        // Its bytes stay in the headroom's count (see `crate::counters::counting`).
         return;
     }
     if let Some(l) = line {
@@ -188,12 +190,12 @@ unsafe fn free_counted<const DIRECT: bool>(
 ///
 /// # Safety
 /// `ptr - header` is a live block of the bridge of `total` bytes, NumPy's
-/// no more; and as for [`direct_calls`](crate::raw_plugin::direct_calls).
+/// no more; and as for [`direct_calls`](super::plugin_raw::direct_calls).
 #[inline(always)]
 unsafe fn release<const DIRECT: bool>(bridge: &Bridge, ptr: *mut u8, total: usize) {
     // SAFETY: the caller's contract; the check word is in the header.
     unsafe {
-        ptr.cast::<usize>().sub(1).write(0);
+        header::clear(ptr);
         plugin_free::<DIRECT>(bridge, NonNull::new_unchecked(ptr.sub(bridge.header)), total);
     }
 }
@@ -218,7 +220,7 @@ unsafe extern "C" fn free_small(bridge: &Bridge, line: Option<&Line>, ptr: *mut 
     }
     // SAFETY: the caller's contract: the block was made with the room of
     // its class.
-    unsafe { release::<false>(bridge, ptr, bridge.header + crate::raw_cache::rounded(real)) }
+    unsafe { release::<false>(bridge, ptr, bridge.header + rounded(real)) }
 }
 
 /// The rest of `free` for a block of more than [`MAX_CACHED`] and at most
@@ -230,7 +232,7 @@ unsafe extern "C" fn free_small(bridge: &Bridge, line: Option<&Line>, ptr: *mut 
 /// # Safety
 /// `line` is this thread's own line, if any; the block at `ptr` is live, of
 /// `real` bytes asked (and room for as many), made by this bridge, and
-/// NumPy is done with it; and as for [`direct_calls`](crate::raw_plugin::direct_calls).
+/// NumPy is done with it; and as for [`direct_calls`](super::plugin_raw::direct_calls).
 #[inline(never)]
 unsafe extern "C" fn free_spare<const DIRECT: bool>(bridge: &Bridge, line: Option<&Line>, ptr: *mut u8, real: usize) {
     if let Some(line) = line {

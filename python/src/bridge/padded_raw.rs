@@ -1,5 +1,5 @@
 //! The functions NumPy calls on a *padded* bridge: one whose array data is
-//! aligned to [`PAD_ALIGN`] (64 bytes, a cache line) although its handler
+//! aligned to [`PAD_ALIGN`](header::PAD_ALIGN) (64 bytes, a cache line) although its handler
 //! aligns less. The bridge pads the blocks of shareable handlers so
 //! (see [`Bridge::padded`]): their arrays are handed to other processes,
 //! whose loops then run on cache-line-aligned data — as on a page-aligned
@@ -7,93 +7,23 @@
 //! neighbouring arrays never write the same cache line.
 //!
 //! Every block is asked of the plugin with [`PADDED_OVERHEAD`] bytes more
-//! than NumPy wants; the data starts at the first 64-aligned address at
-//! least three words into it. The three words in front of the data hold
-//! the offset from the block's start, the size NumPy asked for, and the
-//! check word (as in [`crate::raw_plugin`], with the offset mixed in):
-//!
-//! ```text
-//!   base (from the plugin)                 ptr (to NumPy, 64-aligned)
-//!   |<--------- offset (24 to 87) -------->|<------- size bytes ------->
-//!   [ padding ... | offset | size | cookie ][ array data ... ][ rest of the padding ]
-//! ```
+//! than NumPy wants, and carries the padded format of the block header
+//! ([`crate::block::header_raw`] defines it, with the data's offset in the
+//! block beside the size and the check word).
 //!
 //! No cache of freed blocks here: shareable handlers report statistics.
 //!
-//! Imports [`crate::bridge`] and [`crate::raw_plugin`]'s check word.
+//! Imports its sibling [`super::state`] and [`crate::block`]'s header.
 
-use crate::bridge::{Bridge, PAD_ALIGN, PADDED_OVERHEAD};
-use crate::raw_plugin::cookie;
+use super::state::Bridge;
+use crate::block::header_raw::{self as header, PADDED_OVERHEAD};
 use std::ffi::c_void;
 use std::ptr::NonNull;
-
-/// Bytes of header words in front of the data.
-const WORDS: usize = 3 * size_of::<usize>();
-
-const _: () = assert!(PADDED_OVERHEAD >= WORDS + PAD_ALIGN);
-
-/// The check word of a padded block.
-#[inline]
-fn check(bridge: &Bridge, ptr: *mut u8, size: usize, offset: usize) -> usize {
-    cookie(bridge, ptr, size) ^ offset.rotate_left(48)
-}
-
-/// The data's offset in a block starting at `base`.
-#[inline]
-fn offset_in(base: NonNull<u8>) -> usize {
-    let start = base.as_ptr() as usize;
-    (start + WORDS).next_multiple_of(PAD_ALIGN) - start
-}
-
-/// Write the header of a block the plugin just returned; the pointer for
-/// NumPy.
-///
-/// # Safety
-/// `base` is a live block of `size + PADDED_OVERHEAD` bytes, 8-aligned.
-#[inline]
-unsafe fn finish(bridge: &Bridge, base: NonNull<u8>, size: usize) -> *mut c_void {
-    let offset = offset_in(base);
-    // SAFETY: `WORDS <= offset <= WORDS + PAD_ALIGN - 8 <= PADDED_OVERHEAD`,
-    // so the three words before `ptr` and the `size` bytes after it lie in
-    // the block; `ptr` is 64-aligned, so the words are aligned.
-    unsafe {
-        let ptr = base.as_ptr().add(offset);
-        let words = ptr.cast::<usize>();
-        words.sub(3).write(offset);
-        words.sub(2).write(size);
-        words.sub(1).write(check(bridge, ptr, size, offset));
-        ptr.cast()
-    }
-}
-
-/// The size and offset in front of a pointer NumPy handed back, or `None`
-/// if the check word does not match.
-///
-/// # Safety
-/// The three words before `ptr` are readable (a pointer from this bridge).
-#[inline]
-unsafe fn read(bridge: &Bridge, ptr: *mut u8) -> Option<(usize, usize)> {
-    // SAFETY: the caller's contract.
-    let (offset, size, word) = unsafe {
-        let words = ptr.cast::<usize>();
-        (words.sub(3).read(), words.sub(2).read(), words.sub(1).read())
-    };
-    (word == check(bridge, ptr, size, offset)).then_some((size, offset))
-}
-
-/// The size NumPy asked for of the live block at `ptr`.
-///
-/// # Safety
-/// As for [`crate::raw_block::block_size`].
-pub unsafe fn block_size(bridge: &Bridge, ptr: NonNull<u8>) -> Option<usize> {
-    // SAFETY: the caller's contract.
-    unsafe { read(bridge, ptr.as_ptr()) }.map(|(size, _)| size)
-}
 
 /// NumPy's `malloc(ctx, size)`.
 ///
 /// # Safety
-/// `ctx` is the bridge a capsule of [`crate::raw_numpy::new_capsule`] holds.
+/// `ctx` is the bridge a capsule of [`new_capsule`](crate::numpy::capsule_raw::new_capsule) holds.
 pub unsafe extern "C" fn padded_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: `ctx` is the leaked bridge `new_capsule` stored.
     let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
@@ -102,7 +32,7 @@ pub unsafe extern "C" fn padded_malloc(ctx: *mut c_void, size: usize) -> *mut c_
         Ok(base) => {
             bridge.counts.alloc(bridge.counts.mine(), size);
             // SAFETY: `base` is a fresh block of `total` bytes.
-            unsafe { finish(bridge, base, size) }
+            unsafe { header::write_padded(bridge.salt, base, size) }
         }
         Err(_) => std::ptr::null_mut(),
     }
@@ -123,7 +53,7 @@ pub unsafe extern "C" fn padded_calloc(ctx: *mut c_void, nelem: usize, elsize: u
         Ok(base) => {
             bridge.counts.alloc(bridge.counts.mine(), size);
             // SAFETY: `base` is a fresh block of `total` bytes.
-            unsafe { finish(bridge, base, size) }
+            unsafe { header::write_padded(bridge.salt, base, size) }
         }
         Err(_) => std::ptr::null_mut(),
     }
@@ -143,7 +73,7 @@ pub unsafe extern "C" fn padded_realloc(ctx: *mut c_void, ptr: *mut c_void, new_
     let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
     let ptr = ptr.cast::<u8>();
     // SAFETY: NumPy reallocs only blocks this handler made.
-    let Some((old_size, offset)) = (unsafe { read(bridge, ptr) }) else {
+    let Some((old_size, offset)) = (unsafe { header::read_padded(bridge.salt, ptr) }) else {
         bridge.foreign_pointer("realloc");
         return std::ptr::null_mut();
     };
@@ -158,13 +88,13 @@ pub unsafe extern "C" fn padded_realloc(ctx: *mut c_void, ptr: *mut c_void, new_
         // The old block is untouched, as C's realloc promises.
         return std::ptr::null_mut();
     };
-    let moved_to = offset_in(base);
+    let moved_to = header::padded_offset(base);
     if moved_to != offset {
         // The new block aligns differently: move the data to its place.
         // SAFETY: the plugin's realloc kept the first `min(old, new) +
         // PADDED_OVERHEAD` bytes, so the old data is at `offset`; both
-        // offsets are below `WORDS + PAD_ALIGN <= PADDED_OVERHEAD` (the base
-        // is at least 8-aligned), so both ranges of `min(old, new)` bytes lie
+        // offsets are below three words + `PAD_ALIGN <= PADDED_OVERHEAD` (the
+        // base is at least 8-aligned; see the header's padded format), so both ranges of `min(old, new)` bytes lie
         // in the new block of `new + PADDED_OVERHEAD`; `copy` allows overlap.
         unsafe {
             let from = base.as_ptr().add(offset);
@@ -173,7 +103,7 @@ pub unsafe extern "C" fn padded_realloc(ctx: *mut c_void, ptr: *mut c_void, new_
     }
     bridge.counts.realloc(old_size, new_size);
     // SAFETY: `base` is the resized block of `total` bytes.
-    unsafe { finish(bridge, base, new_size) }
+    unsafe { header::write_padded(bridge.salt, base, new_size) }
 }
 
 /// NumPy's `free(ctx, ptr, size)`.
@@ -189,7 +119,7 @@ pub unsafe extern "C" fn padded_free(ctx: *mut c_void, ptr: *mut c_void, size: u
     }
     let ptr = ptr.cast::<u8>();
     // SAFETY: NumPy frees only blocks this handler made.
-    let Some((real, offset)) = (unsafe { read(bridge, ptr) }) else {
+    let Some((real, offset)) = (unsafe { header::read_padded(bridge.salt, ptr) }) else {
         bridge.foreign_pointer("free");
         return;
     };
@@ -201,7 +131,7 @@ pub unsafe extern "C" fn padded_free(ctx: *mut c_void, ptr: *mut c_void, size: u
     // `real + PADDED_OVERHEAD` bytes. Clearing the check word first makes a
     // second free of the same pointer recognisable.
     unsafe {
-        ptr.cast::<usize>().sub(1).write(0);
+        header::clear(ptr);
         bridge.handler.free(NonNull::new_unchecked(ptr.sub(offset)), real + PADDED_OVERHEAD);
     }
 }

@@ -1,5 +1,7 @@
-//! The table of per-thread lines the bridge counts in, and which thread
-//! owns which: the protocol [`crate::counters`] counts over.
+//! The per-thread counter slots: the table of lines (one per thread, a
+//! cache line of counts each, and the thread's cache of freed blocks) the
+//! bridge counts in, and which thread owns which — the protocol
+//! [`super::counting`] counts over.
 //!
 //! The counters are updated on NumPy's every `malloc` and `free`, so they
 //! must cost next to nothing. Measured on NumPy's `np.empty` loop, what
@@ -23,17 +25,17 @@
 //!
 //! Each line also holds its thread's cache of freed blocks ([`SmallCache`]:
 //! small blocks and two spares, the next 192 bytes), which the bridge uses for
-//! handlers it may cache for ([`crate::raw_block`]); a line given up keeps
+//! handlers it may cache for ([`crate::bridge::alloc_raw`]); a line given up keeps
 //! its cached blocks for the next thread that claims it.
 //!
 //! A line is marked [`CROWDED`] in its owner word once a second line is
 //! claimed (or a thread counts in the fallback); its owner takes the mark
-//! in at its next call (see [`crate::counters`] on the peak, which is why).
+//! in at its next call (see [`super::counting`] on the peak, which is why).
 //!
-//! Imports [`crate::raw_cache`], [`crate::raw_thread`].
+//! Imports [`crate::block`] (the cache), [`crate::thread_raw`].
 
-use crate::raw_cache::SmallCache;
-use crate::raw_thread::thread_id;
+use crate::block::cache_raw::SmallCache;
+use crate::thread_raw::thread_id;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicI64, AtomicU64, AtomicUsize, Ordering};
 

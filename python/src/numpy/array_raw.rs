@@ -1,19 +1,20 @@
-//! The unsafe core of sharing arrays between processes, and nothing else:
-//! reading the fields of an ndarray that NumPy does not expose to Python
-//! (its data pointer, flags and handler capsule, `PyArray_HANDLER`, which
-//! [`crate::numpy`] also asks for), and attaching a shared block through
-//! memplug's registry.
+//! Reading the fields of an ndarray that NumPy does not expose to Python:
+//! its data pointer, flags and handler capsule (`PyArray_HANDLER`), checked
+//! against what Python sees of the array; and from them, the handler an
+//! array's data came from and, for a bridge's block, its size.
 //!
-//! Callers ([`crate::share`]) get plain values: which bridge made an
-//! array's data and how large that block is, or a base-owned
-//! [`memplug::Buffer`] over an attached block.
+//! Callers get plain values: an array's handler capsule, or who made its
+//! data ([`DataOwner`]).
 //!
-//! Imports [`crate::bridge`], [`crate::raw_numpy`] (the capsule readers),
-//! [`crate::raw_block`] (the header reader), [`crate::errors`] and PyO3.
+//! Imports its siblings [`super::api_raw`] and [`super::capsule_raw`],
+//! [`crate::errors`], [`crate::bridge`] and [`crate::block`] (the header's
+//! size reader), and PyO3.
 
-use crate::bridge::Bridge;
-use crate::{errors, raw_block, raw_numpy};
-use memplug::{Buffer, Registry, ShareError, SharedBlock};
+use super::api_raw;
+use super::capsule_raw;
+use crate::block::header_raw;
+use crate::bridge::state::Bridge;
+use crate::errors;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use std::ffi::{c_int, c_void};
@@ -21,7 +22,7 @@ use std::ptr::NonNull;
 
 /// The leading fields of NumPy's `PyArrayObject_fields`
 /// (`numpy/ndarraytypes.h`), as every NumPy from 1.22 on lays them out
-/// (`mem_handler` came with 1.22, which [`raw_numpy::MIN_FEATURE_VERSION`]
+/// (`mem_handler` came with 1.22, which [`api_raw::MIN_FEATURE_VERSION`]
 /// requires). `PyObject_HEAD` is two words: the limited API (abi3) rules
 /// out the debug builds whose header is larger.
 #[repr(C)]
@@ -80,7 +81,7 @@ fn checked_fields<'a>(
     data: usize,
     ndim: usize,
 ) -> PyResult<&'a ArrayFields> {
-    raw_numpy::numpy_api(py)?;
+    api_raw::numpy_api(py)?;
     let ndarray = py.import("numpy")?.getattr("ndarray")?;
     if !arr.is_instance(&ndarray)? {
         return Err(pyo3::exceptions::PyTypeError::new_err("expected a numpy.ndarray"));
@@ -132,36 +133,18 @@ pub fn data_owner(py: Python<'_>, arr: &Bound<'_, PyAny>, data: usize, ndim: usi
     // SAFETY: `mem_handler` is a strong reference the array holds for its
     // life (NumPy's contract), and the array is alive while `arr` is.
     let capsule = unsafe { Bound::from_borrowed_ptr(py, fields.mem_handler) };
-    let Some(bridge) = raw_numpy::capsule_bridge(&capsule) else {
-        let name = raw_numpy::capsule_name(&capsule).unwrap_or_else(|| "<not a handler capsule>".into());
+    let Some(bridge) = capsule_raw::capsule_bridge(&capsule) else {
+        let name = capsule_raw::capsule_name(&capsule).unwrap_or_else(|| "<not a handler capsule>".into());
         return Ok(DataOwner::OtherHandler(name));
     };
     // SAFETY: the array owns its data and its handler is this bridge, so
     // NumPy got the data pointer from the bridge's malloc, calloc or
     // realloc, and has not freed it (the array is alive).
-    let size = unsafe { raw_block::block_size(bridge, NonNull::new_unchecked(fields.data)) };
+    let size = unsafe { header_raw::asked_size(bridge.salt, bridge.padded, NonNull::new_unchecked(fields.data)) };
     match size {
         Some(size) => Ok(DataOwner::Bridge { bridge, data, size }),
         // A header that does not check out: not this bridge's block after
         // all (never expected); refuse rather than guess.
         None => Ok(DataOwner::NoHandler),
     }
-}
-
-/// Attach `block` in this process through memplug's global registry: a
-/// base-owned buffer over its bytes that keeps the attachment alive and
-/// never frees the block.
-///
-/// The bytes are never seen as a Rust slice here: the caller exposes them
-/// only by address (to NumPy). Whether the processes reaching them take
-/// turns is the Python user's to arrange, as with any shared memory
-/// (`memplug.numpy.attach`'s documentation says so).
-pub fn attach(block: &SharedBlock) -> Result<Buffer, ShareError> {
-    // SAFETY: `Registry::attach` asks that the processes reaching the bytes
-    // take turns and that the owner keeps the block while the buffer lives.
-    // Neither can be enforced across processes from here, and neither is
-    // relied on by Rust code: the buffer is only held (to keep the mapping)
-    // and its address handed to NumPy, as `multiprocessing.shared_memory`
-    // does; no Rust reference to the bytes is made.
-    unsafe { Registry::global().attach(block) }
 }

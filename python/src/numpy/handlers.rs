@@ -1,11 +1,16 @@
-//! NumPy's side: a `mem_handler` capsule per bridged handler (made once,
-//! kept for the process), setting and reading NumPy's current handler, the
-//! handler an array's data came from, and hooked handlers (over
-//! [`crate::raw_hook`]).
+//! NumPy's handlers, the safe front of this folder: a `mem_handler`
+//! capsule per bridged handler (made once, kept for the process), setting
+//! and reading NumPy's current handler, the handler an array's data came
+//! from, and hooked handlers (over [`super::hook_raw`]).
+//!
+//! Imports its siblings, [`crate::errors`], [`crate::bridge`] and
+//! [`crate::registry`] (bridges by name).
 
-use crate::bridge::Bridge;
-use crate::hook::Hook;
-use crate::{errors, raw_hook, raw_numpy, raw_share, registry};
+use super::hook::Hook;
+use super::{api_raw, array_raw, capsule_raw, hook_raw};
+use crate::bridge::state::Bridge;
+use crate::errors;
+use crate::registry::bridges;
 use pyo3::prelude::*;
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
@@ -15,8 +20,8 @@ use std::sync::{LazyLock, Mutex};
 static CAPSULES: LazyLock<Mutex<HashMap<String, Py<PyAny>>>> = LazyLock::new(Mutex::default);
 
 /// NumPy's C API, or a `NumpyError` saying why not.
-pub fn api(py: Python<'_>) -> PyResult<&'static raw_numpy::NumpyApi> {
-    raw_numpy::numpy_api(py).map_err(|e| {
+pub fn api(py: Python<'_>) -> PyResult<&'static api_raw::NumpyApi> {
+    api_raw::numpy_api(py).map_err(|e| {
         let text = e.to_string();
         if text.contains("numpy-too-old") {
             errors::numpy_error("numpy-too-old", text)
@@ -32,8 +37,8 @@ pub fn capsule(py: Python<'_>, key: &str) -> PyResult<Py<PyAny>> {
         return Ok(c.clone_ref(py));
     }
     api(py)?;
-    let bridge: &'static Bridge = registry::bridge(key)?;
-    let made = raw_numpy::new_capsule(py, bridge, &bridge.numpy_name)?;
+    let bridge: &'static Bridge = bridges::bridge(key)?;
+    let made = capsule_raw::new_capsule(py, bridge, &bridge.numpy_name)?;
     let mut map = CAPSULES.lock().unwrap_or_else(|e| e.into_inner());
     Ok(map.entry(key.to_string()).or_insert(made).clone_ref(py))
 }
@@ -42,7 +47,7 @@ pub fn capsule(py: Python<'_>, key: &str) -> PyResult<Py<PyAny>> {
 /// current context; the previous one.
 pub fn set<'py>(py: Python<'py>, capsule: Option<&Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyAny>> {
     if let Some(c) = capsule
-        && raw_numpy::capsule_name(c).is_none()
+        && capsule_raw::capsule_name(c).is_none()
     {
         return Err(errors::numpy_error(
             "not-a-handler",
@@ -60,15 +65,15 @@ pub fn get(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 /// The name NumPy shows for a handler capsule, and the memplug name it
 /// bridges (`None` for handlers that are not memplug's).
 pub fn describe(obj: &Bound<'_, PyAny>) -> Option<(String, Option<String>)> {
-    let name = raw_numpy::capsule_name(obj)?;
-    Some((name, raw_numpy::capsule_bridge(obj).map(|b| b.key.clone())))
+    let name = capsule_raw::capsule_name(obj)?;
+    Some((name, capsule_raw::capsule_bridge(obj).map(|b| b.key.clone())))
 }
 
-/// Close the bridge of `key` (`name:options`): see [`registry::close`].
+/// Close the bridge of `key` (`name:options`): see [`bridges::close`].
 /// Its capsule is forgotten too, so that asking for `key` again makes a
 /// new instance; arrays keep the old capsule and free through it.
 pub fn close(key: &str) -> PyResult<bool> {
-    let closed = registry::close(key)?;
+    let closed = bridges::close(key)?;
     CAPSULES.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
     Ok(closed)
 }
@@ -76,7 +81,7 @@ pub fn close(key: &str) -> PyResult<bool> {
 /// The address of the handler struct behind a capsule: one key for every
 /// capsule of a handler (`None` if `obj` is not a handler capsule).
 pub fn capsule_key(obj: &Bound<'_, PyAny>) -> Option<usize> {
-    raw_numpy::handler_address(obj)
+    capsule_raw::handler_address(obj)
 }
 
 /// The handler capsule of `arr` — an ndarray whose data pointer is `data`
@@ -89,7 +94,7 @@ pub fn array_handler<'py>(
     ndim: usize,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     api(py)?;
-    raw_share::array_handler(py, arr, data, ndim)
+    array_raw::array_handler(py, arr, data, ndim)
 }
 
 /// A new handler capsule serving from the handler of capsule `inner` and
@@ -97,7 +102,7 @@ pub fn array_handler<'py>(
 /// `memplug:hooked(<inner's name>)`.
 pub fn hooked(py: Python<'_>, inner: &Bound<'_, PyAny>, callback: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     api(py)?;
-    let Some(inner_name) = raw_numpy::capsule_name(inner) else {
+    let Some(inner_name) = capsule_raw::capsule_name(inner) else {
         return Err(errors::numpy_error(
             "not-a-handler",
             format!("{} is not a NumPy `mem_handler` capsule: pass an Allocator or a handler capsule", inner.repr()?),
@@ -105,6 +110,6 @@ pub fn hooked(py: Python<'_>, inner: &Bound<'_, PyAny>, callback: &Bound<'_, PyA
     };
     let name = format!("memplug:hooked({inner_name})");
     let hook = Hook::new(callback.clone().unbind(), inner.clone().unbind());
-    raw_hook::hooked_capsule(py, inner, hook, &name)
+    hook_raw::hooked_capsule(py, inner, hook, &name)
         .unwrap_or_else(|| Err(errors::numpy_error("not-a-handler", "the capsule is not a handler".into())))
 }

@@ -1,18 +1,18 @@
 //! The functions NumPy calls on a bridge to allocate (`malloc`, `calloc`,
-//! `realloc`; [`crate::raw_free`] has `free`): the hot path of every NumPy
+//! `realloc`; [`super::free_raw`] has `free`): the hot path of every NumPy
 //! allocation, and the unsafe code it needs, over the block header of
-//! [`crate::raw_plugin`]. (Bridges of shareable handlers use
-//! [`crate::raw_padded`]'s.)
+//! [`crate::block::header_raw`] and the calls of [`super::plugin_raw`].
+//! (Bridges of shareable handlers use [`super::padded_raw`]'s.)
 //!
 //! # The cache of freed blocks
 //! For a bridge that may cache ([`Bridge::rounds`]: a thread-safe handler
 //! reporting no statistics), a request of at most
 //! [`MAX_CACHED`] bytes is given the room of its size class
-//! ([`crate::raw_cache`]), and a freed small block goes to the freeing
+//! ([`crate::block::classes`]), and a freed small block goes to the freeing
 //! thread's cache (when on, and not full) instead of the plugin; the next
 //! request of its class on that thread takes it back. A freed block of up
 //! to [`MAX_SPARE`] bytes is offered to the thread's two spares
-//! ([`crate::raw_cache`] says which it keeps), taken back by a request of
+//! ([`crate::block::cache_raw`] says which it keeps), taken back by a request of
 //! exactly its size. The plugin is always called with the size it allocated the block
 //! with: `header +` the class's room, or the spare's size. The bridge's
 //! counters count every NumPy call either way.
@@ -23,8 +23,8 @@
 //! small by shape more than by arithmetic: the plugin is called through the
 //! bridge's own copy of its `malloc`/`free` ([`Bridge::direct`]), by
 //! functions installed only on bridges that have one ([`direct_malloc`],
-//! [`direct_free`](crate::raw_free::direct_free): no test of it per call); a program's first thread
-//! counts in the [first line](crate::lines::FIRST_LINE), found with one
+//! [`direct_free`](super::free_raw::direct_free): no test of it per call); a program's first thread
+//! counts in the [first line](crate::counters::thread_lines::FIRST_LINE), found with one
 //! comparison (no hash of the thread's id); whatever is rare (NULL, a
 //! foreign pointer, a wrong size, another thread's line, a crowded line,
 //! the cache's misses) is a separate function called last, so `free`'s
@@ -37,33 +37,20 @@
 //! add to memory; `free` checks the header with the size NumPy passed
 //! (the check word mixes it in: one load, and a wrong size goes the
 //! foreign pointer's cold way, which tells the two apart); and a cached
-//! block leaves the peak's headroom alone ([`crate::counters`]), so
+//! block leaves the peak's headroom alone ([`crate::counters::counting`]), so
 //! neither path can call anything but its misses' function.
 //!
-//! Imports [`crate::bridge`], [`crate::lines`], [`crate::raw_cache`],
-//! [`crate::raw_plugin`], [`crate::raw_padded`].
+//! Imports its siblings [`super::state`] and [`super::plugin_raw`],
+//! [`crate::counters`] and [`crate::block`].
 
-use crate::bridge::Bridge;
-use crate::lines::{Counts, Line};
-use crate::raw_cache::{MAX_CACHED, MAX_SPARE, class_of};
-use crate::raw_plugin::{finish, finish_at, plugin_alloc, read_header};
+use super::plugin_raw::plugin_alloc;
+use super::state::Bridge;
+use crate::block::cache_raw::MAX_SPARE;
+use crate::block::classes::{MAX_CACHED, class_of};
+use crate::block::header_raw as header;
+use crate::counters::thread_lines::{Counts, Line};
 use std::ffi::c_void;
 use std::ptr::NonNull;
-
-/// The size NumPy asked for of the live block at `ptr`, from its header;
-/// `None` if the check word does not match.
-///
-/// # Safety
-/// `ptr` was returned by `bridge`'s `malloc`, `calloc` or `realloc` and has
-/// not been freed.
-pub unsafe fn block_size(bridge: &Bridge, ptr: NonNull<u8>) -> Option<usize> {
-    if bridge.padded {
-        // SAFETY: the caller's contract, for a padded bridge's block.
-        return unsafe { crate::raw_padded::block_size(bridge, ptr) };
-    }
-    // SAFETY: the caller's contract is `read_header`'s.
-    unsafe { read_header(bridge, ptr.as_ptr()) }
-}
 
 // The functions NumPy calls. A panic must not unwind into NumPy; nothing on
 // these paths panics (allocation results are matched, sizes are checked),
@@ -72,14 +59,14 @@ pub unsafe fn block_size(bridge: &Bridge, ptr: NonNull<u8>) -> Option<usize> {
 /// NumPy's `malloc(ctx, size)`.
 ///
 /// # Safety
-/// `ctx` is the bridge a capsule of [`crate::raw_numpy::new_capsule`] holds.
+/// `ctx` is the bridge a capsule of [`new_capsule`](crate::numpy::capsule_raw::new_capsule) holds.
 pub unsafe extern "C" fn bridge_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: the caller's contract; `false` asks nothing of the bridge.
     unsafe { malloc_impl::<false>(ctx, size) }
 }
 
 /// [`bridge_malloc`] for a bridge with [direct calls](Bridge::direct):
-/// [`crate::raw_numpy::new_capsule`] installs it on those only.
+/// [`new_capsule`](crate::numpy::capsule_raw::new_capsule) installs it on those only.
 ///
 /// # Safety
 /// As for [`bridge_malloc`], and `ctx`'s `direct` is `Some`.
@@ -93,7 +80,7 @@ pub unsafe extern "C" fn direct_malloc(ctx: *mut c_void, size: usize) -> *mut c_
 /// slowed by the large one's needs).
 ///
 /// # Safety
-/// As for [`bridge_malloc`], and as for [`direct_calls`](crate::raw_plugin::direct_calls).
+/// As for [`bridge_malloc`], and as for [`direct_calls`](super::plugin_raw::direct_calls).
 #[inline(always)]
 unsafe fn malloc_impl<const DIRECT: bool>(ctx: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: `ctx` is the leaked bridge `new_capsule` stored.
@@ -114,7 +101,7 @@ unsafe fn malloc_impl<const DIRECT: bool>(ctx: *mut c_void, size: usize) -> *mut
 /// plugin.
 ///
 /// # Safety
-/// As for [`direct_calls`](crate::raw_plugin::direct_calls).
+/// As for [`direct_calls`](super::plugin_raw::direct_calls).
 #[inline(never)]
 unsafe extern "C" fn malloc_large<const DIRECT: bool>(bridge: &'static Bridge, size: usize) -> *mut c_void {
     if size <= MAX_SPARE
@@ -125,7 +112,7 @@ unsafe extern "C" fn malloc_large<const DIRECT: bool>(bridge: &'static Bridge, s
     {
         // SAFETY: the spare is a block of this bridge that was asked with
         // `size` bytes (room for them, its header writable), no one's.
-        let ptr = unsafe { finish_at(bridge, ptr.as_ptr(), size) };
+        let ptr = unsafe { header::write(bridge.salt, ptr.as_ptr(), size) };
         if Counts::count_alloc_in(line, size) {
             return check_peak_then(bridge, line, ptr);
         }
@@ -139,7 +126,7 @@ unsafe extern "C" fn malloc_large<const DIRECT: bool>(bridge: &'static Bridge, s
 /// block of its class, if any. A function of its own, jumped to, so that
 /// `malloc`'s path to the plugin is short and straight (its time moved
 /// with where its code lay while it was spread over both). A block from
-/// the cache leaves the headroom as it is (see [`crate::counters`]), so
+/// the cache leaves the headroom as it is (see [`crate::counters::counting`]), so
 /// its common path checks no peak, makes no call and keeps no registers.
 #[inline(never)]
 extern "C" fn malloc_cached(bridge: &'static Bridge, size: usize) -> *mut c_void {
@@ -149,7 +136,7 @@ extern "C" fn malloc_cached(bridge: &'static Bridge, size: usize) -> *mut c_void
     {
         // SAFETY: a cached block: its header is writable and it has room
         // for its class, which `size` fits.
-        let ptr = unsafe { finish_at(bridge, ptr.as_ptr(), size) };
+        let ptr = unsafe { header::write(bridge.salt, ptr.as_ptr(), size) };
         Counts::count_cached_alloc(line, size);
         return ptr;
     }
@@ -173,7 +160,7 @@ extern "C" fn check_peak_then(bridge: &'static Bridge, line: &Line, ptr: *mut c_
 /// live across it.
 ///
 /// # Safety
-/// As for [`direct_calls`](crate::raw_plugin::direct_calls).
+/// As for [`direct_calls`](super::plugin_raw::direct_calls).
 #[inline(always)]
 unsafe fn malloc_from_plugin<const DIRECT: bool>(bridge: &'static Bridge, size: usize) -> *mut c_void {
     let Some(total) = bridge.plugin_size(size) else { return std::ptr::null_mut() };
@@ -184,7 +171,7 @@ unsafe fn malloc_from_plugin<const DIRECT: bool>(bridge: &'static Bridge, size: 
         None => count_alloc_away(bridge, size),
     }
     // SAFETY: `base` is a fresh block of `total` bytes.
-    unsafe { finish(bridge, base, size) }
+    unsafe { header::write_after(bridge.salt, bridge.header, base, size) }
 }
 
 /// Count an allocation of a thread whose line is neither the first nor at
@@ -207,7 +194,7 @@ extern "C" fn malloc_small(bridge: &'static Bridge, size: usize) -> *mut c_void 
         Counts::count_cached_alloc(l, size);
         // SAFETY: a cached block: its header is writable and it has room
         // for its class, which `size` fits.
-        return unsafe { finish_at(bridge, ptr.as_ptr(), size) };
+        return unsafe { header::write(bridge.salt, ptr.as_ptr(), size) };
     }
     // SAFETY: `false` asks nothing of the bridge.
     unsafe { malloc_from_plugin::<false>(bridge, size) }
@@ -235,7 +222,7 @@ pub unsafe extern "C" fn bridge_calloc(ctx: *mut c_void, nelem: usize, elsize: u
         Ok(base) => {
             bridge.counts.alloc(bridge.counts.mine(), size);
             // SAFETY: `base` is a fresh block of `total` bytes.
-            unsafe { finish(bridge, base, size) }
+            unsafe { header::write_after(bridge.salt, bridge.header, base, size) }
         }
         Err(_) => std::ptr::null_mut(),
     }
@@ -255,7 +242,7 @@ pub unsafe extern "C" fn bridge_realloc(ctx: *mut c_void, ptr: *mut c_void, new_
     let bridge: &'static Bridge = unsafe { &*(ctx as *const Bridge) };
     let ptr = ptr.cast::<u8>();
     // SAFETY: NumPy reallocs only blocks this handler made.
-    let Some(old_size) = (unsafe { read_header(bridge, ptr) }) else {
+    let Some(old_size) = (unsafe { header::read(bridge.salt, ptr) }) else {
         bridge.foreign_pointer("realloc");
         return std::ptr::null_mut();
     };
@@ -263,7 +250,7 @@ pub unsafe extern "C" fn bridge_realloc(ctx: *mut c_void, ptr: *mut c_void, new_
         // The block has the room of its class already.
         bridge.counts.realloc(old_size, new_size);
         // SAFETY: the header matched: the block is live, NumPy's.
-        return unsafe { finish_at(bridge, ptr, new_size) };
+        return unsafe { header::write(bridge.salt, ptr, new_size) };
     }
     let (Some(old_total), Some(total)) = (bridge.plugin_size(old_size), bridge.plugin_size(new_size)) else {
         return std::ptr::null_mut();
@@ -279,7 +266,7 @@ pub unsafe extern "C" fn bridge_realloc(ctx: *mut c_void, ptr: *mut c_void, new_
             bridge.counts.realloc(old_size, new_size);
             // SAFETY: `base` is the resized block of `total` bytes (the old
             // one is gone, its header moved with the contents).
-            unsafe { finish(bridge, base, new_size) }
+            unsafe { header::write_after(bridge.salt, bridge.header, base, new_size) }
         }
         // The old block is untouched, as C's realloc promises.
         Err(_) => std::ptr::null_mut(),

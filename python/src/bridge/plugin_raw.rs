@@ -1,100 +1,15 @@
-//! The block header every bridged block carries, and the calls to the
-//! plugin beneath it: what the functions NumPy calls ([`crate::raw_block`],
-//! [`crate::raw_padded`]) share, and the draining of the caches of freed blocks
-//! when the cache is turned off.
+//! The calls into the plugin beneath the functions NumPy calls
+//! ([`super::alloc_raw`], [`super::free_raw`]): straight through the
+//! bridge's copy of the plugin's `malloc` and `free` when it has one, else
+//! through the handler; and the giving back of the caches of freed blocks
+//! to the plugin, when the cache is turned off or the bridge closed.
 //!
-//! # The block header
-//! NumPy's `realloc(ctx, ptr, new_size)` does not pass the old size and its
-//! `free(ctx, ptr, size)` may pass a wrong one, while a memplug plugin is
-//! owed the exact size on both. So every block carries a header of
-//! [`Bridge::header`] bytes in front of the pointer NumPy gets: a multiple
-//! of the handler's alignment and at least 16, so the pointer keeps the
-//! handler's alignment. Its last two words hold the size NumPy asked for
-//! and a check word (`cookie`) derived from the pointer, the size and the
-//! bridge: a pointer this bridge did not make (or already freed: the check
-//! word is cleared on free) is recognised and never handed to the plugin.
-//!
-//! ```text
-//!   base (from the plugin)          ptr (to NumPy)
-//!   |<------------ header ------------>|<------- size bytes ------->
-//!   [ padding ... | size | cookie     ][ array data ...            ]
-//! ```
-//!
-//! Imports [`crate::bridge`], [`crate::lines`].
+//! Imports its sibling [`super::state`] and [`crate::counters`].
 
-use crate::bridge::Bridge;
-use crate::lines::Line;
+use super::state::Bridge;
+use crate::counters::thread_lines::Line;
 use memplug::DirectCalls;
-use std::ffi::c_void;
 use std::ptr::NonNull;
-
-/// The check word stored beside a block's size: the pointer, the size and
-/// the bridge's [salt](Bridge::salt) mixed.
-#[inline]
-pub fn cookie(bridge: &Bridge, ptr: *mut u8, size: usize) -> usize {
-    (ptr as usize) ^ size ^ bridge.salt
-}
-
-/// Write the header in front of `ptr` (a block's data pointer); `ptr`.
-///
-/// # Safety
-/// The two words before `ptr` are the block's, writable; `ptr` is 8-aligned.
-#[inline]
-pub unsafe fn finish_at(bridge: &Bridge, ptr: *mut u8, size: usize) -> *mut c_void {
-    let words = ptr.cast::<usize>();
-    // SAFETY: the caller's contract.
-    unsafe {
-        words.sub(2).write(size);
-        words.sub(1).write(cookie(bridge, ptr, size));
-    }
-    ptr.cast()
-}
-
-/// Write the header of a block the plugin just returned; the pointer for
-/// NumPy.
-///
-/// # Safety
-/// `base` is a live block of at least `bridge.header` bytes from the
-/// bridge's handler.
-#[inline]
-pub unsafe fn finish(bridge: &Bridge, base: NonNull<u8>, size: usize) -> *mut c_void {
-    // SAFETY: `header >= 16` bytes lie in the block before `ptr`, and both
-    // words are aligned (header is a multiple of 16 and base is 16-aligned,
-    // or at least 8-aligned for handlers declaring alignment 8).
-    unsafe { finish_at(bridge, base.as_ptr().add(bridge.header), size) }
-}
-
-/// Read the header in front of a pointer NumPy handed back: the size, or
-/// `None` if the check word does not match (not ours, or freed already).
-///
-/// # Safety
-/// The two words before `ptr` are readable: NumPy passes back pointers from
-/// this handler's `malloc`/`calloc`/`realloc` (an array's data is freed by
-/// the handler that made it).
-#[inline]
-pub unsafe fn read_header(bridge: &Bridge, ptr: *mut u8) -> Option<usize> {
-    // SAFETY: the caller's contract.
-    let (size, check) = unsafe {
-        let words = ptr.cast::<usize>();
-        (words.sub(2).read(), words.sub(1).read())
-    };
-    (check == cookie(bridge, ptr, size)).then_some(size)
-}
-
-/// Whether the check word in front of `ptr` says it is a live block of
-/// this bridge asked with `size` bytes: the [`read_header`] of a caller
-/// that knows the size already (NumPy's `free`), one load, no size read.
-/// (The check word mixes the size in, so it matches only if the header's
-/// size is `size`.)
-///
-/// # Safety
-/// As for [`read_header`].
-#[inline]
-pub unsafe fn header_says(bridge: &Bridge, ptr: *mut u8, size: usize) -> bool {
-    // SAFETY: the caller's contract.
-    let check = unsafe { ptr.cast::<usize>().sub(1).read() };
-    check == cookie(bridge, ptr, size)
-}
 
 /// The bridge's [direct calls](Bridge::direct), for the functions
 /// installed only on bridges that have them (`DIRECT`): no test.
@@ -167,8 +82,8 @@ unsafe extern "C" fn handler_free(bridge: &Bridge, base: NonNull<u8>, total: usi
 /// Free the blocks cached in `line` through the bridge's handler.
 ///
 /// # Safety
-/// The calling thread owns `line` (it is [`crate::lines::Counts::mine`]'s,
-/// or claimed by [`crate::lines::Counts::with_unowned_caches`]), which is
+/// The calling thread owns `line` (it is [`Counts::mine`](crate::counters::thread_lines::Counts::mine)'s,
+/// or claimed by [`Counts::with_unowned_caches`](crate::counters::thread_lines::Counts::with_unowned_caches)), which is
 /// one of `bridge`'s lines.
 pub unsafe fn drain_line(bridge: &Bridge, line: &Line) {
     // SAFETY: the caller owns the line; every cached block is a block of

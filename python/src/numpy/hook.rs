@@ -3,7 +3,7 @@
 //! side — taking the GIL, keeping the thread's pending exception, reporting
 //! the callback's own as unraisable, not reporting the calls a callback
 //! makes itself — and nothing of NumPy's structs, which are
-//! [`crate::raw_hook`]'s. It imports only PyO3.
+//! [`super::hook_raw`]'s. It imports only PyO3.
 
 use pyo3::prelude::*;
 use std::cell::Cell;

@@ -1,19 +1,18 @@
-//! The bridge's block cache, and nothing else: for one thread, a short
-//! last-in-first-out list per size class of small blocks NumPy freed, and
-//! two spare larger blocks, kept to be handed out again without calling the
-//! plugin.
+//! The per-thread cache of freed blocks, and nothing else: for one thread,
+//! a short last-in-first-out list per size class ([`super::classes`]) of
+//! small blocks NumPy freed, and two spare larger blocks, kept to be handed
+//! out again without calling the plugin.
 //!
 //! A [`SmallCache`] is 192 bytes, three cache lines: the depth of each list
 //! (a byte each) and the list heads, those of the classes up to 128 bytes
-//! in the first line with the depths; then the spares. The
-//! classes reach 1 KiB, as NumPy's own cache does (it keeps up to 7 blocks
-//! of each byte size below 1024). The lists are threaded through the blocks
-//! themselves: a cached block's header (the two words in front of the
-//! pointer NumPy had, see [`crate::raw_block`]) holds the next block of its
-//! list and a cleared check word, so a cached block is never taken for a
-//! live one (a double free of it is recognised as a foreign pointer).
+//! in the first line with the depths; then the spares. The lists are
+//! threaded through the blocks themselves: a cached block's header (the
+//! words in front of the pointer NumPy had, see [`super::header_raw`],
+//! which reads and writes them) holds the next block of its list and a
+//! cleared check word, so a cached block is never taken for a live one (a
+//! double free of it is recognised as a foreign pointer).
 //!
-//! The spares are [`SPARES`] blocks of more than [`MAX_CACHED`] and at
+//! The spares are [`SPARES`] blocks of more than [`MAX_CACHED`](super::classes::MAX_CACHED) and at
 //! most [`MAX_SPARE`] bytes that the thread freed, each handed out again
 //! only for a request of exactly its size: NumPy's temporaries (a ufunc
 //! chain's, a loop's `np.empty`, a loop's shapes in turn) come back at the
@@ -33,17 +32,13 @@
 //! stores; readers only read the depths. Which blocks may be cached (their
 //! size class was allocated in full) is the caller's rule.
 //!
-//! Imports nothing from the crate.
+//! Imports its siblings [`super::classes`] and [`super::header_raw`].
 
+use super::classes::CLASSES;
+use super::header_raw;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-/// Bytes of data served by each size class; a cached block of class `c`
-/// was allocated with room for `CLASSES[c]` bytes (at most half as much
-/// again as it was asked for).
-pub const CLASSES: [usize; 12] = [16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024];
-/// The largest request served from the cache.
-pub const MAX_CACHED: usize = 1024;
 /// Blocks kept per size class and thread.
 pub const DEPTH: u8 = 8;
 /// The most bytes (of room) one thread's lists hold: [`DEPTH`] blocks of
@@ -70,37 +65,6 @@ pub const SPARES: usize = 2;
 /// frees, measured 7% more instructions per `np.empty` than with no
 /// spares; with this patience, 1%).
 pub const SPARE_PATIENCE: u64 = 4096;
-
-/// The class of a request of `size <= MAX_CACHED` bytes, by 16-byte step:
-/// the smallest class that holds the step's top.
-const CLASS_BY_16: [u8; MAX_CACHED / 16 + 1] = {
-    let mut table = [0u8; MAX_CACHED / 16 + 1];
-    let mut step = 0;
-    while step < table.len() {
-        let mut class = 0;
-        while CLASSES[class] < step * 16 {
-            class += 1;
-        }
-        table[step] = class as u8;
-        step += 1;
-    }
-    table
-};
-
-const _: () = assert!(CLASSES[CLASSES.len() - 1] == MAX_CACHED);
-
-/// The size class of a request of `size` bytes (`size <= MAX_CACHED`).
-#[inline]
-pub fn class_of(size: usize) -> usize {
-    CLASS_BY_16[size.div_ceil(16)] as usize
-}
-
-/// The bytes a request of `size` is given room for: its class's size for
-/// small requests, else `size`.
-#[inline]
-pub fn rounded(size: usize) -> usize {
-    if size <= MAX_CACHED { CLASSES[class_of(size)] } else { size }
-}
 
 /// One thread's cached blocks (see the module docs).
 #[derive(Default)]
@@ -172,7 +136,7 @@ impl SmallCache {
     pub unsafe fn offer_spare(&self, ptr: NonNull<u8>, size: usize) -> Option<(NonNull<u8>, usize)> {
         // SAFETY: the caller's contract: the word before `ptr` is the
         // block's check word, writable, and the block is no one's.
-        unsafe { ptr.as_ptr().cast::<usize>().sub(1).write(0) };
+        unsafe { header_raw::clear(ptr.as_ptr()) };
         let [newer, older] = &self.spares;
         let mut out = None;
         let newer_ptr = newer.ptr.load(Relaxed);
@@ -209,13 +173,9 @@ impl SmallCache {
         if self.depths[class].load(Relaxed) >= DEPTH {
             return false;
         }
-        let words = ptr.as_ptr().cast::<usize>();
         // SAFETY: the caller's contract: the two words before `ptr` are the
         // block's header, writable, and the block is no one's.
-        unsafe {
-            words.sub(2).write(self.heads[class].load(Relaxed));
-            words.sub(1).write(0);
-        }
+        unsafe { header_raw::link(ptr, self.heads[class].load(Relaxed)) };
         self.heads[class].store(ptr.as_ptr() as usize, Relaxed);
         self.depths[class].store(self.depths[class].load(Relaxed) + 1, Relaxed);
         true
@@ -228,10 +188,9 @@ impl SmallCache {
     #[inline]
     pub unsafe fn pop(&self, class: usize) -> Option<NonNull<u8>> {
         let head = NonNull::new(self.heads[class].load(Relaxed) as *mut u8)?;
-        // SAFETY: every block in a list was pushed under `push`'s contract:
-        // its header's first word holds the next block, and it stays
-        // untouched while listed.
-        let next = unsafe { head.as_ptr().cast::<usize>().sub(2).read() };
+        // SAFETY: every block in a list was pushed under `push`'s contract
+        // (`link`ed), and its header stays untouched while listed.
+        let next = unsafe { header_raw::linked_next(head) };
         self.heads[class].store(next, Relaxed);
         self.depths[class].store(self.depths[class].load(Relaxed) - 1, Relaxed);
         Some(head)
@@ -266,16 +225,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn classes_round_up_to_the_next_class() {
-        for size in 0..=MAX_CACHED {
-            let c = class_of(size);
-            assert!(CLASSES[c] >= size, "{size}");
-            assert!(c == 0 || CLASSES[c - 1] < size, "{size} is in the smallest class that fits");
-        }
-        assert_eq!(
-            (rounded(8), rounded(64), rounded(65), rounded(512), rounded(513), rounded(1024), rounded(1025)),
-            (16, 64, 96, 512, 768, 1024, 1025)
-        );
+    fn the_lists_hold_at_most_the_bytes_the_guide_gives() {
         assert_eq!(LISTS_MAX_BYTES, 28_160, "the 27.5 KiB the guide gives");
     }
 

@@ -8,11 +8,12 @@
 //! The callback is only called while the interpreter runs: not once
 //! finalization has begun (nor after), when Python code must not run.
 //!
-//! Imports [`crate::hook`] (the callback's side), [`crate::raw_numpy`]
-//! (the handler struct and capsules), PyO3's FFI and libc.
+//! Imports its siblings [`super::hook`] (the callback's side) and
+//! [`super::capsule_raw`] (the handler struct and capsules), PyO3's FFI and
+//! libc.
 
-use crate::hook::{Event, Hook};
-use crate::raw_numpy::{self, PyDataMemAllocator};
+use super::capsule_raw::{self, PyDataMemAllocator};
+use super::hook::{Event, Hook};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use std::ffi::{c_int, c_void};
@@ -31,7 +32,7 @@ struct Hooked {
 /// `inner` is not a handler capsule. The hooked handler, its context and
 /// `hook` are leaked: arrays made through it free through it whenever.
 pub fn hooked_capsule(py: Python<'_>, inner: &Bound<'_, PyAny>, hook: Hook, name: &str) -> Option<PyResult<Py<PyAny>>> {
-    let inner = raw_numpy::allocator_of(inner)?;
+    let inner = capsule_raw::allocator_of(inner)?;
     let ctx: &'static Hooked = Box::leak(Box::new(Hooked { inner, hook }));
     let allocator = PyDataMemAllocator {
         ctx: std::ptr::from_ref(ctx) as *mut c_void,
@@ -46,7 +47,7 @@ pub fn hooked_capsule(py: Python<'_>, inner: &Bound<'_, PyAny>, hook: Hook, name
     // capsule, which `hook` keeps for the process: they keep NumPy's
     // contract exactly as far as the inner handler does, on any thread,
     // with or without the GIL (the hook takes it itself).
-    Some(unsafe { raw_numpy::capsule_with(py, name, allocator) })
+    Some(unsafe { capsule_raw::capsule_with(py, name, allocator) })
 }
 
 /// Whether Python code may run: the interpreter is initialised and not

@@ -1,10 +1,10 @@
-//! The bridge's counters: blocks and bytes allocated, freed, live and peak,
+//! Counting and summing: blocks and bytes allocated, freed, live and peak,
 //! and `free(NULL)` calls, per bridged handler — counted in the per-thread
-//! lines of [`crate::lines`] (see there why they cost next to nothing), and
-//! summed over them.
+//! lines of [`super::thread_lines`] (see there why they cost next to
+//! nothing), and summed over them ([`Totals`]).
 //!
 //! **Peak bytes** need all threads at once. A thread checks the peak when its
-//! own live bytes have grown by [`PEAK_CHECK_BYTES`](crate::lines::PEAK_CHECK_BYTES) since its last check
+//! own live bytes have grown by [`PEAK_CHECK_BYTES`](super::thread_lines::PEAK_CHECK_BYTES) since its last check
 //! (at every large block, every so many small ones): each line keeps the
 //! `headroom` left before the next check ([`FULL_HEADROOM`] after one),
 //! which an allocation lowers and a free raises, and a check is due when it
@@ -12,7 +12,7 @@
 //! path). A block that goes into the thread's cache of freed blocks, or
 //! comes out of it, leaves the headroom as it is: for the headroom it
 //! stays live while cached, so the cache's hot paths check nothing (the
-//! lists hold at most [`LISTS_MAX_BYTES`](crate::raw_cache::LISTS_MAX_BYTES)).
+//! lists hold at most [`LISTS_MAX_BYTES`](crate::block::cache_raw::LISTS_MAX_BYTES)).
 //! While its line is the only one the bridge
 //! ever counted in, a thread's live bytes are the total: it raises the
 //! shared peak to them, and only when they pass its last high (so a loop of
@@ -31,10 +31,13 @@
 //! headroom, and by the blocks its lists held then); live counts are
 //! always exact.
 //!
-//! Imports [`crate::lines`], [`crate::raw_cache`].
+//! Imports its sibling [`super::thread_lines`], and [`crate::block`]'s size
+//! classes.
 
-use crate::lines::{ALLOCS, BYTES_ALLOCATED, BYTES_FREED, Counts, FREES, FULL_HEADROOM, Line, NULL_FREES, REALLOCS};
-use crate::raw_cache::CLASSES;
+use super::thread_lines::{
+    ALLOCS, BYTES_ALLOCATED, BYTES_FREED, Counts, FREES, FULL_HEADROOM, Line, NULL_FREES, REALLOCS,
+};
+use crate::block::classes::CLASSES;
 use std::sync::atomic::{Ordering, Ordering::Relaxed};
 
 /// Totals for one handler, summed over threads.
@@ -102,7 +105,7 @@ impl Counts {
     }
 
     /// The check of the peak that `line`'s used-up headroom made due: its
-    /// live bytes grew by [`PEAK_CHECK_BYTES`](crate::lines::PEAK_CHECK_BYTES)
+    /// live bytes grew by [`PEAK_CHECK_BYTES`](super::thread_lines::PEAK_CHECK_BYTES)
     /// since its last check (for a crowded line: above the lowest they were
     /// since); see the module docs. Not `#[cold]`: a thread allocating
     /// large blocks runs it at each.
@@ -252,7 +255,7 @@ impl Counts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lines::{FIRST_LINE, PEAK_CHECK_BYTES};
+    use crate::counters::thread_lines::{FIRST_LINE, PEAK_CHECK_BYTES};
 
     fn leaked() -> &'static Counts {
         Box::leak(Box::new(Counts::new()))

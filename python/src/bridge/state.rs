@@ -1,155 +1,28 @@
 //! A [`Bridge`]: one memplug handler seen from NumPy — the handler, the
-//! header size its blocks carry, its counters, and the record of what NumPy
-//! got wrong (a size passed to `free` that differs from the one allocated,
-//! a pointer the bridge never made). Bridges are made once per handler
-//! name and live for the process: NumPy's capsules point at them.
+//! header size its blocks carry, its counters, the switch of its cache of
+//! freed blocks, and the record of what NumPy got wrong
+//! ([`super::events`]). Bridges are made once per handler name and live
+//! for the process: NumPy's capsules point at them.
 //!
-//! The calls NumPy makes are in [`crate::raw_numpy`]; this module owns the
+//! The functions NumPy calls are in [`super::alloc_raw`],
+//! [`super::free_raw`] and [`super::padded_raw`]; this module owns the
 //! state they use and the cold paths they call into.
+//!
+//! Imports its sibling [`super::events`], [`crate::counters`] and
+//! [`crate::block`] (the header's sizes, the size classes).
 
-use crate::counters::Totals;
-use crate::lines::Counts;
-use crate::raw_thread;
+use super::events::EventLog;
+use crate::block::classes::{MAX_CACHED, rounded};
+use crate::block::header_raw::{PAD_ALIGN, PADDED_OVERHEAD, header_size};
+use crate::counters::counting::Totals;
+use crate::counters::thread_lines::Counts;
 use memplug::{DirectCalls, Handler, Instance};
-use pyo3::prelude::*;
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
-/// Distinct places kept per kind of event; later new places are counted
-/// under one `<other places>` entry.
-const MAX_SITES: usize = 256;
-/// Calling frames kept with a site (the first time it is seen).
-const MAX_CALLERS: usize = 4;
-
-/// Where NumPy called the bridge from: the Python frame running at the
-/// time (or why there is none).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Site {
-    /// The frame's file, or `<no GIL>` / `<no Python frame>` / `<other places>`.
-    pub file: String,
-    /// The line being run (0 when there is no frame).
-    pub line: u32,
-    /// The function's name.
-    pub function: String,
-}
-
-impl Site {
-    fn placeholder(what: &str) -> Site {
-        Site { file: what.to_string(), line: 0, function: String::new() }
-    }
-
-    /// The running Python frame and up to [`MAX_CALLERS`] of its callers
-    /// (`file:line in function`), if this thread holds the GIL. NumPy calls
-    /// `free` without the GIL in places; then the site is `<no GIL>`.
-    fn here() -> (Site, Vec<String>) {
-        if !raw_thread::gil_held() {
-            return (Site::placeholder("<no GIL>"), Vec::new());
-        }
-        let caught = std::panic::catch_unwind(|| {
-            Python::with_gil(|py| {
-                // Keep whatever exception is being raised (an array may be
-                // freed while one propagates) out of our look-up.
-                let pending = PyErr::take(py);
-                let site =
-                    Site::from_frame(py).unwrap_or_else(|_| (Site::placeholder("<no Python frame>"), Vec::new()));
-                if let Some(e) = pending {
-                    e.restore(py);
-                }
-                site
-            })
-        });
-        caught.unwrap_or_else(|_| (Site::placeholder("<no Python frame>"), Vec::new()))
-    }
-
-    fn of(frame: &Bound<'_, PyAny>) -> PyResult<Site> {
-        let code = frame.getattr("f_code")?;
-        Ok(Site {
-            file: code.getattr("co_filename")?.extract()?,
-            line: frame.getattr("f_lineno")?.extract::<Option<u32>>()?.unwrap_or(0),
-            function: code.getattr("co_name")?.extract()?,
-        })
-    }
-
-    fn from_frame(py: Python<'_>) -> PyResult<(Site, Vec<String>)> {
-        let mut frame = py.import("sys")?.getattr("_getframe")?.call1((0,))?;
-        let site = Site::of(&frame)?;
-        let mut callers = Vec::new();
-        while callers.len() < MAX_CALLERS {
-            frame = frame.getattr("f_back")?;
-            if frame.is_none() {
-                break;
-            }
-            callers.push(Site::of(&frame)?.to_string());
-        }
-        Ok((site, callers))
-    }
-}
-
-impl std::fmt::Display for Site {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{} in {}", self.file, self.line, self.function)
-    }
-}
-
-/// How often one thing happened at one [`Site`], with the sizes and callers
-/// of the first time.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SiteCount {
-    /// Times seen.
-    pub count: u64,
-    /// The size the block was allocated with (0 if unknown).
-    pub allocated: usize,
-    /// The size NumPy passed (0 if none).
-    pub passed: usize,
-    /// The calling frames, innermost first, as `file:line in function`.
-    pub callers: Vec<String>,
-}
-
-/// Events of one kind, by site.
-#[derive(Debug, Default)]
-pub struct EventLog {
-    total: AtomicU64,
-    sites: Mutex<BTreeMap<Site, SiteCount>>,
-}
-
-impl EventLog {
-    #[cold]
-    fn record(&self, allocated: usize, passed: usize) {
-        self.total.fetch_add(1, Relaxed);
-        let (site, callers) = Site::here();
-        let mut sites = self.sites.lock().unwrap_or_else(|e| e.into_inner());
-        let key = if sites.len() >= MAX_SITES && !sites.contains_key(&site) {
-            Site::placeholder("<other places>")
-        } else {
-            site
-        };
-        sites.entry(key).or_insert(SiteCount { count: 0, allocated, passed, callers }).count += 1;
-    }
-
-    /// Times it happened.
-    pub fn total(&self) -> u64 {
-        self.total.load(Relaxed)
-    }
-
-    /// Where, most frequent first.
-    pub fn sites(&self) -> Vec<(Site, SiteCount)> {
-        let sites = self.sites.lock().unwrap_or_else(|e| e.into_inner());
-        let mut v: Vec<_> = sites.iter().map(|(s, c)| (s.clone(), c.clone())).collect();
-        v.sort_by(|a, b| b.1.count.cmp(&a.1.count).then_with(|| a.0.cmp(&b.0)));
-        v
-    }
-}
-
-/// Data of a shareable handler's arrays is aligned to this (a cache line;
-/// see [`crate::raw_padded`]).
-pub const PAD_ALIGN: usize = 64;
-/// Bytes a padded bridge asks of its plugin beyond NumPy's size.
-pub const PADDED_OVERHEAD: usize = 88;
-
 /// [`Bridge::cache_below`] while the cache of freed blocks is on: every
 /// request the size classes serve.
-const CACHE_ON_BELOW: usize = crate::raw_cache::MAX_CACHED + 1;
+const CACHE_ON_BELOW: usize = MAX_CACHED + 1;
 
 /// The variable that, set to `0` before a bridge is made, keeps it from
 /// ever caching.
@@ -161,16 +34,16 @@ pub const CACHE_ENV: &str = "MEMPLUG_NUMPY_CACHE";
 pub struct Bridge {
     /// The handler blocks come from.
     pub handler: Handler,
-    /// Bytes in front of each block (see [`crate::raw_block`]); for a
+    /// Bytes in front of each block (see [`crate::block::header_raw`]); for a
     /// padded bridge, the bytes added to each block ([`PADDED_OVERHEAD`]).
     pub header: usize,
     /// Whether small requests get the room of their size class, so that
-    /// their blocks may be cached ([`crate::raw_block`]): fixed when the
+    /// their blocks may be cached ([`super::alloc_raw`]): fixed when the
     /// bridge is made, for a thread-safe handler that reports no
     /// statistics (see [`cache_refusal`]).
     pub rounds: bool,
     /// Whether the data is aligned to [`PAD_ALIGN`] by padding: bridges of
-    /// shareable handlers aligned less ([`crate::raw_padded`]).
+    /// shareable handlers aligned less ([`super::padded_raw`]).
     pub padded: bool,
     /// Requests of fewer bytes than this are served from the cache of
     /// freed blocks, and such blocks freed go to it: [`CACHE_ON_BELOW`]
@@ -178,7 +51,7 @@ pub struct Bridge {
     /// [`Bridge::cache_refusal`]). One word, so that the hot paths ask
     /// "small, and caching?" in one comparison.
     cache_below: AtomicUsize,
-    /// Mixed into every block's check word (see [`crate::raw_block`]):
+    /// Mixed into every block's check word (see [`crate::block::header_raw`]):
     /// drawn for each bridge, so that a block of one bridge handed to
     /// another is recognised as not its own.
     pub salt: usize,
@@ -199,7 +72,7 @@ pub struct Bridge {
     /// Pointers handed to `free`/`realloc` that this bridge did not make
     /// (or freed already): never passed to the plugin.
     pub foreign_pointers: EventLog,
-    /// The instance made from options, kept until [`crate::raw_plugin::close`].
+    /// The instance made from options, kept until [`super::plugin_raw::close`].
     instance: Mutex<Option<Instance>>,
 }
 
@@ -264,13 +137,13 @@ impl Bridge {
     /// and the room (see [`Bridge::rounds`]); `None` on overflow.
     #[inline]
     pub fn plugin_size(&self, size: usize) -> Option<usize> {
-        let room = if self.rounds { crate::raw_cache::rounded(size) } else { size };
+        let room = if self.rounds { rounded(size) } else { size };
         room.checked_add(self.header)
     }
 
     /// Switch the cache of freed blocks on or off; whether it was on. `Err`
     /// with the reason for a bridge that never caches. Switching it off
-    /// leaves the blocks cached: [`crate::raw_plugin::set_caching`] frees
+    /// leaves the blocks cached: [`super::plugin_raw::set_caching`] frees
     /// them (that is the call to make).
     pub fn switch_cache(&self, on: bool) -> Result<bool, String> {
         if let Some(why) = &self.cache_refusal {
@@ -290,7 +163,7 @@ impl Bridge {
         }
     }
 
-    /// Let go of the bridge's instance (see [`crate::raw_plugin::close`],
+    /// Let go of the bridge's instance (see [`super::plugin_raw::close`],
     /// which turns the cache off first: the call to make); `false` if it
     /// has none or let it go already.
     pub fn take_instance(&self) -> bool {
@@ -339,23 +212,4 @@ fn new_salt() -> usize {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(BRIDGES.fetch_add(1, Relaxed));
     h.finish() as usize
-}
-
-/// The header in front of each block for a handler aligned to `alignment`:
-/// at least 16 bytes (two words), and a multiple of the alignment so the
-/// pointer NumPy gets keeps it.
-pub fn header_size(alignment: usize) -> usize {
-    alignment.max(16).next_multiple_of(alignment.max(1))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::header_size;
-
-    #[test]
-    fn header_keeps_the_alignment_and_holds_two_words() {
-        for (alignment, want) in [(1, 16), (8, 16), (16, 16), (64, 64), (4096, 4096)] {
-            assert_eq!(header_size(alignment), want, "alignment {alignment}");
-        }
-    }
 }
