@@ -1,12 +1,14 @@
-//! The shape of the code, checked: the host's modules, those of the
-//! Python package's native crate (`python/src`) and those of the interposer
-//! (`preload/src`), form layers (each imports only from modules declared
-//! before it in its `lib.rs`, so there is no circle of imports, and the
-//! host's unsafe core `raw` sits beneath the front ends), the interposer's
-//! unsafe code is only in its modules named `*_raw`, that the guide's copy of the host's layer list
-//! (docs/src/architecture.md) names the same modules as `lib.rs`'s, and
-//! that no source file grows past 450 lines before its tests.
-
+//! The shape of the code, checked, in every crate of the repository (the
+//! ABI crate, the host, each plugin, the interposer and the Python
+//! package's native crate): at every module level a module's children import
+//! only from the siblings declared before them, so there is no circle of
+//! imports (a failure names the reference and the circle it closes); a
+//! `# Layers` list in a module's docs follows its declarations; every source
+//! file is a module the test reads; the host's unsafe core `raw` imports no
+//! front end; the interposer's and the Python crate's unsafe code is only in
+//! modules named `*_raw`; the guide's copy of the host's layer list
+//! (docs/src/architecture.md) names the same modules as `lib.rs`'s; and no
+//! source file grows past 450 lines before its tests.
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 

@@ -42,7 +42,7 @@ pub fn share_array<'py>(
             "not-shareable",
             format!(
                 "the array's data was made by NumPy's handler `{name}`, which is not a shareable memplug handler: \
-                 make the array under a shareable handler, e.g. `with memplug.numpy.use(\"shm:name=NAME,size=1g\"):` \
+                 make the array under a shareable handler, e.g. `with memplug.numpy.allocator(\"shm:name=NAME,size=1g\"):` \
                  (arrays made before the `with`, or by NumPy's default handler, stay where they are; copy one with \
                  np.array(a) inside the block)"
             ),
@@ -51,7 +51,7 @@ pub fn share_array<'py>(
             "foreign-memory",
             "the array's memory was not made by any data-memory handler (it views a buffer from elsewhere, e.g. \
              np.frombuffer or a memory map), so no handler can share it: copy it into an array made under a \
-             shareable handler (`memplug.numpy.use(\"shm:...\")`)"
+             shareable handler (`with memplug.numpy.allocator(\"shm:...\"):`)"
                 .into(),
         )),
     }
