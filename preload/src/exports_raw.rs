@@ -1,8 +1,11 @@
 //! Every symbol this library exports, which is what makes it the
 //! program's allocator: C's `malloc`, `calloc`, `free`, `realloc`,
 //! `reallocarray`, `posix_memalign`, `aligned_alloc`, `memalign`, `valloc`,
-//! `pvalloc`, `malloc_usable_size`, `_exit` and `_Exit`; C++'s `operator
-//! new` and `operator delete` in every form (over `cxx`); and the
+//! `pvalloc`, `malloc_usable_size`, `_exit` and `_Exit`; C23's
+//! `free_sized` and `free_aligned_sized`; glibc's `malloc_trim`,
+//! `mallinfo2`, `mallinfo`, `mallopt`, `malloc_stats` and `malloc_info`
+//! (over `glibc`); C++'s `operator new` and `operator delete` in every form
+//! (over `cxx`); and the
 //! constructor and destructor the loader runs (`.init_array`,
 //! `.fini_array`), which load the plugin and write the report.
 //!
@@ -18,7 +21,8 @@ use crate::cxx::{new_or_null, new_or_throw};
 use crate::cxx_raw::Nothrow;
 use crate::env_raw::pid;
 use crate::heap_raw::{alloc, free as release, realloc as resize, usable};
-use crate::{plugin_raw, report, text::Text};
+use crate::setup::{LIBC, READY, mode};
+use crate::{glibc, plugin_raw, report, text::Text};
 use core::ffi::{c_int, c_void};
 
 /// The page size.
@@ -140,6 +144,111 @@ pub(crate) extern "C" fn pvalloc(size: usize) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     usable(p)
+}
+
+/// C23's `free_sized`: `free(p)`. The header knows the block's size, so
+/// `size` is neither needed nor trusted.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn free_sized(p: *mut c_void, size: usize) {
+    let _ = size;
+    release(p)
+}
+
+/// C23's `free_aligned_sized`: `free(p)`, as [`free_sized`]; the header
+/// knows the alignment too.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn free_aligned_sized(p: *mut c_void, align: usize, size: usize) {
+    let _ = (align, size);
+    release(p)
+}
+
+/// glibc's `malloc_trim`: glibc's own, which returns the free memory of its
+/// heap to the system (1 when it did, 0 when there was none) — the program's
+/// heap when libc serves, and that of the plugins that build on libc's
+/// allocator (`system`, `tracking`, the `libc` manifest) when a plugin does.
+/// The bootstrap heap has nothing to return (its large blocks are unmapped
+/// at `free`). 0, calling nothing, before the plugin is ready and from
+/// inside a call into it (a signal handler that interrupted one), where
+/// glibc's lock may be held by the interrupted call.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn malloc_trim(pad: usize) -> c_int {
+    let mode = mode();
+    if mode != LIBC && mode != READY {
+        return 0;
+    }
+    let setup = plugin_raw::setup();
+    let Some(trim) = setup.libc.trim else { return 0 };
+    match (mode, setup.plugin.as_ref()) {
+        // SAFETY: glibc's malloc_trim, found by dlsym(RTLD_NEXT); any pad.
+        (LIBC, _) => unsafe { trim(pad) },
+        // SAFETY: as above; marked as inside a plugin call (and under its
+        // lock), so that nothing this thread interrupted holds glibc's lock.
+        (_, Some(p)) => plugin_raw::call(p, |_| unsafe { trim(pad) }).unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// glibc's `mallinfo2`: glibc's own when libc serves; otherwise the
+/// interposer's counts (see `glibc::mallinfo2`).
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn mallinfo2() -> libc::mallinfo2 {
+    if mode() == LIBC
+        && let Some(f) = plugin_raw::setup().libc.mallinfo2
+    {
+        // SAFETY: glibc's mallinfo2, found by dlsym(RTLD_NEXT); no arguments.
+        return unsafe { f() };
+    }
+    glibc::mallinfo2(&glibc::heap())
+}
+
+/// glibc's `mallinfo`: `mallinfo2`'s fields saturated to `int`.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn mallinfo() -> libc::mallinfo {
+    glibc::narrow(&mallinfo2())
+}
+
+/// glibc's `mallopt`: glibc's own when libc serves; otherwise glibc's
+/// parameters are accepted and ignored (see `glibc::mallopt`) and never
+/// reach glibc, whose heap is not the program's.
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn mallopt(param: c_int, value: c_int) -> c_int {
+    if mode() == LIBC
+        && let Some(f) = plugin_raw::setup().libc.mallopt
+    {
+        // SAFETY: glibc's mallopt, found by dlsym(RTLD_NEXT); any arguments.
+        return unsafe { f(param, value) };
+    }
+    glibc::mallopt(param, value)
+}
+
+/// glibc's `malloc_stats`: the interposer's summary on stderr, written with
+/// one `write` from a buffer on the stack (safe from anywhere, a signal
+/// handler included).
+#[unsafe(no_mangle)]
+pub(crate) extern "C" fn malloc_stats() {
+    let mut out = Text::new();
+    let _ = glibc::write_stats(&mut out, &glibc::heap());
+    plugin_raw::stderr(out.bytes());
+}
+
+/// glibc's `malloc_info`: -1 with EINVAL unless `options` is 0 (as glibc)
+/// or `fp` is null; else the summary of `malloc_stats` as a `<malloc>`
+/// element on `fp`, and 0 (-1 when it cannot be written).
+///
+/// # Safety
+/// `fp` is null or an open stream.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn malloc_info(options: c_int, fp: *mut libc::FILE) -> c_int {
+    if options != 0 || fp.is_null() {
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = libc::EINVAL };
+        return -1;
+    }
+    let mut out = Text::new();
+    let _ = glibc::write_info(&mut out, &glibc::heap());
+    // SAFETY: the caller gives an open stream; the buffer is valid for its length.
+    let n = unsafe { libc::fwrite(out.buf.as_ptr().cast(), 1, out.len, fp) };
+    if n == out.len { 0 } else { -1 }
 }
 
 /// The constructor: load the plugin (see `plugin_raw::init`); under

@@ -43,14 +43,19 @@
 //! 9. `cxx` — `operator new`'s logic: the `std::new_handler` loop,
 //!    `std::bad_alloc`, the `nothrow` forms;
 //! 10. `report` — the report `memplug run --report` prints;
-//! 11. `exports_raw` — every exported symbol: C's allocation functions,
-//!     `_exit`, C++'s operators, the constructor and destructor.
+//! 11. `glibc` — glibc's extended interface for a plugin's heap: what
+//!     `mallinfo2` reports, the `mallopt` parameters accepted, the
+//!     summaries of `malloc_stats` and `malloc_info`;
+//! 12. `exports_raw` — every exported symbol: C's allocation functions,
+//!     C23's sized frees, glibc's `malloc_trim`, `mallinfo2`, `mallopt`
+//!     and the rest, `_exit`, C++'s operators, the constructor and
+//!     destructor.
 //!
 //! # Unsafe code
 //! The crate denies `unsafe` code; the modules whose names end in `_raw`
 //! allow it (in lib.rs, on their `mod` lines), and every `unsafe` block in
 //! them argues why it holds in a `// SAFETY:` comment. `text`, `boot_class`,
-//! `boot_lists`, `stats`, `setup`, `cxx` and `report` have none. An
+//! `boot_lists`, `stats`, `setup`, `cxx`, `report` and `glibc` have none. An
 //! interposed allocator is unsafe code at its edges by nature: reading the
 //! environment and writing into it in place, opening a library and giving
 //! its addresses types, calling a plugin's functions, and reading the
@@ -87,5 +92,6 @@ mod plugin_raw;
 mod heap_raw;
 mod cxx;
 mod report;
+mod glibc;
 #[allow(unsafe_code)]
 mod exports_raw;

@@ -176,6 +176,9 @@ pub(crate) unsafe fn init() -> Option<c_int> {
             free: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"free")),
             memalign: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"posix_memalign")),
             usable: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"malloc_usable_size")),
+            trim: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"malloc_trim")),
+            mallopt: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"mallopt")),
+            mallinfo2: core::mem::transmute::<*mut c_void, Option<_>>(sym(libc::RTLD_NEXT, c"mallinfo2")),
         };
     }
     claim_report(s);

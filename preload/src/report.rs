@@ -37,7 +37,7 @@ pub(crate) fn write(out: &mut Text, setup: &Setup) -> core::fmt::Result {
 }
 
 /// The NUL-terminated text in `b`.
-fn c(b: &[u8]) -> &str {
+pub(crate) fn c(b: &[u8]) -> &str {
     let end = b.iter().position(|&x| x == 0).unwrap_or(b.len());
     core::str::from_utf8(&b[..end]).unwrap_or("?")
 }

@@ -69,6 +69,13 @@ pub(crate) struct Libc {
     pub(crate) memalign: Option<unsafe extern "C" fn(*mut *mut c_void, usize, usize) -> c_int>,
     /// `malloc_usable_size`.
     pub(crate) usable: Option<unsafe extern "C" fn(*mut c_void) -> usize>,
+    /// `malloc_trim`: also called when the plugin serves, since the
+    /// plugins that build on libc's allocator keep their memory in its heap.
+    pub(crate) trim: Option<unsafe extern "C" fn(usize) -> c_int>,
+    /// `mallopt`, called only when libc serves.
+    pub(crate) mallopt: Option<unsafe extern "C" fn(c_int, c_int) -> c_int>,
+    /// `mallinfo2`, called only when libc serves (absent before glibc 2.33).
+    pub(crate) mallinfo2: Option<unsafe extern "C" fn() -> libc::mallinfo2>,
 }
 
 /// What the constructor sets up, read-only once `MODE` leaves `BOOT`.
@@ -96,7 +103,17 @@ impl Setup {
     /// Nothing set up yet.
     pub(crate) const EMPTY: Setup = Setup {
         plugin: None,
-        libc: Libc { malloc: None, calloc: None, realloc: None, free: None, memalign: None, usable: None },
+        libc: Libc {
+            malloc: None,
+            calloc: None,
+            realloc: None,
+            free: None,
+            memalign: None,
+            usable: None,
+            trim: None,
+            mallopt: None,
+            mallinfo2: None,
+        },
         name: [0; 128],
         version: [0; 64],
         report: core::ptr::null(),

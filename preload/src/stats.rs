@@ -16,6 +16,11 @@ pub(crate) fn count() {
     COUNTING.store(true, Relaxed);
 }
 
+/// Whether this process counts (see [`count`]).
+pub(crate) fn counting() -> bool {
+    COUNTING.load(Relaxed)
+}
+
 /// A counter.
 pub(crate) struct Count(AtomicUsize);
 
@@ -93,6 +98,16 @@ pub(crate) fn resized(old: usize, new: usize) {
     FREE_BYTES.add(old);
     LIVE.fetch_sub(old, Relaxed);
     grow(new);
+}
+
+/// Bytes live now (0 unless counting).
+pub(crate) fn live() -> usize {
+    LIVE.load(Relaxed)
+}
+
+/// The most bytes live at once (0 unless counting).
+pub(crate) fn peak() -> usize {
+    PEAK.load(Relaxed)
 }
 
 /// `bytes` more are live.
