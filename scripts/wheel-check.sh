@@ -1,23 +1,27 @@
 #!/usr/bin/env bash
 # Check the Python package's distributions, end to end:
-#  1. scripts/build-wheel.sh builds the sdist and the wheel (and fails unless
-#     `auditwheel show` finds the wheel consistent with its manylinux tag);
-#  2. the sdist lists what building it needs: the top-level pyproject.toml and
+#  1. scripts/build-wheel.sh builds the sdist and the x86_64 and aarch64
+#     wheels (and fails unless `auditwheel show` finds each consistent with
+#     manylinux2014);
+#  2. each wheel is tagged manylinux2014_<arch>.manylinux_2_17_<arch>, and
+#     no shared object in it (extension module, bundled plugins) needs a
+#     glibc symbol newer than 2.17 (scripts/glibc-ceiling.sh, with objdump);
+#  3. the sdist lists what building it needs: the top-level pyproject.toml and
 #     PKG-INFO, both Cargo.lock, the build backend, and the Cargo.toml of every
 #     crate of the workspace;
-#  3. the wheel, with numpy, pytest and hypothesis, installs into a new virtual
-#     environment with a PATH on which there is no cargo and no rustc (checked)
-#     and from binary distributions only, so nothing is compiled;
-#  4. that environment imports memplug from its own site-packages (its
+#  4. the x86_64 wheel, with numpy, pytest and hypothesis, installs into a new
+#     virtual environment with a PATH on which there is no cargo and no rustc
+#     (checked) and from binary distributions only, so nothing is compiled;
+#  5. that environment imports memplug from its own site-packages (its
 #     __version__ the wheel's) and finds the bundled plugins there, then runs
 #     python/tests against it.
-#  5. with --sdist, also: `pip install` of the sdist into another new virtual
+#  6. with --sdist, also: `pip install` of the sdist into another new virtual
 #     environment (cargo on PATH) compiles memplug and its plugins, and that
 #     memplug finds its bundled plugins. This builds the whole workspace in
 #     release mode from nothing: minutes, so .ci/run leaves it out.
 #
-#   scripts/wheel-check.sh            # 1-4
-#   scripts/wheel-check.sh --sdist    # 1-5
+#   scripts/wheel-check.sh            # 1-5
+#   scripts/wheel-check.sh --sdist    # 1-6
 #
 # The files go to target/wheel-check/ (dist/, venv/, sdist-venv/,
 # build-wheel.log; made afresh each time).
@@ -68,13 +72,27 @@ EOF
     )
 }
 
-step "build the sdist and the wheel (scripts/build-wheel.sh)"
+step "build the sdist and the wheels (scripts/build-wheel.sh)"
 rm -rf "$work"
 mkdir -p "$work"
-scripts/build-wheel.sh --out "$work/dist" | tee "$work/build-wheel.log"
-sdist=$(tail -n 2 "$work/build-wheel.log" | sed -n 1p)
-wheel=$(tail -n 1 "$work/build-wheel.log")
-[[ -f "$sdist" && -f "$wheel" ]] || fail "build-wheel.sh did not print the sdist's and the wheel's paths"
+scripts/build-wheel.sh --out "$work/dist" --arch x86_64 --arch aarch64 | tee "$work/build-wheel.log"
+sdist=$(tail -n 3 "$work/build-wheel.log" | sed -n 1p)
+wheel=$(tail -n 2 "$work/build-wheel.log" | sed -n 1p)
+wheel_aarch64=$(tail -n 1 "$work/build-wheel.log")
+[[ -f "$sdist" && -f "$wheel" && -f "$wheel_aarch64" ]] ||
+    fail "build-wheel.sh did not print the paths of the sdist and the two wheels"
+
+step "the wheels' tags and glibc ceiling (2.17)"
+for w in "$wheel" "$wheel_aarch64"; do
+    arch=${w%.whl}
+    arch=${arch##*_2_17_}
+    [[ "$(basename "$w")" == "memplug-"*"-cp39-abi3-manylinux2014_${arch}.manylinux_2_17_${arch}.whl" ]] ||
+        fail "$(basename "$w") is not tagged cp39-abi3-manylinux2014_<arch>.manylinux_2_17_<arch>"
+    echo "   $(basename "$w")"
+    scripts/glibc-ceiling.sh "$w" 2.17 || fail "$(basename "$w") needs a glibc newer than 2.17 (see above)"
+done
+[[ "$wheel" == *_x86_64.whl && "$wheel_aarch64" == *_aarch64.whl ]] ||
+    fail "expected the x86_64 wheel, then the aarch64 one"
 
 step "the sdist holds what building it needs"
 top=$(basename "$sdist" .tar.gz)

@@ -14,7 +14,11 @@ the workspace's bundled plugins and copying them into the package.
    wheel (`[tool.maturin] include` in pyproject.toml).
 
 Set MEMPLUG_PLUGINS_FROM=DIR to copy the `*.so` files of DIR instead of
-building them (an offline or cross build that made them already).
+building them (an offline or cross build that made them already, such as
+scripts/build-wheel.sh's builds for glibc 2.17): they are copied as they
+are, not stripped, since a host's `strip` may not read another
+architecture's files. DIR is absolute or relative to python/; the build
+fails if it holds no `*.so`.
 
 `build_sdist` is this backend's own: maturin's source distribution holds
 only the crates the extension module depends on, while the wheel also needs
@@ -86,7 +90,12 @@ def build_plugins() -> list[Path]:
         old.unlink()
     prebuilt = os.environ.get("MEMPLUG_PLUGINS_FROM")
     if prebuilt:
-        sources = sorted(Path(prebuilt).glob(f"*{SUFFIX}"))
+        sources = sorted((HERE / prebuilt).glob(f"*{SUFFIX}"))
+        if not sources:
+            raise RuntimeError(
+                f"MEMPLUG_PLUGINS_FROM={prebuilt}: no *{SUFFIX} in {HERE / prebuilt}; "
+                "build the plugins there first, or unset it to build them here"
+            )
     else:
         cargo = os.environ.get("CARGO", "cargo")
         out = subprocess.run(
@@ -111,7 +120,7 @@ def build_plugins() -> list[Path]:
         dst = DEST / src.name
         shutil.copy2(src, dst)
         strip = shutil.which("strip")
-        if strip:
+        if strip and not prebuilt:
             subprocess.run([strip, "--strip-debug", str(dst)], check=True)
         copied.append(dst)
     _log("bundled " + ", ".join(p.name for p in copied))

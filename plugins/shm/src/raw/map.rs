@@ -247,8 +247,12 @@ pub(crate) fn alive(pid: u32) -> bool {
 /// 64 random bits that are never 0.
 pub(crate) fn random() -> u64 {
     let mut bytes = [0u8; 8];
-    // SAFETY: `bytes` is writable for its 8 bytes.
-    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), 8, 0) };
+    // The raw system call, not glibc's `getrandom` wrapper: that is
+    // GLIBC_2.25, and the Python wheel's plugins need nothing newer than
+    // glibc 2.17 (where the call, Linux 3.17, is there all the same).
+    // SAFETY: `bytes` is writable for its 8 bytes; SYS_getrandom takes
+    // (buffer, length, flags) and writes at most `length` bytes.
+    let n = unsafe { libc::syscall(libc::SYS_getrandom, bytes.as_mut_ptr(), 8usize, 0u32) };
     let mut x = u64::from_ne_bytes(bytes);
     if n != 8 {
         // No entropy source: time and PID, mixed.
