@@ -1,7 +1,7 @@
 /*
  * memplug.h — the stable C ABI between the memplug host and allocator plugins.
  *
- * ABI 1.2.  A plugin is a shared library that exports one function (by default
+ * ABI 1.3.  A plugin is a shared library that exports one function (by default
  * named `memplug_handler`, see MEMPLUG_ENTRY_SYMBOL) returning a pointer to a
  * `memplug_handler_t` that stays valid for the life of the process:
  *
@@ -28,7 +28,7 @@ extern "C" {
 /* "MPLG" read as a little-endian u32. */
 #define MEMPLUG_MAGIC 0x474C504Du
 #define MEMPLUG_ABI_MAJOR 1u
-#define MEMPLUG_ABI_MINOR 2u
+#define MEMPLUG_ABI_MINOR 3u
 
 /* The default name of the exported entry function. */
 #define MEMPLUG_ENTRY_SYMBOL "memplug_handler"
@@ -45,6 +45,16 @@ extern "C" {
 /* Every function may be called from any thread at the same time. Without it
  * the host serialises all calls into this handler. */
 #define MEMPLUG_FLAG_THREAD_SAFE (1u << 0)
+/* ABI 1.3: `free` and `realloc` do not need the size: the handler knows its
+ * blocks' sizes, so free(ctx, ptr, 0) and realloc(ctx, ptr, 0, new_size) are
+ * correct, as for C's free and realloc. With `usable_size` this lets
+ * `memplug run` hand blocks to a program with no header before them. */
+#define MEMPLUG_FLAG_SIZELESS_FREE (1u << 1)
+/* ABI 1.3: `usable_size` answers 0 for any pointer this handler did not make
+ * (another allocator's block, the stack, a static), without faulting and
+ * without reading through it. Without this flag the host calls `usable_size`
+ * only on the handler's own live blocks. */
+#define MEMPLUG_FLAG_KNOWS_FOREIGN (1u << 2)
 
 /* Required flags (`required_flags`, ABI 1.1): a host that does not know a
  * bit refuses the plugin (reason `unsupported-feature`). */
@@ -149,9 +159,17 @@ typedef int (*memplug_locate_fn)(void *ctx, const void *ptr, size_t size, memplu
  * address stays valid until that instance is destroyed. */
 typedef int (*memplug_resolve_fn)(void *ctx, const memplug_location_t *location, void **out_ptr);
 
-/* ABI 1.2: 312 bytes on LP64 targets. The first 248 bytes are ABI 1.0 and the
- * first 296 ABI 1.1, unchanged; each minor only appended. Field order is
- * frozen. */
+/* ABI 1.3: the bytes the caller may use in the live block `ptr` of this
+ * handler: at least the size it was allocated (or last reallocated) with.
+ * With MEMPLUG_FLAG_KNOWS_FOREIGN, 0 for a pointer the handler did not make
+ * (and it must not fault on one); without it the host passes only the
+ * handler's own live blocks. Like glibc's malloc_usable_size,
+ * mimalloc's mi_usable_size, tcmalloc's tc_malloc_size. */
+typedef size_t (*memplug_usable_size_fn)(void *ctx, const void *ptr);
+
+/* ABI 1.3: 320 bytes on LP64 targets. The first 248 bytes are ABI 1.0, the
+ * first 296 ABI 1.1 and the first 312 ABI 1.2, unchanged; each minor only
+ * appended. Field order is frozen. */
 typedef struct memplug_handler {
     uint32_t magic;          /* MEMPLUG_MAGIC */
     uint16_t abi_major;      /* MEMPLUG_ABI_MAJOR the plugin was built against */
@@ -176,6 +194,8 @@ typedef struct memplug_handler {
     /* ---- ABI 1.2 (struct_size >= 312) ---- */
     memplug_locate_fn locate;   /* optional: blocks another process can reach */
     memplug_resolve_fn resolve; /* optional (with locate) */
+    /* ---- ABI 1.3 (struct_size >= 320) ---- */
+    memplug_usable_size_fn usable_size; /* optional: a block's usable size */
 } memplug_handler_t;
 
 /* The signature of the entry function. */

@@ -39,6 +39,12 @@ pub trait Allocator: Send + Sync + Sized + 'static {
     /// [`resolve`](Allocator::resolve) are implemented: blocks another
     /// process can reach (exported as the 1.2 `locate`/`resolve` fields).
     const SHAREABLE: bool = false;
+    /// Whether [`usable_size`](Allocator::usable_size) is implemented
+    /// (exported as the 1.3 `usable_size` field). Set it with
+    /// [`FLAG_SIZELESS_FREE`](crate::FLAG_SIZELESS_FREE) in
+    /// [`FLAGS`](Allocator::FLAGS) when `free` and `realloc` ignore the
+    /// size: `memplug run` then needs no header before each block.
+    const HAS_USABLE_SIZE: bool = false;
 
     /// Build the allocator's state. Called once, on first use of the entry.
     fn create() -> Self;
@@ -112,6 +118,17 @@ pub trait Allocator: Send + Sync + Sized + 'static {
     /// field when the default instance returns `Some`.
     fn stats(&self) -> Option<MemplugStats> {
         None
+    }
+
+    /// The bytes the caller may use in `ptr`, a live block of this
+    /// allocator: at least the size it was allocated (or last resized)
+    /// with. Under [`FLAG_KNOWS_FOREIGN`](crate::FLAG_KNOWS_FOREIGN), 0 for
+    /// any pointer this allocator did not make, found without reading
+    /// through it. Only exported when
+    /// [`HAS_USABLE_SIZE`](Allocator::HAS_USABLE_SIZE) is `true`.
+    fn usable_size(&self, ptr: *const u8) -> usize {
+        let _ = ptr;
+        0
     }
 
     /// Where the `size` bytes at `ptr` live, written into `out` (which

@@ -81,6 +81,9 @@ pub fn entry<A: Allocator>(
                 h.locate = Some(locate_tramp::<A>);
                 h.resolve = Some(resolve_tramp::<A>);
             }
+            if A::HAS_USABLE_SIZE {
+                h.usable_size = Some(usable_size_tramp::<A>);
+            }
             if catch_unwind(AssertUnwindSafe(|| a.stats().is_some())).unwrap_or(false) {
                 h.stats = Some(stats_tramp::<A>);
             }
@@ -132,7 +135,7 @@ pub fn entry_v1_0<A: Allocator>(
     built.unwrap_or(core::ptr::null())
 }
 
-/// Export a type implementing [`Allocator`] as a memplug plugin (ABI 1.2).
+/// Export a type implementing [`Allocator`] as a memplug plugin (ABI 1.3).
 ///
 /// `export_handler!(MyAlloc)` defines the entry function `memplug_handler`;
 /// `export_handler!(MyAlloc, my_entry)` uses another name, so one library can
@@ -164,9 +167,9 @@ macro_rules! export_handler {
 }
 
 /// Export a type implementing [`Allocator`] against the frozen ABI 1.0
-/// layout ([`frozen::v1_0`](crate::frozen::v1_0)): the 1.1 and 1.2 parts of
-/// the trait (alignment, memory kind, aligned allocation, instances,
-/// sharing) are not exported, and statistics go through the 1.0 companion symbol.
+/// layout ([`frozen::v1_0`](crate::frozen::v1_0)): the 1.1, 1.2 and 1.3
+/// parts of the trait (alignment, memory kind, aligned allocation,
+/// instances, sharing, usable sizes) are not exported, and statistics go through the 1.0 companion symbol.
 ///
 /// `export_handler_v1_0!(MyAlloc)` defines `memplug_handler` and
 /// `memplug_handler_stats`; `export_handler_v1_0!(MyAlloc, entry, entry_stats)`

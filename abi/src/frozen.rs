@@ -204,6 +204,73 @@ pub mod v1_2 {
     };
 }
 
+/// ABI 1.3 as released: 320 bytes, the 1.2 fields then `usable_size`.
+pub mod v1_3 {
+    use crate::{MemplugInstance, MemplugLocation, MemplugStats, NAME_CAP, VERSION_CAP};
+    use core::ffi::{c_char, c_void};
+
+    /// The ABI 1.3 handler.
+    #[repr(C)]
+    #[derive(Debug, Clone, Copy)]
+    #[cfg_attr(feature = "layout", derive(abi_stable::StableAbi))]
+    pub struct MemplugHandler {
+        /// Magic.
+        pub magic: u32,
+        /// ABI major.
+        pub abi_major: u16,
+        /// ABI minor.
+        pub abi_minor: u16,
+        /// Declared size.
+        pub struct_size: u32,
+        /// Advisory flags.
+        pub flags: u32,
+        /// Name, NUL-terminated.
+        pub name: [u8; NAME_CAP],
+        /// Version, NUL-terminated.
+        pub version: [u8; VERSION_CAP],
+        /// Context.
+        pub ctx: *mut c_void,
+        /// malloc.
+        pub malloc: Option<unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void>,
+        /// calloc.
+        pub calloc: Option<unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void>,
+        /// realloc.
+        pub realloc: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize, usize) -> *mut c_void>,
+        /// free.
+        pub free: Option<unsafe extern "C" fn(*mut c_void, *mut c_void, usize)>,
+        /// Alignment of every block (0 = default).
+        pub alignment: u64,
+        /// DLPack device type (0 = CPU).
+        pub memory_kind: i32,
+        /// Required flags.
+        pub required_flags: u32,
+        /// Optional aligned allocation.
+        pub aligned_alloc: Option<unsafe extern "C" fn(*mut c_void, usize, usize) -> *mut c_void>,
+        /// Optional instance creation.
+        pub create: Option<unsafe extern "C" fn(*mut c_void, *const c_char, *mut MemplugInstance) -> i32>,
+        /// Optional instance destruction.
+        pub destroy: Option<unsafe extern "C" fn(*mut c_void)>,
+        /// Optional statistics.
+        pub stats: Option<unsafe extern "C" fn(*mut c_void, *mut MemplugStats) -> i32>,
+        /// Optional: where a block lives.
+        pub locate: Option<unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut MemplugLocation) -> i32>,
+        /// Optional: a location back to a pointer.
+        pub resolve: Option<unsafe extern "C" fn(*mut c_void, *const MemplugLocation, *mut *mut c_void) -> i32>,
+        /// Optional: a block's usable size (0: not this handler's, under
+        /// `FLAG_KNOWS_FOREIGN`).
+        pub usable_size: Option<unsafe extern "C" fn(*mut c_void, *const c_void) -> usize>,
+    }
+
+    #[cfg(target_pointer_width = "64")]
+    const _: () = {
+        use core::mem::{offset_of, size_of};
+        assert!(size_of::<MemplugHandler>() == 320);
+        assert!(offset_of!(MemplugHandler, locate) == 296);
+        assert!(offset_of!(MemplugHandler, resolve) == 304);
+        assert!(offset_of!(MemplugHandler, usable_size) == 312);
+    };
+}
+
 /// Each frozen layout is a prefix of the next and of the current struct:
 /// same offsets for every shared field.
 const _: () = {
@@ -215,7 +282,9 @@ const _: () = {
     same!(v1_0::MemplugHandler, v1_1::MemplugHandler: magic, abi_major, abi_minor, struct_size, flags, name, version, ctx, malloc, calloc, realloc, free);
     same!(v1_1::MemplugHandler, v1_2::MemplugHandler: magic, abi_major, abi_minor, struct_size, flags, name, version, ctx, malloc, calloc,
         realloc, free, alignment, memory_kind, required_flags, aligned_alloc, create, destroy, stats);
-    same!(v1_2::MemplugHandler, Cur: magic, abi_major, abi_minor, struct_size, flags, name, version, ctx, malloc, calloc, realloc, free,
-        alignment, memory_kind, required_flags, aligned_alloc, create, destroy, stats, locate, resolve);
-    assert!(core::mem::size_of::<v1_2::MemplugHandler>() == core::mem::size_of::<Cur>());
+    same!(v1_2::MemplugHandler, v1_3::MemplugHandler: magic, abi_major, abi_minor, struct_size, flags, name, version, ctx, malloc,
+        calloc, realloc, free, alignment, memory_kind, required_flags, aligned_alloc, create, destroy, stats, locate, resolve);
+    same!(v1_3::MemplugHandler, Cur: magic, abi_major, abi_minor, struct_size, flags, name, version, ctx, malloc, calloc, realloc, free,
+        alignment, memory_kind, required_flags, aligned_alloc, create, destroy, stats, locate, resolve, usable_size);
+    assert!(core::mem::size_of::<v1_3::MemplugHandler>() == core::mem::size_of::<Cur>());
 };

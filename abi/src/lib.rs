@@ -125,7 +125,7 @@ pub const MAGIC: u32 = 0x474C_504D;
 /// refused.
 pub const ABI_MAJOR: u16 = 1;
 /// The newest ABI minor version this crate describes.
-pub const ABI_MINOR: u16 = 2;
+pub const ABI_MINOR: u16 = 3;
 /// The default name of the entry function a plugin exports.
 pub const ENTRY_SYMBOL: &str = "memplug_handler";
 /// Suffix of the optional statistics companion of an entry function
@@ -140,8 +140,20 @@ pub const VERSION_CAP: usize = 64;
 /// thread at the same time. Without it the host serialises all calls into the
 /// handler.
 pub const FLAG_THREAD_SAFE: u32 = 1 << 0;
+/// Advisory flag (ABI 1.3): `free` and `realloc` do not need the size. The
+/// handler knows its blocks' sizes itself, so `free(ctx, ptr, 0)` and
+/// `realloc(ctx, ptr, 0, new_size)` are correct, as they are for C's `free`
+/// and `realloc`. With [`MemplugHandler::usable_size`] this lets `memplug
+/// run` hand blocks to the program with no header before them.
+pub const FLAG_SIZELESS_FREE: u32 = 1 << 1;
+/// Advisory flag (ABI 1.3): [`MemplugHandler::usable_size`] answers 0 for
+/// any pointer this handler did not make (a pointer into another
+/// allocator's memory, the stack, a static), without faulting and without
+/// reading through it. Without the flag the host calls `usable_size` only
+/// on blocks it knows are the handler's.
+pub const FLAG_KNOWS_FOREIGN: u32 = 1 << 2;
 /// Every advisory flag bit this ABI defines (unknown ones are ignored).
-pub const KNOWN_FLAGS: u32 = FLAG_THREAD_SAFE;
+pub const KNOWN_FLAGS: u32 = FLAG_THREAD_SAFE | FLAG_SIZELESS_FREE | FLAG_KNOWS_FOREIGN;
 
 /// Required flag (ABI 1.1): the plugin relies on `free`/`realloc` getting the
 /// exact allocation size. The host always passes it.
@@ -194,6 +206,12 @@ pub type CreateFn =
     unsafe extern "C" fn(ctx: *mut c_void, options: *const core::ffi::c_char, out: *mut MemplugInstance) -> i32;
 /// `destroy(instance_ctx)` (ABI 1.1): release an instance made by `create`.
 pub type DestroyFn = unsafe extern "C" fn(instance_ctx: *mut c_void);
+/// `usable_size(ctx, ptr)` (ABI 1.3): the bytes the caller may use in the
+/// live block `ptr` of this handler — at least the size it was allocated
+/// (or last reallocated) with, at most what `free` would give back. With
+/// [`FLAG_KNOWS_FOREIGN`], 0 for a pointer the handler did not make; without
+/// it the host passes only the handler's own live blocks.
+pub type UsableSizeFn = unsafe extern "C" fn(ctx: *mut c_void, ptr: *const c_void) -> usize;
 
 /// What `create` fills in (ABI 1.1). Mirrors `memplug_instance_t`.
 #[repr(C)]
@@ -210,8 +228,9 @@ pub struct MemplugInstance {
     pub error: [u8; ERROR_CAP],
 }
 
-/// A handler as laid out in memory (ABI 1.2, 312 bytes on 64-bit targets;
-/// its first 248 bytes are ABI 1.0, its first 296 ABI 1.1).
+/// A handler as laid out in memory (ABI 1.3, 320 bytes on 64-bit targets;
+/// its first 248 bytes are ABI 1.0, its first 296 ABI 1.1, its first 312
+/// ABI 1.2).
 ///
 /// Mirrors `memplug_handler_t` of [`HEADER`]. The order of these fields is
 /// frozen; a newer minor only appends. [`frozen`] keeps every released
@@ -265,6 +284,9 @@ pub struct MemplugHandler {
     pub locate: Option<unsafe extern "C" fn(*mut c_void, *const c_void, usize, *mut MemplugLocation) -> i32>,
     /// Optional (with `locate`), see [`ResolveFn`].
     pub resolve: Option<unsafe extern "C" fn(*mut c_void, *const MemplugLocation, *mut *mut c_void) -> i32>,
+    // ---- ABI 1.3 ----
+    /// Optional, see [`UsableSizeFn`].
+    pub usable_size: Option<unsafe extern "C" fn(*mut c_void, *const c_void) -> usize>,
 }
 
 /// The size of an ABI 1.0 handler: the smallest `struct_size` the host accepts.
@@ -273,6 +295,8 @@ pub const SIZE_V1_0: usize = core::mem::size_of::<frozen::v1_0::MemplugHandler>(
 pub const SIZE_V1_1: usize = core::mem::size_of::<frozen::v1_1::MemplugHandler>();
 /// The size of an ABI 1.2 handler.
 pub const SIZE_V1_2: usize = core::mem::size_of::<frozen::v1_2::MemplugHandler>();
+/// The size of an ABI 1.3 handler.
+pub const SIZE_V1_3: usize = core::mem::size_of::<frozen::v1_3::MemplugHandler>();
 
 /// The least `struct_size` a plugin declaring ABI `1.minor` must have: the
 /// size of the newest layout this crate knows that the minor includes.
@@ -280,11 +304,12 @@ pub const fn required_size(minor: u16) -> usize {
     match minor {
         0 => SIZE_V1_0,
         1 => SIZE_V1_1,
-        _ => SIZE_V1_2,
+        2 => SIZE_V1_2,
+        _ => SIZE_V1_3,
     }
 }
 
-const _: () = assert!(core::mem::size_of::<MemplugHandler>() == SIZE_V1_2);
+const _: () = assert!(core::mem::size_of::<MemplugHandler>() == SIZE_V1_3);
 
 /// The function pointer fields are the `*Fn` types above, spelled out for
 /// `abi_stable`'s derive: this does not compile if the two drift apart.
@@ -299,10 +324,52 @@ type Functions = (
     Option<StatsFn>,
     Option<LocateFn>,
     Option<ResolveFn>,
+    Option<UsableSizeFn>,
 );
-const _: fn(&MemplugHandler) -> Functions =
-    |h| (h.malloc, h.calloc, h.realloc, h.free, h.aligned_alloc, h.create, h.destroy, h.stats, h.locate, h.resolve);
-const _: fn(&frozen::v1_2::MemplugHandler) -> Functions =
+const _: fn(&MemplugHandler) -> Functions = |h| {
+    (
+        h.malloc,
+        h.calloc,
+        h.realloc,
+        h.free,
+        h.aligned_alloc,
+        h.create,
+        h.destroy,
+        h.stats,
+        h.locate,
+        h.resolve,
+        h.usable_size,
+    )
+};
+const _: fn(&frozen::v1_3::MemplugHandler) -> Functions = |h| {
+    (
+        h.malloc,
+        h.calloc,
+        h.realloc,
+        h.free,
+        h.aligned_alloc,
+        h.create,
+        h.destroy,
+        h.stats,
+        h.locate,
+        h.resolve,
+        h.usable_size,
+    )
+};
+/// The ABI 1.2 function pointer fields.
+type Functions12 = (
+    Option<MallocFn>,
+    Option<CallocFn>,
+    Option<ReallocFn>,
+    Option<FreeFn>,
+    Option<AlignedAllocFn>,
+    Option<CreateFn>,
+    Option<DestroyFn>,
+    Option<StatsFn>,
+    Option<LocateFn>,
+    Option<ResolveFn>,
+);
+const _: fn(&frozen::v1_2::MemplugHandler) -> Functions12 =
     |h| (h.malloc, h.calloc, h.realloc, h.free, h.aligned_alloc, h.create, h.destroy, h.stats, h.locate, h.resolve);
 /// The ABI 1.1 function pointer fields.
 type Functions11 = (
@@ -336,7 +403,7 @@ impl MemplugHandler {
             magic: MAGIC,
             abi_major: ABI_MAJOR,
             abi_minor: ABI_MINOR,
-            struct_size: SIZE_V1_2 as u32,
+            struct_size: SIZE_V1_3 as u32,
             flags,
             name: fixed_str(name),
             version: fixed_str(version),
@@ -354,6 +421,7 @@ impl MemplugHandler {
             stats: None,
             locate: None,
             resolve: None,
+            usable_size: None,
         }
     }
 
@@ -414,9 +482,10 @@ mod tests {
     #[test]
     fn sizes_on_lp64() {
         #[cfg(target_pointer_width = "64")]
-        assert_eq!((SIZE_V1_0, SIZE_V1_1, SIZE_V1_2), (248, 296, 312));
+        assert_eq!((SIZE_V1_0, SIZE_V1_1, SIZE_V1_2, SIZE_V1_3), (248, 296, 312, 320));
         assert_eq!(core::mem::offset_of!(MemplugHandler, alignment), SIZE_V1_0);
         assert_eq!(core::mem::offset_of!(MemplugHandler, locate), SIZE_V1_1);
+        assert_eq!(core::mem::offset_of!(MemplugHandler, usable_size), SIZE_V1_2);
     }
 
     #[test]

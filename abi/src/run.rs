@@ -64,6 +64,9 @@ pub const SYM_SIZED_FREE: &CStr = c"MEMPLUG_RUN_SYM_SIZED_FREE";
 /// (the interposer serves aligned requests with `malloc` and a header, so it
 /// does not read this one).
 pub const SYM_ALIGNED_ALLOC: &CStr = c"MEMPLUG_RUN_SYM_ALIGNED_ALLOC";
+/// For an allocator manifest: the library's usable-size function
+/// (`malloc_usable_size`, `mi_usable_size`, …), if it has one.
+pub const SYM_USABLE_SIZE: &CStr = c"MEMPLUG_RUN_SYM_USABLE_SIZE";
 
 #[cfg(test)]
 mod tests {
@@ -91,6 +94,7 @@ mod tests {
             SYM_FREE,
             SYM_SIZED_FREE,
             SYM_ALIGNED_ALLOC,
+            SYM_USABLE_SIZE,
         ];
         for name in all {
             assert!(name.to_str().unwrap().starts_with(PREFIX), "{name:?}");

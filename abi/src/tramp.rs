@@ -88,6 +88,12 @@ pub(crate) unsafe extern "C" fn aligned_alloc_tramp<A: Allocator>(
     catch_unwind(AssertUnwindSafe(|| a.aligned_alloc(alignment, size))).unwrap_or(core::ptr::null_mut()) as *mut c_void
 }
 
+pub(crate) unsafe extern "C" fn usable_size_tramp<A: Allocator>(ctx: *mut c_void, ptr: *const c_void) -> usize {
+    // SAFETY: the host only calls with the ctx of this handler.
+    let a = unsafe { state::<A>(ctx) };
+    catch_unwind(AssertUnwindSafe(|| a.usable_size(ptr as *const u8))).unwrap_or(0)
+}
+
 pub(crate) unsafe extern "C" fn stats_tramp<A: Allocator>(ctx: *mut c_void, out: *mut MemplugStats) -> i32 {
     // SAFETY: the host passes this handler's ctx and a valid `out`.
     unsafe { stats::<A>(ctx, out) }
