@@ -1,7 +1,7 @@
 //! The export macro's trampolines catch panics: an allocation that panics
 //! returns NULL, a panicking `free` returns normally, and a panic while
 //! creating the state makes the entry return NULL, a panicking `locate` or
-//! `resolve` reports a failure. Nothing unwinds into the
+//! `resolve` reports a failure, a panicking `usable_size` answers 0. Nothing unwinds into the
 //! caller (which would abort the process at the `extern "C"` boundary).
 
 use memplug_abi::{Allocator, MemplugHandler, MemplugStats, export_handler};
@@ -16,9 +16,13 @@ struct Panicky;
 impl Allocator for Panicky {
     const NAME: &'static str = "panicky";
     const VERSION: &'static str = "0.0.1";
+    const HAS_USABLE_SIZE: bool = true;
 
     fn create() -> Self {
         Panicky
+    }
+    fn usable_size(&self, _ptr: *const u8) -> usize {
+        panic!("usable_size panics on purpose");
     }
     fn malloc(&self, size: usize) -> *mut u8 {
         panic!("malloc({size}) panics on purpose");
@@ -84,8 +88,11 @@ fn exported_header_is_well_formed() {
     let h = handler(panicky_entry).unwrap();
     assert_eq!(h.magic, memplug_abi::MAGIC);
     assert_eq!((h.abi_major, h.abi_minor), (memplug_abi::ABI_MAJOR, memplug_abi::ABI_MINOR));
-    assert_eq!(h.struct_size as usize, memplug_abi::SIZE_V1_2);
+    assert_eq!(h.struct_size as usize, memplug_abi::SIZE_V1_3);
     assert!(h.locate.is_none() && h.resolve.is_none(), "not shareable unless SHAREABLE says so");
+    let usable = h.usable_size.expect("HAS_USABLE_SIZE exports usable_size");
+    // SAFETY: the handler's own function and ctx; the pointer is not read.
+    assert_eq!(unsafe { usable(h.ctx, 8 as *const _) }, 0, "a panicking usable_size answers 0");
     assert_eq!(h.name_str(), Some("panicky"));
     assert_eq!(h.version_str(), Some("0.0.1"));
     assert_eq!(h.flags, 0);
