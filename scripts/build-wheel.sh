@@ -13,7 +13,8 @@
 #    <arch>-unknown-linux-gnu.2.17` (into target/zig/, apart from the normal
 #    build), the extension module with `maturin build --zig --compatibility
 #    manylinux2014`. Each wheel must then pass `auditwheel show` (consistent
-#    with exactly manylinux_2_17_<arch>, manylinux2014's other name) and
+#    with exactly manylinux_2_17_<arch>, the policy auditwheel's own policy
+#    table names manylinux2014 — checked too) and
 #    scripts/glibc-ceiling.sh (no shared object in it needs a glibc symbol
 #    newer than 2.17), or this script fails.
 #
@@ -133,9 +134,23 @@ for arch in "${arches[@]}"; do
     echo "== build-wheel: $arch auditwheel show"
     shown=$(auditwheel show "$wheel")
     while IFS= read -r line; do echo "   $line"; done <<<"$shown"
+    policy=manylinux_${glibc/./_}
     tr -s ' \n' ' ' <<<"$shown" |
-        grep -F "consistent with the following platform tag: \"manylinux_${glibc/./_}_$arch\"" >/dev/null ||
-        fail "auditwheel: $(basename "$wheel") is not consistent with manylinux_${glibc/./_}_$arch (manylinux2014)"
+        grep -F "consistent with the following platform tag: \"${policy}_$arch\"" >/dev/null ||
+        fail "auditwheel: $(basename "$wheel") is not consistent with ${policy}_$arch (manylinux2014)"
+    # auditwheel names its policies by their PEP 600 names; its own policy
+    # table says which legacy name each one has: the policy it found must be
+    # the one it calls manylinux2014.
+    aliases=$(python - "$policy" <<'PY'
+import json, sys
+from importlib import resources
+table = json.loads(resources.files("auditwheel.policy").joinpath("manylinux-policy.json").read_text())
+print(" ".join(next((p["aliases"] for p in table if p["name"] == sys.argv[1]), [])))
+PY
+)
+    grep -qw manylinux2014 <<<"$aliases" ||
+        fail "auditwheel's policy table does not name $policy manylinux2014 (its aliases: ${aliases:-none})"
+    echo "   auditwheel: ${policy}_$arch, which its policy table names manylinux2014_$arch"
     plugins=$(python -m zipfile -l "$wheel" | grep -c 'memplug/plugins/lib.*\.so') || true
     ((plugins == $(wc -l <<<"$plugin_crates"))) ||
         fail "$(basename "$wheel") holds $plugins bundled plugins (memplug/plugins/*.so), not $(wc -l <<<"$plugin_crates")"
