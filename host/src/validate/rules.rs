@@ -4,11 +4,12 @@
 //! Works on the decoded fields of `header.rs`; pure Rust, no FFI, and no
 //! input makes it panic, so it can be fuzzed with arbitrary bytes.
 
-use super::header::{FunctionAddrs, Prefix, RawFields, V1_1_FIELDS, V1_2_FIELDS};
+use super::header::{FunctionAddrs, Prefix, RawFields, V1_1_FIELDS, V1_2_FIELDS, V1_3_FIELDS};
 use crate::error::{Escaped, Refusal};
 use memplug_abi::{
-    ABI_MAJOR, ABI_MINOR, DEFAULT_ALIGNMENT, KIND_CPU, KIND_CUDA_HOST, KIND_CUDA_MANAGED, KIND_ROCM_HOST,
-    KNOWN_REQUIRED_FLAGS, MAGIC, NAME_CAP, REQUIRE_SIZED_FREE, SIZE_V1_0, VERSION_CAP, required_size,
+    ABI_MAJOR, ABI_MINOR, DEFAULT_ALIGNMENT, FLAG_KNOWS_FOREIGN, FLAG_SIZELESS_FREE, KIND_CPU, KIND_CUDA_HOST,
+    KIND_CUDA_MANAGED, KIND_ROCM_HOST, KNOWN_REQUIRED_FLAGS, MAGIC, NAME_CAP, REQUIRE_SIZED_FREE, SIZE_V1_0,
+    VERSION_CAP, required_size,
 };
 
 /// The largest alignment a handler may declare (1 GiB).
@@ -90,9 +91,10 @@ pub fn readable_len_as(prefix: &Prefix, host_minor: u16) -> Result<usize, Refusa
 
 /// Validate a handler image: the bytes the host copied out of the plugin
 /// ([`readable_len`] of them). Checks, in order: magic, ABI major,
-/// declared size, required functions, name, version string, and for ABI 1.1
-/// required flags, alignment and memory kind. Fills in defaults for what an
-/// older plugin lacks.
+/// declared size, required functions, name, version string, for ABI 1.1
+/// required flags, alignment and memory kind, and for ABI 1.3 the advisory
+/// flags that speak of its functions ([`check_v1_3_flags`]). Fills in
+/// defaults for what an older plugin lacks.
 ///
 /// Never panics, whatever `bytes` holds.
 pub fn validate(bytes: &[u8]) -> Result<ValidatedHeader, Refusal> {
@@ -141,6 +143,9 @@ pub fn validate_as(bytes: &[u8], host_minor: u16) -> Result<ValidatedHeader, Ref
             (alignment, kind, v.required_flags)
         }
     };
+    if raw.v1_3 {
+        check_v1_3_flags(prefix.flags, raw.functions.usable_size, required_flags)?;
+    }
     let defaulted = readings(&raw, None).into_iter().filter(|r| !r.from_plugin).map(|r| r.name).collect();
     Ok(ValidatedHeader {
         prefix,
@@ -155,15 +160,68 @@ pub fn validate_as(bytes: &[u8], host_minor: u16) -> Result<ValidatedHeader, Ref
     })
 }
 
+/// The ABI 1.3 advisory flags of a plugin of minor 3 or later, judged
+/// against what it declares beside them (a plugin of an older minor never
+/// heard of these bits: for it they are unknown bits, ignored):
+/// - [`FLAG_KNOWS_FOREIGN`] promises that `usable_size` answers 0 for
+///   foreign pointers: without a `usable_size` (`usable_size` 0 here) the
+///   promise is about nothing, a sign of a wrong header, and is refused
+///   (`knows-foreign-without-usable-size`);
+/// - [`FLAG_SIZELESS_FREE`] says `free` and `realloc` need no size, while
+///   the required flag [`REQUIRE_SIZED_FREE`] says they rely on the exact
+///   size: both at once contradict each other and are refused
+///   (`sizeless-free-requires-size`). Whether `free(ptr, 0)` really works
+///   cannot be seen in the bytes; the conformance check `sizeless-free`
+///   tries it.
+///
+/// Unknown advisory bits stay ignored.
+pub fn check_v1_3_flags(flags: u32, usable_size: usize, required_flags: u32) -> Result<(), Refusal> {
+    if flags & FLAG_KNOWS_FOREIGN != 0 && usable_size == 0 {
+        return Err(Refusal::KnowsForeignWithoutUsableSize);
+    }
+    if flags & FLAG_SIZELESS_FREE != 0 && required_flags & REQUIRE_SIZED_FREE != 0 {
+        return Err(Refusal::SizelessFreeRequiresSize);
+    }
+    Ok(())
+}
+
 /// The fields of ABI 1.1 and later of `raw` as the host will use them, in
-/// struct order ([`V1_1_FIELDS`], then [`V1_2_FIELDS`]), valid or not.
+/// struct order ([`V1_1_FIELDS`], [`V1_2_FIELDS`], then [`V1_3_FIELDS`]),
+/// valid or not.
 /// `stats_companion` names the ABI 1.0 statistics companion symbol when the
 /// library has one (it then supplies `stats` for a plugin whose own field is
 /// absent).
 pub fn readings(raw: &RawFields, stats_companion: Option<&str>) -> Vec<FieldReading> {
     let mut out = v1_1_readings(raw, stats_companion);
     out.extend(v1_2_readings(raw));
+    out.extend(v1_3_readings(raw));
     out
+}
+
+/// The ABI 1.3 field of `raw` ([`V1_3_FIELDS`]): `usable_size`, with what
+/// the 1.3 advisory flags say about it.
+pub fn v1_3_readings(raw: &RawFields) -> Vec<FieldReading> {
+    let reading =
+        |value: String, from_plugin, note: String| FieldReading { name: V1_3_FIELDS[0], value, from_plugin, note };
+    if !raw.v1_3 {
+        let why = match raw.prefix.abi_minor {
+            minor @ 0..=2 => format!("default: the plugin is ABI 1.{minor}; no usable sizes"),
+            _ => "default: not read (a host of an older minor); no usable sizes".to_string(),
+        };
+        return vec![reading("absent".into(), false, why)];
+    }
+    let flags = raw.prefix.flags;
+    let sizeless = if flags & FLAG_SIZELESS_FREE != 0 { "; free and realloc need no size" } else { "" };
+    vec![match raw.functions.usable_size {
+        0 => reading("absent".into(), false, format!("no usable sizes{sizeless}")),
+        a => {
+            let whose = match flags & FLAG_KNOWS_FOREIGN {
+                0 => "answers for the handler's own live blocks",
+                _ => "answers for any pointer (0: not the handler's)",
+            };
+            reading(format!("{a:#x}"), true, format!("{whose}{sizeless}"))
+        }
+    }]
 }
 
 /// The ABI 1.2 fields of `raw` ([`V1_2_FIELDS`]): `locate` and `resolve`,
