@@ -229,6 +229,34 @@ impl Handler {
         unsafe { self.raw().usable_size(ptr) }.ok().flatten()
     }
 
+    /// Free a block passing size 0 to the plugin, as a host may for a
+    /// handler that declares `FLAG_SIZELESS_FREE` (the conformance check
+    /// `sizeless-free` does).
+    ///
+    /// # Safety
+    /// `ptr` is a live block of this handler from [`alloc`](Handler::alloc),
+    /// [`alloc_zeroed`](Handler::alloc_zeroed) or
+    /// [`realloc`](Handler::realloc) and is not used again; the handler
+    /// declares `FLAG_SIZELESS_FREE` ([`sizeless_free`](Handler::sizeless_free)).
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn free_sizeless(&self, ptr: NonNull<u8>) {
+        // SAFETY: the caller's contract is the call's.
+        unsafe { self.raw().free_sizeless(ptr) }
+    }
+
+    /// Resize a block passing old size 0 to the plugin (see
+    /// [`free_sizeless`](Handler::free_sizeless)); on error the old block is
+    /// untouched.
+    ///
+    /// # Safety
+    /// As for [`free_sizeless`](Handler::free_sizeless); on success the old
+    /// pointer is not used again.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn realloc_sizeless(&self, ptr: NonNull<u8>, new_size: usize) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: the caller's contract is the call's.
+        unsafe { self.raw().realloc_sizeless(ptr, new_size) }
+    }
+
     /// Whether `free` and `realloc` of this handler need no size (ABI 1.3
     /// `FLAG_SIZELESS_FREE`; see [`HandlerInfo::sizeless_free`]).
     pub fn sizeless_free(&self) -> bool {

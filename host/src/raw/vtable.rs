@@ -192,7 +192,8 @@ impl VTable {
     ///
     /// # Safety
     /// The call is serialised; `ptr` is a live block of this handler of
-    /// `old_size > 0` bytes; `new_size > 0`.
+    /// `old_size > 0` bytes (or `old_size` is 0 and the handler declared
+    /// `FLAG_SIZELESS_FREE`); `new_size > 0`.
     #[inline(always)]
     pub(crate) unsafe fn realloc(&self, ptr: *mut u8, old_size: usize, new_size: usize) -> *mut u8 {
         // SAFETY: the caller guarantees the block, the sizes and serialisation.
@@ -203,7 +204,8 @@ impl VTable {
     ///
     /// # Safety
     /// The call is serialised; `ptr` is a live block of this handler of
-    /// `size > 0` bytes and is not used again.
+    /// `size > 0` bytes (or `size` is 0 and the handler declared
+    /// `FLAG_SIZELESS_FREE`) and is not used again.
     #[inline(always)]
     pub(crate) unsafe fn free(&self, ptr: *mut u8, size: usize) {
         // SAFETY: the caller guarantees the block, its size and serialisation.
