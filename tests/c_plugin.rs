@@ -16,10 +16,15 @@ fn c_plugin_builds_loads_and_conforms() {
     assert_eq!(h.info().abi(), "1.3");
     assert!(
         h.info().defaulted.is_empty()
-            || h.info()
-                .defaulted
-                .iter()
-                .all(|f| ["aligned_alloc", "create", "destroy", "locate", "resolve", "usable_size"].contains(f)),
+            || h.info().defaulted.iter().all(|f| [
+                "aligned_alloc",
+                "create",
+                "destroy",
+                "locate",
+                "resolve",
+                "usable_size"
+            ]
+            .contains(f)),
         "{:?}",
         h.info().defaulted
     );
