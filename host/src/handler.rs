@@ -219,7 +219,9 @@ impl Handler {
     /// memory it did not make, otherwise as [`usable_size`](Handler::usable_size).
     /// `None` for a handler that does not know foreign pointers (asking it
     /// about one could fault), or as `usable_size` says.
-    #[allow(unsafe_code)]
+    // `ptr` is never dereferenced, by the host or (under FLAG_KNOWS_FOREIGN,
+    // checked first) by the plugin: any address is fine, as for `share`.
+    #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
     pub fn usable_size_any(&self, ptr: *const u8) -> Option<usize> {
         if !self.knows_foreign() {
             return None;
