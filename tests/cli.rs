@@ -44,14 +44,13 @@ fn check_json_shape_for_the_bundled_plugins() {
         assert_eq!(o["abi"], "1.3");
         assert_eq!(o["deprecated"], false);
         assert_eq!(o["version"], env!("CARGO_PKG_VERSION"));
-        let system = o["name"] == "system";
-        let flags = if system {
-            serde_json::json!(["thread-safe", "sizeless-free"])
-        } else {
-            serde_json::json!(["thread-safe"])
+        let flags = match o["name"].as_str().unwrap() {
+            "system" => serde_json::json!(["thread-safe", "sizeless-free"]),
+            "tracking" => serde_json::json!(["thread-safe", "knows-foreign"]),
+            _ => serde_json::json!(["thread-safe"]),
         };
         assert_eq!(o["flags"], flags);
-        assert_eq!(o["usable_size"], system, "system answers usable sizes with malloc_usable_size");
+        assert_eq!(o["usable_size"], o["name"] != "aligned", "system and tracking answer usable sizes");
         assert_eq!(o["shareable"], false, "no bundled plugin here has ABI 1.2 locate/resolve");
         assert!(o["checks"]["passed"].as_u64().unwrap() >= 6);
         assert_eq!(o["checks"]["failed"], 0);
@@ -133,7 +132,7 @@ fn inspect_shows_the_header_field_by_field() {
         "magic:          0x474c504d (ok)",
         "abi:            1.3 (host speaks 1.3)",
         "struct_size:    320 bytes (the host reads 320)",
-        "flags:          0x1 [thread-safe]",
+        "flags:          0x5 [thread-safe, knows-foreign]",
         "name:           \"tracking\"",
         "version:        \"0.1.0\"",
         "malloc:",
@@ -148,7 +147,7 @@ fn inspect_shows_the_header_field_by_field() {
         "stats:          0x",
         "locate:         absent (default; not shareable)",
         "resolve:        absent (default; not shareable)",
-        "usable_size:    absent (default; no usable sizes)",
+        "(plugin; answers for any pointer (0: not the handler's))",
         "verdict:        ok",
     ] {
         assert!(text.contains(want), "{want:?} in:\n{text}");
