@@ -188,6 +188,9 @@ impl Allocator for Tracking {
         self.track_free(recorded);
     }
 
+    // `ptr` is read through only once found in the set of live blocks: any
+    // address is safe to pass (the trait's contract under FLAG_KNOWS_FOREIGN).
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     fn usable_size(&self, ptr: *const u8) -> usize {
         let read = || {
             // SAFETY: `ptr` is in the set of live blocks, whose shard is held
