@@ -208,6 +208,16 @@ impl Handler {
     /// [knows foreign pointers](Handler::knows_foreign). The plugin's
     /// function reads the allocator's own records of the block: on another
     /// pointer it may fault.
+    ///
+    /// ```
+    /// let libc = memplug::current::builtin();
+    /// let p = libc.alloc(100).expect("memory");
+    /// // SAFETY: a live block of `libc`, made by `alloc`.
+    /// let usable = unsafe { libc.usable_size(p) }.expect("libc answers usable sizes");
+    /// assert!(usable >= 100);
+    /// // SAFETY: the block, freed once with its size.
+    /// unsafe { libc.free(p, 100) };
+    /// ```
     #[allow(unsafe_code)]
     pub unsafe fn usable_size(&self, ptr: NonNull<u8>) -> Option<usize> {
         // SAFETY: the caller's contract is the call's.
