@@ -1,6 +1,6 @@
 //! What the abi_stable layout check of a Rust plugin costs at load time,
 //! interleaved (see `common`): the check alone — abi_stable's
-//! `check_layout_compatibility` of the frozen 1.2 and 1.0 handler types
+//! `check_layout_compatibility` of the frozen 1.3 and 1.0 handler types
 //! against the types a plugin built with `export_handler!` describes, the
 //! work the host adds per Rust plugin — beside a whole load of a bundled
 //! plugin into a fresh registry (its library already open, as on every
@@ -53,11 +53,11 @@ fn main() {
         }
     }
     let mut variants = [
-        common::variant("load_aligned (ABI 1.2, with its layout check)", load(&aligned)),
-        common::variant("load_system (ABI 1.0, with its layout check)", load(&system)),
+        common::variant("load_aligned (ABI 1.3, with its layout check)", load(&aligned)),
+        common::variant("load_system (ABI 1.3, with its layout check)", load(&system)),
         common::variant(
-            "layout_check_1_2 (the check alone)",
-            check(<frozen::v1_2::MemplugHandler as StableAbi>::LAYOUT, <MemplugHandler as StableAbi>::LAYOUT),
+            "layout_check_1_3 (the check alone)",
+            check(<frozen::v1_3::MemplugHandler as StableAbi>::LAYOUT, <MemplugHandler as StableAbi>::LAYOUT),
         ),
         common::variant(
             "layout_check_1_0 (the check alone)",

@@ -1,21 +1,23 @@
 //! Compatibility across ABI versions: plugins built against the frozen 1.0,
-//! 1.1 and 1.2 headers, the frozen 1.0 Rust types, and a "future" 1.3 plugin
-//! all load into the current host; a 1.2 plugin read as a host of 1.1 reads
-//! it still loads, without sharing; unknown required features and other
-//! majors are refused; defaults fill what older plugins lack; version
-//! requirements and deprecations apply.
+//! 1.1, 1.2 and 1.3 headers and a "future" 1.4 plugin all load into the
+//! current host (the frozen 1.0 Rust types are proven in `layout.rs`, which
+//! builds a Rust plugin exported with `export_handler_v1_0!`); a 1.2 plugin
+//! read as a host of 1.1 reads it still loads, without sharing; a 1.3
+//! plugin's usable sizes and flags are judged; unknown required features
+//! and other majors are refused; defaults fill what older plugins lack;
+//! version requirements and deprecations apply.
 
 mod support;
 
 use memplug::check::{Verdict, conformance};
 use memplug::registry::Policy;
-use memplug::validate::{self, Prefix, V1_1_FIELDS, V1_2_FIELDS};
+use memplug::validate::{self, Prefix, V1_1_FIELDS, V1_2_FIELDS, V1_3_FIELDS};
 use memplug::{AlignedStrategy, Buffer, Candidate, Registry};
 use std::path::{Path, PathBuf};
 
 /// Every field of ABI 1.1 and later: what a 1.0 plugin lacks.
 fn all_later_fields() -> Vec<&'static str> {
-    [&V1_1_FIELDS[..], &V1_2_FIELDS[..]].concat()
+    [&V1_1_FIELDS[..], &V1_2_FIELDS[..], &V1_3_FIELDS[..]].concat()
 }
 
 fn frozen(version: &str) -> PathBuf {
@@ -29,15 +31,16 @@ fn fixture_with(include: &Path, dir: &Path, file: &str, defines: &[&str]) -> Pat
 
 #[test]
 fn frozen_headers_are_prefixes_of_the_current_one() {
-    // The frozen 1.2 header is the current one (plus the FROZEN banner).
+    // The frozen 1.3 header is the current one (plus the FROZEN banner).
     let current = std::fs::read_to_string(support::root().join("abi/include/memplug.h")).unwrap();
-    let v12 = std::fs::read_to_string(frozen("1.2").join("memplug.h")).unwrap();
-    assert!(v12.ends_with(&current), "abi/frozen/1.2/memplug.h must match the released 1.2 header");
-    assert!(v12.starts_with("/* FROZEN: memplug.h exactly as released for ABI 1.2."));
-    for (version, minor) in [("1.0", "0u"), ("1.1", "1u")] {
+    let v13 = std::fs::read_to_string(frozen("1.3").join("memplug.h")).unwrap();
+    assert!(v13.ends_with(&current), "abi/frozen/1.3/memplug.h must match the released 1.3 header");
+    assert!(v13.starts_with("/* FROZEN: memplug.h exactly as released for ABI 1.3."));
+    for (version, minor) in [("1.0", "0u"), ("1.1", "1u"), ("1.2", "2u")] {
         let old = std::fs::read_to_string(frozen(version).join("memplug.h")).unwrap();
         assert!(old.contains(&format!("#define MEMPLUG_ABI_MINOR {minor}")), "{version}");
-        assert!(!old.contains("memplug_location_t"), "{version} knows nothing of 1.2");
+        assert!(!old.contains("usable_size"), "{version} knows nothing of 1.3");
+        assert_eq!(old.contains("memplug_location_t"), version == "1.2", "{version}");
     }
     // Layout agreement of the frozen C headers with the frozen Rust types is
     // checked by compiling plugins against them below; the Rust types carry
@@ -45,7 +48,8 @@ fn frozen_headers_are_prefixes_of_the_current_one() {
     assert_eq!(memplug_abi::SIZE_V1_0, size_of::<memplug_abi::frozen::v1_0::MemplugHandler>());
     assert_eq!(memplug_abi::SIZE_V1_1, size_of::<memplug_abi::frozen::v1_1::MemplugHandler>());
     assert_eq!(memplug_abi::SIZE_V1_2, size_of::<memplug_abi::frozen::v1_2::MemplugHandler>());
-    assert_eq!(memplug_abi::SIZE_V1_2, size_of::<memplug_abi::MemplugHandler>());
+    assert_eq!(memplug_abi::SIZE_V1_3, size_of::<memplug_abi::frozen::v1_3::MemplugHandler>());
+    assert_eq!(memplug_abi::SIZE_V1_3, size_of::<memplug_abi::MemplugHandler>());
 }
 
 #[test]
@@ -75,17 +79,6 @@ fn a_c_plugin_built_against_the_frozen_1_0_header_loads_with_defaults() {
 }
 
 #[test]
-fn a_rust_plugin_built_against_the_frozen_1_0_types_loads() {
-    // The bundled `system` plugin is exported with `export_handler_v1_0!`.
-    let r = Registry::new();
-    let h = r.load_path(support::plugin("system")).unwrap();
-    assert_eq!(h.info().abi(), "1.0");
-    assert_eq!(h.info().struct_size as usize, memplug_abi::SIZE_V1_0);
-    assert_eq!(h.info().defaulted, all_later_fields());
-    assert_eq!(memplug::check::tally(&memplug::check::conformance(h)).failed, 0);
-}
-
-#[test]
 fn a_c_plugin_built_against_the_frozen_1_1_header_loads() {
     let dir = tempfile::tempdir().unwrap();
     let lib = fixture_with(
@@ -101,7 +94,7 @@ fn a_c_plugin_built_against_the_frozen_1_1_header_loads() {
     assert_eq!(h.info().memory_kind_name(), "kDLCUDAHost");
     assert_eq!(h.info().required_flags, memplug_abi::REQUIRE_SIZED_FREE);
     assert!(!h.info().defaulted.contains(&"alignment"));
-    assert!(h.info().defaulted.ends_with(&V1_2_FIELDS), "a 1.1 plugin has no 1.2 fields");
+    assert!(h.info().defaulted.ends_with(&[&V1_2_FIELDS[..], &V1_3_FIELDS[..]].concat()), "no 1.2 fields");
     assert!(!h.is_shareable());
     let b = Buffer::with_capacity_in(8, h).unwrap();
     assert_eq!(b.memory_kind(), memplug_abi::KIND_CUDA_HOST);
@@ -140,6 +133,103 @@ fn a_c_plugin_built_against_the_frozen_1_2_header_loads_and_shares() {
     assert_eq!(p.info().abi(), "1.2");
     assert!(!p.is_shareable());
     assert_eq!(p.info().defaulted.iter().filter(|f| V1_2_FIELDS.contains(f)).count(), 2);
+    assert!(!p.has_usable_size() && !p.sizeless_free(), "a 1.2 plugin has no 1.3 function or flags");
+}
+
+/// The results of a conformance pass by name.
+fn verdicts(h: memplug::Handler) -> Vec<(String, Verdict, String)> {
+    conformance(h).into_iter().map(|r| (r.name, r.verdict, r.detail)).collect()
+}
+
+#[test]
+fn a_c_plugin_built_against_the_frozen_1_3_header_answers_usable_sizes() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = "FIX_FLAGS=(MEMPLUG_FLAG_THREAD_SAFE|MEMPLUG_FLAG_SIZELESS_FREE|MEMPLUG_FLAG_KNOWS_FOREIGN)";
+    let lib = fixture_with(
+        &frozen("1.3"),
+        dir.path(),
+        "v13.so",
+        &["FIX_NAME=\"v13\"", "FIX_USABLE", "FIX_KNOWS_FOREIGN", "FIX_SIZELESS", flags],
+    );
+    let h = Registry::new().load_path(&lib).unwrap();
+    assert_eq!((h.info().abi(), h.info().struct_size as usize), ("1.3".to_string(), memplug_abi::SIZE_V1_3));
+    assert!(h.has_usable_size() && h.sizeless_free() && h.knows_foreign());
+    assert_eq!(h.info().flag_names(), ["thread-safe", "sizeless-free", "knows-foreign"]);
+    assert!(!h.info().defaulted.contains(&"usable_size"));
+    let p = h.alloc(100).unwrap();
+    // SAFETY: a live block of `h`.
+    assert_eq!(unsafe { h.usable_size(p) }, Some(100));
+    let local = 0u64;
+    assert_eq!(h.usable_size_any(std::ptr::from_ref(&local).cast()), Some(0), "not the fixture's memory");
+    // SAFETY: the block, freed once with its size.
+    unsafe { h.free(p, 100) };
+    let results = verdicts(h);
+    for (name, verdict, detail) in &results {
+        assert_eq!(*verdict, Verdict::Passed, "{name}: {detail}");
+    }
+    let names: Vec<&str> = results.iter().map(|r| r.0.as_str()).collect();
+    assert!(names.contains(&"usable-size") && names.contains(&"sizeless-free"), "{names:?}");
+    let s = h.stats().unwrap();
+    assert_eq!((s.live_count, s.size_mismatches), (0, 0), "sizeless frees are not wrong sizes");
+
+    // Without the flags and the function: no 1.3 checks.
+    let plain = fixture_with(&frozen("1.3"), dir.path(), "v13plain.so", &["FIX_NAME=\"v13plain\""]);
+    let p = Registry::new().load_path(&plain).unwrap();
+    assert_eq!(p.info().abi(), "1.3");
+    assert!(!p.has_usable_size() && !p.sizeless_free() && !p.knows_foreign());
+    assert_eq!(p.usable_size_any(std::ptr::from_ref(&local).cast()), None, "it cannot be asked about foreign memory");
+    assert!(!verdicts(p).iter().any(|r| r.0 == "usable-size" || r.0 == "sizeless-free"));
+}
+
+#[test]
+fn a_lying_usable_size_fails_conformance_and_bad_flags_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let include = support::root().join("abi/include");
+    let liar = fixture_with(&include, dir.path(), "liar.so", &["FIX_NAME=\"liar\"", "FIX_USABLE", "FIX_USABLE_LIE"]);
+    let h = Registry::new().load_path(&liar).unwrap();
+    let results = verdicts(h);
+    let usable = results.iter().find(|r| r.0 == "usable-size").expect("the check ran");
+    assert_eq!(usable.1, Verdict::Failed);
+    assert!(usable.2.starts_with("usable-size-too-small: "), "{}", usable.2);
+    assert!(memplug::check::USABLE_SIZE_CODES.contains(&"usable-size-too-small"));
+
+    // Saying it knows foreign pointers while answering for the stack.
+    let flags = "FIX_FLAGS=(MEMPLUG_FLAG_THREAD_SAFE|MEMPLUG_FLAG_KNOWS_FOREIGN)";
+    let blind = fixture_with(
+        &include,
+        dir.path(),
+        "blind.so",
+        &["FIX_NAME=\"blind\"", "FIX_USABLE", "FIX_KNOWS_FOREIGN", "FIX_FOREIGN_LIE", flags],
+    );
+    let h = Registry::new().load_path(&blind).unwrap();
+    let results = verdicts(h);
+    let usable = results.iter().find(|r| r.0 == "usable-size").expect("the check ran");
+    assert!(usable.2.starts_with("usable-size-of-foreign: "), "{usable:?}");
+
+    let r = Registry::new();
+    let cases = [
+        ("foreign-only.so", vec![flags], "knows-foreign-without-usable-size"),
+        (
+            "contradiction.so",
+            vec![
+                "FIX_FLAGS=(MEMPLUG_FLAG_THREAD_SAFE|MEMPLUG_FLAG_SIZELESS_FREE)",
+                "FIX_REQUIRED=MEMPLUG_REQUIRE_SIZED_FREE",
+            ],
+            "sizeless-free-requires-size",
+        ),
+        ("short13.so", vec!["FIX_SIZE=312"], "struct-too-small"),
+    ];
+    for (file, defines, code) in cases {
+        let lib = fixture_with(&include, dir.path(), file, &defines);
+        let e = r.load_path(&lib).unwrap_err();
+        assert_eq!(e.code(), code, "{file}: {e}");
+    }
+    // The same bits from a 1.2 plugin were unknown bits then: ignored.
+    let bits = "FIX_FLAGS=(MEMPLUG_FLAG_THREAD_SAFE|(1u<<2))";
+    let old = fixture_with(&frozen("1.2"), dir.path(), "old-bits.so", &["FIX_NAME=\"old-bits\"", bits]);
+    let h = r.load_path(&old).unwrap();
+    assert!(!h.knows_foreign());
+    assert_eq!(h.info().flag_names(), ["thread-safe", "bit-2"]);
 }
 
 #[test]
@@ -188,18 +278,18 @@ fn a_1_2_plugin_read_by_a_1_1_host_loads_without_sharing() {
 }
 
 #[test]
-fn a_future_1_3_plugin_with_unknown_fields_and_advisory_flag_loads() {
+fn a_future_1_4_plugin_with_unknown_fields_and_advisory_flag_loads() {
     let dir = tempfile::tempdir().unwrap();
     let lib = fixture_with(
         &support::root().join("abi/include"),
         dir.path(),
         "future.so",
-        &["FIX_NAME=\"future\"", "FIX_FUTURE", "FIX_MINOR=3", "FIX_FLAGS=(MEMPLUG_FLAG_THREAD_SAFE|(1u<<9))"],
+        &["FIX_NAME=\"future\"", "FIX_FUTURE", "FIX_MINOR=4", "FIX_FLAGS=(MEMPLUG_FLAG_THREAD_SAFE|(1u<<9))"],
     );
     let h = Registry::new().load_path(&lib).unwrap();
     let info = h.info();
-    assert_eq!(info.abi(), "1.3");
-    assert!(info.struct_size as usize > memplug_abi::SIZE_V1_2);
+    assert_eq!(info.abi(), "1.4");
+    assert!(info.struct_size as usize > memplug_abi::SIZE_V1_3);
     assert!(info.flag_names().contains(&"bit-9"), "the unknown advisory flag is kept, and ignored");
     assert!(info.thread_safe());
     assert_eq!(memplug::check::tally(&memplug::check::conformance(h)).failed, 0);
@@ -211,11 +301,12 @@ fn unknown_required_flags_and_other_majors_are_refused() {
     let include = support::root().join("abi/include");
     let cases = [
         ("required.so", vec!["FIX_REQUIRED=(1u<<5)"], "unsupported-feature"),
-        ("future-required.so", vec!["FIX_FUTURE", "FIX_MINOR=3", "FIX_REQUIRED=(1u<<3)"], "unsupported-feature"),
+        ("future-required.so", vec!["FIX_FUTURE", "FIX_MINOR=4", "FIX_REQUIRED=(1u<<3)"], "unsupported-feature"),
         ("major0.so", vec!["FIX_MAJOR=0"], "abi-major-mismatch"),
         ("major2.so", vec!["FIX_MAJOR=2"], "abi-major-mismatch"),
         ("short11.so", vec!["FIX_MINOR=1", "FIX_SIZE=248"], "struct-too-small"),
-        ("short12.so", vec!["FIX_SIZE=296"], "struct-too-small"),
+        ("short12.so", vec!["FIX_MINOR=2", "FIX_SIZE=296"], "struct-too-small"),
+        ("short13.so", vec!["FIX_SIZE=312"], "struct-too-small"),
         ("badalign.so", vec!["FIX_ALIGNMENT=24"], "bad-alignment"),
         ("device.so", vec!["FIX_KIND=2"], "unsupported-memory-kind"),
     ];
@@ -247,8 +338,11 @@ fn version_requirements_and_deprecation() {
     assert_eq!(h.info().version, semver::Version::new(1, 4, 2));
     assert!(!h.info().deprecated);
     // A 1.0 plugin still loads, marked deprecated.
-    let old = r.load_path(support::plugin("system")).unwrap();
+    let lib = fixture_with(&frozen("1.0"), dir.path(), "old.so", &["FIX_NAME=\"old-c\""]);
+    let old = r.load_path(&lib).unwrap();
     assert!(old.info().deprecated);
+    let system = r.load_path(support::plugin("system")).unwrap();
+    assert!(!system.info().deprecated, "`system` is ABI 1.3");
 
     let mut bad = Policy::default();
     assert_eq!(bad.require("ranged").unwrap_err().code(), "bad-requirement");
@@ -313,7 +407,7 @@ fn instances_take_options_and_are_destroyed_after_their_last_buffer() {
 fn aligned_plugin_instances_via_rust_export() {
     let r = Registry::new();
     let h = r.load_path(support::plugin("aligned")).unwrap();
-    assert_eq!(h.info().abi(), "1.2");
+    assert_eq!(h.info().abi(), "1.3");
     assert!(!h.is_shareable(), "a Rust plugin shares only when it says SHAREABLE");
     assert_eq!(h.alignment(), 64);
     assert_eq!(h.aligned_strategy(), AlignedStrategy::Plugin);
@@ -326,9 +420,9 @@ fn aligned_plugin_instances_via_rust_export() {
 }
 
 #[test]
-fn the_rust_shm_plugin_is_a_shareable_1_2_plugin() {
+fn the_rust_shm_plugin_is_a_shareable_1_3_plugin() {
     let h = Registry::new().load_path(support::plugin("shm")).unwrap();
-    assert_eq!(h.info().abi(), "1.2");
+    assert_eq!(h.info().abi(), "1.3");
     assert!(h.is_shareable() && h.takes_options() && h.has_stats());
-    assert_eq!(h.info().layout, memplug::LayoutCheck::Checked, "compared with the frozen 1.2 type");
+    assert_eq!(h.info().layout, memplug::LayoutCheck::Checked, "compared with the frozen 1.3 type");
 }

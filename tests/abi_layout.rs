@@ -1,7 +1,8 @@
 //! The C header and the Rust mirror agree: every size and field offset of
 //! `memplug_handler_t`, `memplug_instance_t`, `memplug_location_t` and
 //! `memplug_stats_t`, and every constant, as the machine's C compiler sees
-//! them.
+//! them; the frozen 1.3 header describes the same layout as the current one
+//! and as the frozen 1.3 Rust type.
 
 mod support;
 
@@ -25,6 +26,7 @@ int main(void) {
     F(memplug_handler_t, alignment) F(memplug_handler_t, memory_kind) F(memplug_handler_t, required_flags)
     F(memplug_handler_t, aligned_alloc) F(memplug_handler_t, create) F(memplug_handler_t, destroy)
     F(memplug_handler_t, stats) F(memplug_handler_t, locate) F(memplug_handler_t, resolve)
+    F(memplug_handler_t, usable_size)
     printf("location.size %zu\n", sizeof(memplug_location_t));
     F(memplug_location_t, struct_size) F(memplug_location_t, segment) F(memplug_location_t, segment_size)
     F(memplug_location_t, generation) F(memplug_location_t, offset) F(memplug_location_t, length)
@@ -42,6 +44,8 @@ int main(void) {
     printf("NAME_CAP %d\n", MEMPLUG_NAME_CAP);
     printf("VERSION_CAP %d\n", MEMPLUG_VERSION_CAP);
     printf("FLAG_THREAD_SAFE %u\n", MEMPLUG_FLAG_THREAD_SAFE);
+    printf("FLAG_SIZELESS_FREE %u\n", MEMPLUG_FLAG_SIZELESS_FREE);
+    printf("FLAG_KNOWS_FOREIGN %u\n", MEMPLUG_FLAG_KNOWS_FOREIGN);
     printf("REQUIRE_SIZED_FREE %u\n", MEMPLUG_REQUIRE_SIZED_FREE);
     printf("KINDS %d %d %d %d\n", MEMPLUG_KIND_CPU, MEMPLUG_KIND_CUDA_HOST, MEMPLUG_KIND_ROCM_HOST, MEMPLUG_KIND_CUDA_MANAGED);
     printf("DEFAULT_ALIGNMENT %u\n", MEMPLUG_DEFAULT_ALIGNMENT);
@@ -56,14 +60,15 @@ int main(void) {
 }
 "#;
 
-fn c_view() -> BTreeMap<String, String> {
+/// What the C compiler sees of the header in `include` (a directory).
+fn c_view_of(include: &std::path::Path) -> BTreeMap<String, String> {
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("probe.c");
     std::fs::write(&src, PROBE).unwrap();
     let exe = dir.path().join("probe");
     let out = Command::new(support::cc())
         .args(["-std=c11", "-Wall", "-Werror", "-I"])
-        .arg(support::root().join("abi/include"))
+        .arg(include)
         .arg("-o")
         .arg(&exe)
         .arg(&src)
@@ -79,6 +84,21 @@ fn c_view() -> BTreeMap<String, String> {
             (k.to_string(), v.to_string())
         })
         .collect()
+}
+
+fn c_view() -> BTreeMap<String, String> {
+    c_view_of(&support::root().join("abi/include"))
+}
+
+#[test]
+fn the_frozen_1_3_header_is_the_current_layout() {
+    let frozen = c_view_of(&support::root().join("abi/frozen/1.3"));
+    assert_eq!(frozen, c_view());
+    let v13 = size_of::<memplug_abi::frozen::v1_3::MemplugHandler>();
+    assert_eq!(frozen["handler.size"], v13.to_string());
+    let usable = offset_of!(memplug_abi::frozen::v1_3::MemplugHandler, usable_size);
+    assert_eq!(frozen["memplug_handler_t.usable_size"], usable.to_string());
+    assert_eq!((v13, usable), (memplug_abi::SIZE_V1_3, memplug_abi::SIZE_V1_2));
 }
 
 #[test]
@@ -114,7 +134,8 @@ fn header_and_rust_mirror_agree() {
         destroy,
         stats,
         locate,
-        resolve
+        resolve,
+        usable_size
     );
     put("location.size", size_of::<memplug_abi::MemplugLocation>().to_string());
     macro_rules! l {
@@ -137,6 +158,8 @@ fn header_and_rust_mirror_agree() {
     put("NAME_CAP", memplug_abi::NAME_CAP.to_string());
     put("VERSION_CAP", memplug_abi::VERSION_CAP.to_string());
     put("FLAG_THREAD_SAFE", memplug_abi::FLAG_THREAD_SAFE.to_string());
+    put("FLAG_SIZELESS_FREE", memplug_abi::FLAG_SIZELESS_FREE.to_string());
+    put("FLAG_KNOWS_FOREIGN", memplug_abi::FLAG_KNOWS_FOREIGN.to_string());
     put("REQUIRE_SIZED_FREE", memplug_abi::REQUIRE_SIZED_FREE.to_string());
     put(
         "KINDS",

@@ -43,6 +43,63 @@ fn libc_malloc_and_free_only_with_derived_calloc_and_realloc() {
 }
 
 #[test]
+fn a_named_usable_size_is_answered_and_checked() {
+    // libc with C's free and realloc: no size needed, so sizeless-free too.
+    let r = Registry::new();
+    let h = r.load(&Candidate::new(manifests().join("libc.memplug.toml"))).unwrap();
+    assert!(h.has_usable_size() && h.sizeless_free() && !h.knows_foreign());
+    assert_eq!(h.info().flag_names(), ["thread-safe", "sizeless-free"]);
+    assert!(!h.info().defaulted.contains(&"usable_size"));
+    let p = h.alloc(100).unwrap();
+    // SAFETY: a live block of `h`.
+    let u = unsafe { h.usable_size(p) }.unwrap();
+    assert!(u >= 100, "{u}");
+    assert_eq!(h.usable_size_any(p.as_ptr()), None, "C's usable size may fault on foreign pointers");
+    // SAFETY: the block, freed once with its size.
+    unsafe { h.free(p, 100) };
+    let results = check::conformance(h);
+    for name in ["usable-size", "sizeless-free"] {
+        let r = results.iter().find(|r| r.name == name).unwrap_or_else(|| panic!("{name} ran: {results:?}"));
+        assert_eq!(r.verdict, check::Verdict::Passed, "{r:?}");
+    }
+    match &h.info().source {
+        memplug::Source::Symbols { symbols, .. } => {
+            assert_eq!(symbols.usable_size.as_deref(), Some("malloc_usable_size"));
+        }
+        other => panic!("{other:?}"),
+    }
+
+    // Without realloc (derived: malloc + copy + free needs the old size), or
+    // with a sized free, free and realloc need the size.
+    let derived = SymbolSpec::new("libc-derived", "libc.so.6", "malloc", "free").usable_size("malloc_usable_size");
+    let h = r.load_symbols(&derived).unwrap();
+    assert!(h.has_usable_size() && !h.sizeless_free());
+    assert!(!check::conformance(h).iter().any(|r| r.name == "sizeless-free"));
+    let none = SymbolSpec::new("libc-none", "libc.so.6", "malloc", "free").realloc("realloc");
+    let h = r.load_symbols(&none).unwrap();
+    assert!(!h.has_usable_size() && h.sizeless_free());
+    assert!(h.info().defaulted.contains(&"usable_size"));
+    let missing = SymbolSpec::new("libc-missing", "libc.so.6", "malloc", "free").usable_size("no_such_usable_size");
+    let e = r.load_symbols(&missing).unwrap_err();
+    assert_eq!(e.code(), "missing-symbol");
+    assert!(e.to_string().contains("no_such_usable_size") && e.to_string().contains("usable_size"), "{e}");
+}
+
+#[test]
+fn the_cli_takes_a_usable_size_flag() {
+    let out = Command::new(env!("CARGO_BIN_EXE_memplug"))
+        .args(["check", "--json", "--library", "libc.so.6", "--malloc", "malloc", "--free", "free"])
+        .args(["--realloc", "realloc", "--usable-size", "malloc_usable_size", "--thread-safe"])
+        .env("MEMPLUG_CACHE", "off")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["usable_size"], true);
+    assert_eq!(v[0]["flags"], serde_json::json!(["thread-safe", "sizeless-free"]));
+}
+
+#[test]
 fn mimalloc_with_sized_free() {
     require_lib("libmimalloc.so.2", "libmimalloc2.0");
     let r = Registry::new();
@@ -100,6 +157,7 @@ fn tcmalloc_with_only_malloc_and_free() {
     let h = r.load(&Candidate::new(manifests().join("tcmalloc.memplug.toml"))).unwrap();
     assert_eq!(h.name(), "tcmalloc");
     assert!(h.info().defaulted.contains(&"calloc") && h.info().defaulted.contains(&"realloc"));
+    assert!(h.has_usable_size() && !h.sizeless_free(), "tc_malloc_size; a derived realloc needs the size");
     conforms(h);
 }
 

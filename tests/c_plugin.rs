@@ -13,13 +13,18 @@ fn c_plugin_builds_loads_and_conforms() {
     let r = Registry::new();
     let h = r.load_path(&lib).unwrap();
     assert_eq!(h.name(), "c-counting");
-    assert_eq!(h.info().abi(), "1.2");
+    assert_eq!(h.info().abi(), "1.3");
     assert!(
         h.info().defaulted.is_empty()
-            || h.info()
-                .defaulted
-                .iter()
-                .all(|f| ["aligned_alloc", "create", "destroy", "locate", "resolve"].contains(f)),
+            || h.info().defaulted.iter().all(|f| [
+                "aligned_alloc",
+                "create",
+                "destroy",
+                "locate",
+                "resolve",
+                "usable_size"
+            ]
+            .contains(f)),
         "{:?}",
         h.info().defaulted
     );

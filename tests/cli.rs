@@ -41,17 +41,26 @@ fn check_json_shape_for_the_bundled_plugins() {
         }
         assert_eq!(o["status"], "ok");
         assert!(o["reason"].is_null());
-        let abi = if o["name"] == "system" { "1.0" } else { "1.2" };
-        assert_eq!(o["abi"], abi, "system stays on ABI 1.0 on purpose");
+        assert_eq!(o["abi"], "1.3");
         assert_eq!(o["deprecated"], false);
         assert_eq!(o["version"], env!("CARGO_PKG_VERSION"));
-        assert_eq!(o["flags"], serde_json::json!(["thread-safe"]));
+        let flags = match o["name"].as_str().unwrap() {
+            "system" => serde_json::json!(["thread-safe", "sizeless-free"]),
+            "tracking" => serde_json::json!(["thread-safe", "knows-foreign"]),
+            _ => serde_json::json!(["thread-safe"]),
+        };
+        assert_eq!(o["flags"], flags);
+        assert_eq!(o["usable_size"], o["name"] != "aligned", "system and tracking answer usable sizes");
         assert_eq!(o["shareable"], false, "no bundled plugin here has ABI 1.2 locate/resolve");
         assert!(o["checks"]["passed"].as_u64().unwrap() >= 6);
         assert_eq!(o["checks"]["failed"], 0);
     }
     let tracking = arr.iter().find(|o| o["name"] == "tracking").unwrap();
     assert_eq!(tracking["checks"]["skipped"], 0, "tracking has statistics, so free-size runs");
+    let system = arr.iter().find(|o| o["name"] == "system").unwrap();
+    let ran: Vec<&str> =
+        system["checks"]["results"].as_array().unwrap().iter().map(|r| r["name"].as_str().unwrap()).collect();
+    assert!(ran.contains(&"usable-size") && ran.contains(&"sizeless-free"), "{ran:?}");
 }
 
 #[test]
@@ -121,9 +130,9 @@ fn inspect_shows_the_header_field_by_field() {
     let text = String::from_utf8(out.stdout).unwrap();
     for want in [
         "magic:          0x474c504d (ok)",
-        "abi:            1.2 (host speaks 1.2)",
-        "struct_size:    312 bytes (the host reads 312)",
-        "flags:          0x1 [thread-safe]",
+        "abi:            1.3 (host speaks 1.3)",
+        "struct_size:    320 bytes (the host reads 320)",
+        "flags:          0x5 [thread-safe, knows-foreign]",
         "name:           \"tracking\"",
         "version:        \"0.1.0\"",
         "malloc:",
@@ -138,29 +147,39 @@ fn inspect_shows_the_header_field_by_field() {
         "stats:          0x",
         "locate:         absent (default; not shareable)",
         "resolve:        absent (default; not shareable)",
+        "(plugin; answers for any pointer (0: not the handler's))",
         "verdict:        ok",
     ] {
         assert!(text.contains(want), "{want:?} in:\n{text}");
     }
 }
 
+/// The C fixture built against the frozen 1.0 header, as `dir/old.so`.
+fn old_plugin(dir: &Path) -> std::path::PathBuf {
+    let src = support::root().join("tests/fixtures/fixture_plugin.c");
+    support::build_c_with(&src, &support::root().join("abi/frozen/1.0"), dir, "old.so", &["FIX_NAME=\"old-c\""])
+}
+
 #[test]
 fn inspect_a_1_0_plugin_shows_which_fields_are_defaults() {
-    let out = memplug().arg("inspect").arg(support::plugin("system")).output().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let old = old_plugin(dir.path());
+    let out = memplug().arg("inspect").arg(&old).output().unwrap();
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     for want in [
-        "abi:            1.0 (host speaks 1.2)",
+        "abi:            1.0 (host speaks 1.3)",
         "struct_size:    248 bytes (the host reads 248)",
         "alignment:      16 (default; default: the plugin is ABI 1.0)",
         "memory_kind:    1 (kDLCPU) (default; default: the plugin is ABI 1.0)",
         "aligned_alloc:  absent (default; larger alignments are served by host over-allocation)",
         "stats:          memplug_handler_stats (plugin; the ABI 1.0 companion symbol)",
         "locate:         absent (default; default: the plugin is ABI 1.0; not shareable)",
+        "usable_size:    absent (default; default: the plugin is ABI 1.0; no usable sizes)",
     ] {
         assert!(text.contains(want), "{want:?} in:\n{text}");
     }
-    let out = memplug().args(["inspect", "--json"]).arg(support::plugin("system")).output().unwrap();
+    let out = memplug().args(["inspect", "--json"]).arg(&old).output().unwrap();
     let v = json(&out);
     assert_eq!(v["fields"]["alignment"]["source"], "default");
     assert_eq!(v["fields"]["alignment"]["value"], "16");
@@ -169,6 +188,7 @@ fn inspect_a_1_0_plugin_shows_which_fields_are_defaults() {
 #[test]
 fn check_options_requirements_and_deprecation() {
     let dir = bundled_dir();
+    old_plugin(dir.path());
     let out = memplug()
         .args(["check", "--json", "--options", "aligned:alignment=4096", "--deprecate-abi", "1.0"])
         .arg(dir.path())
@@ -180,9 +200,11 @@ fn check_options_requirements_and_deprecation() {
     let inst = arr.iter().find(|o| o["options"] == "alignment=4096").expect("the instance is checked");
     assert_eq!(inst["alignment"], 4096);
     assert_eq!(inst["status"], "ok");
+    let old = arr.iter().find(|o| o["name"] == "old-c").unwrap();
+    assert_eq!(old["deprecated"], true, "1.0 marked deprecated still loads");
+    assert_eq!(old["status"], "ok");
     let system = arr.iter().find(|o| o["name"] == "system").unwrap();
-    assert_eq!(system["deprecated"], true, "1.0 marked deprecated still loads");
-    assert_eq!(system["status"], "ok");
+    assert_eq!(system["deprecated"], false, "system is ABI 1.3");
 
     let out = memplug().args(["check", "--options", "aligned:colour=red"]).arg(dir.path()).output().unwrap();
     assert_eq!(out.status.code(), Some(1));

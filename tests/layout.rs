@@ -2,7 +2,8 @@
 //! plugins built at test time against copies of memplug-abi (unaltered but
 //! of another crate version, altered at the same size, without the `layout`
 //! feature), and C plugins with and without a `memplug_handler_layout`
-//! companion.
+//! companion. The same fixtures prove that a Rust plugin exported with
+//! `export_handler_v1_0!` (the frozen 1.0 types) loads.
 //!
 //! The Rust fixtures are tiny cdylib crates written into a temporary
 //! directory from `tests/fixtures/rust_plugin.rs` and built with the
@@ -55,7 +56,7 @@ const fn edit(file: &'static str, after: &'static str, from: &'static str, to: &
 const VARIANTS: &[Variant] = &[
     // Unaltered types from another release of the crate: accepted.
     Variant { name: "layout-version", version: "0.9.3", edits: &[], no_layout_feature: false },
-    // Same sizes, a field's type changed: `alignment` (1.1, in the 1.2
+    // Same sizes, a field's type changed: `alignment` (1.1, in the 1.3
     // handler) and `ctx` (1.0).
     Variant {
         name: "layout-retyped",
@@ -69,7 +70,7 @@ const VARIANTS: &[Variant] = &[
         ],
         no_layout_feature: false,
     },
-    // Two function pointers of the same type swapped (1.2 handler only): `calloc`
+    // Two function pointers of the same type swapped (1.3 handler only): `calloc`
     // now sits where `aligned_alloc` was. struct_size and every check of
     // the header bytes would pass, and the host would call `aligned_alloc`
     // as `calloc`. The frozen-prefix assertions of the copy, which would
@@ -219,7 +220,7 @@ fn a_field_retyped_at_the_same_size_is_refused_with_the_field_named() {
     assert_eq!(code, "layout-mismatch");
     assert!(
         message.starts_with(
-            "`memplug_handler_layout` does not describe this host's frozen ABI 1.2 handler type: abi_stable's \
+            "`memplug_handler_layout` does not describe this host's frozen ABI 1.3 handler type: abi_stable's \
              layout check (expected: the host's type; found: the plugin's): `alignment`: mismatched type: expected \
              u64, found i64. Rebuild the plugin against the released memplug-abi crate, unmodified"
         ),
@@ -256,6 +257,25 @@ fn a_rust_plugin_without_the_layout_feature_loads_as_before() {
     let lib = rust_fixture("layout-none");
     assert_eq!(load(Candidate::new(&lib)), Ok(LayoutCheck::NotExported));
     assert_eq!(load(Candidate::new(&lib).with_symbol("old_handler")), Ok(LayoutCheck::NotExported));
+}
+
+#[test]
+fn a_rust_plugin_built_against_the_frozen_1_0_types_loads() {
+    // `old_handler` is exported with `export_handler_v1_0!`, against the
+    // workspace's own memplug-abi.
+    let registry = Registry::new();
+    let h = registry.load(&Candidate::new(rust_fixture("layout-none")).with_symbol("old_handler")).unwrap();
+    let info = h.info();
+    assert_eq!((info.abi(), info.struct_size as usize), ("1.0".to_string(), memplug_abi::SIZE_V1_0));
+    assert_eq!(info.name, "layout-none-old");
+    use memplug::validate::{V1_1_FIELDS, V1_2_FIELDS, V1_3_FIELDS};
+    let all_later = [&V1_1_FIELDS[..], &V1_2_FIELDS[..], &V1_3_FIELDS[..]].concat();
+    assert_eq!(info.defaulted, all_later, "every field of 1.1 and later is the host's default");
+    assert!(!h.has_usable_size() && !h.sizeless_free());
+    assert_eq!(memplug::check::tally(&memplug::check::conformance(h)).failed, 0);
+    // The 1.3 handler beside it, from the same crate.
+    let current = registry.load(&Candidate::new(rust_fixture("layout-none"))).unwrap();
+    assert_eq!(current.info().abi(), "1.3");
 }
 
 #[test]
@@ -305,11 +325,11 @@ fn c_plugins_are_unaffected_and_a_foreign_companion_is_refused_or_ignored() {
     let magic = memplug_abi::MAGIC;
     let future_format = c_with_companion(dir.path(), "format.so", Some((magic, 99)), &[]);
     let null = c_with_companion(dir.path(), "null.so", None, &[]);
-    let newer = c_with_companion(dir.path(), "newer.so", Some((magic, 1)), &["FIX_FUTURE", "FIX_MINOR=3"]);
+    let newer = c_with_companion(dir.path(), "newer.so", Some((magic, 1)), &["FIX_FUTURE", "FIX_MINOR=4"]);
     for (lib, reason) in [
         (future_format, "`memplug_handler_layout` uses layout format 99; this host reads format 1 (abi_stable 0.11)"),
         (null, "`memplug_handler_layout` returned no layout"),
-        (newer, "ABI 1.3 is newer than this host's 1.2: it has no frozen layout to compare with"),
+        (newer, "ABI 1.4 is newer than this host's 1.3: it has no frozen layout to compare with"),
     ] {
         assert_eq!(load(Candidate::new(&lib)), Ok(LayoutCheck::NotChecked { reason: reason.into() }), "{lib:?}");
     }

@@ -288,3 +288,88 @@ const _: () = {
         alignment, memory_kind, required_flags, aligned_alloc, create, destroy, stats, locate, resolve, usable_size);
     assert!(core::mem::size_of::<v1_3::MemplugHandler>() == core::mem::size_of::<Cur>());
 };
+
+// The function pointer fields of every layout are the `*Fn` types of the
+// crate root, spelled out for `abi_stable`'s derive: this does not compile
+// if the two drift apart.
+use crate::{
+    AlignedAllocFn, CallocFn, CreateFn, DestroyFn, FreeFn, LocateFn, MallocFn, ReallocFn, ResolveFn, StatsFn,
+    UsableSizeFn,
+};
+
+/// The function pointer fields are the `*Fn` types above, spelled out for
+/// `abi_stable`'s derive: this does not compile if the two drift apart.
+type Functions = (
+    Option<MallocFn>,
+    Option<CallocFn>,
+    Option<ReallocFn>,
+    Option<FreeFn>,
+    Option<AlignedAllocFn>,
+    Option<CreateFn>,
+    Option<DestroyFn>,
+    Option<StatsFn>,
+    Option<LocateFn>,
+    Option<ResolveFn>,
+    Option<UsableSizeFn>,
+);
+const _: fn(&crate::MemplugHandler) -> Functions = |h| {
+    (
+        h.malloc,
+        h.calloc,
+        h.realloc,
+        h.free,
+        h.aligned_alloc,
+        h.create,
+        h.destroy,
+        h.stats,
+        h.locate,
+        h.resolve,
+        h.usable_size,
+    )
+};
+const _: fn(&v1_3::MemplugHandler) -> Functions = |h| {
+    (
+        h.malloc,
+        h.calloc,
+        h.realloc,
+        h.free,
+        h.aligned_alloc,
+        h.create,
+        h.destroy,
+        h.stats,
+        h.locate,
+        h.resolve,
+        h.usable_size,
+    )
+};
+/// The ABI 1.2 function pointer fields.
+type Functions12 = (
+    Option<MallocFn>,
+    Option<CallocFn>,
+    Option<ReallocFn>,
+    Option<FreeFn>,
+    Option<AlignedAllocFn>,
+    Option<CreateFn>,
+    Option<DestroyFn>,
+    Option<StatsFn>,
+    Option<LocateFn>,
+    Option<ResolveFn>,
+);
+const _: fn(&v1_2::MemplugHandler) -> Functions12 =
+    |h| (h.malloc, h.calloc, h.realloc, h.free, h.aligned_alloc, h.create, h.destroy, h.stats, h.locate, h.resolve);
+/// The ABI 1.1 function pointer fields.
+type Functions11 = (
+    Option<MallocFn>,
+    Option<CallocFn>,
+    Option<ReallocFn>,
+    Option<FreeFn>,
+    Option<AlignedAllocFn>,
+    Option<CreateFn>,
+    Option<DestroyFn>,
+    Option<StatsFn>,
+);
+const _: fn(&v1_1::MemplugHandler) -> Functions11 =
+    |h| (h.malloc, h.calloc, h.realloc, h.free, h.aligned_alloc, h.create, h.destroy, h.stats);
+/// The ABI 1.0 function pointer fields.
+type Functions10 = (Option<MallocFn>, Option<CallocFn>, Option<ReallocFn>, Option<FreeFn>);
+const _: fn(&v1_0::MemplugHandler) -> Functions10 = |h| (h.malloc, h.calloc, h.realloc, h.free);

@@ -49,7 +49,7 @@ pub fn builtin() -> Handler {
         let info = HandlerInfo::from_functions(
             BUILTIN_NAME.to_string(),
             semver::Version::parse(env!("CARGO_PKG_VERSION")).expect("the crate version is semver"),
-            true,
+            memplug_abi::FLAG_THREAD_SAFE | memplug_abi::FLAG_SIZELESS_FREE,
             memplug_abi::DEFAULT_ALIGNMENT,
             Vec::new(),
             Source::Builtin,

@@ -39,10 +39,10 @@ use crate::handle::HandlerState;
 use crate::info::HandlerInfo;
 use crate::load::Prepared;
 use crate::lock::{self, HandlerGuard};
+pub use crate::raw::direct::DirectCalls;
 use crate::raw::dispatch::{CreateError, InstanceOwner};
 use crate::raw::state::RawHandler;
 use crate::raw::user::Refused;
-pub use crate::raw::vtable::DirectCalls;
 use std::fmt;
 use std::ptr::NonNull;
 
@@ -181,6 +181,104 @@ impl Handler {
     /// [`share`](crate::share)).
     pub fn is_shareable(&self) -> bool {
         self.raw().is_shareable()
+    }
+
+    /// Whether the plugin answers usable sizes (ABI 1.3 `usable_size`; a
+    /// handler taken by symbol name when its manifest names one).
+    pub fn has_usable_size(&self) -> bool {
+        self.raw().has_usable_size()
+    }
+
+    /// The usable size of a live block of this handler: at least the size
+    /// it was allocated (or last resized) with; the block's bytes up to it
+    /// may be used. `None` when the plugin has no `usable_size`, for an
+    /// instance that is destroyed, and when the call would have to wait for
+    /// this handler's lock while this thread holds another handler's (see
+    /// [the lock rules](crate::lock)).
+    ///
+    /// # Safety
+    /// `ptr` is a live block of this handler from [`alloc`](Handler::alloc),
+    /// [`alloc_zeroed`](Handler::alloc_zeroed) or
+    /// [`realloc`](Handler::realloc) (or from
+    /// [`alloc_aligned`](Handler::alloc_aligned) when
+    /// [`aligned_strategy`](Handler::aligned_strategy) is
+    /// [`AlignedStrategy::Plugin`] or the alignment is at most
+    /// [`alignment`](Handler::alignment): a block the host over-allocated
+    /// starts inside the plugin's), unless the handler
+    /// [knows foreign pointers](Handler::knows_foreign). The plugin's
+    /// function reads the allocator's own records of the block: on another
+    /// pointer it may fault.
+    ///
+    /// ```
+    /// let libc = memplug::current::builtin();
+    /// let p = libc.alloc(100).expect("memory");
+    /// // SAFETY: a live block of `libc`, made by `alloc`.
+    /// let usable = unsafe { libc.usable_size(p) }.expect("libc answers usable sizes");
+    /// assert!(usable >= 100);
+    /// // SAFETY: the block, freed once with its size.
+    /// unsafe { libc.free(p, 100) };
+    /// ```
+    #[allow(unsafe_code)]
+    pub unsafe fn usable_size(&self, ptr: NonNull<u8>) -> Option<usize> {
+        // SAFETY: the caller's contract is the call's.
+        unsafe { self.raw().usable_size(ptr.as_ptr()) }.ok().flatten()
+    }
+
+    /// The usable size at any address, for a handler that
+    /// [knows foreign pointers](Handler::knows_foreign): `Some(0)` for
+    /// memory it did not make, otherwise as [`usable_size`](Handler::usable_size).
+    /// `None` for a handler that does not know foreign pointers (asking it
+    /// about one could fault), or as `usable_size` says.
+    // `ptr` is never dereferenced, by the host or (under FLAG_KNOWS_FOREIGN,
+    // checked first) by the plugin: any address is fine, as for `share`.
+    #[allow(unsafe_code, clippy::not_unsafe_ptr_arg_deref)]
+    pub fn usable_size_any(&self, ptr: *const u8) -> Option<usize> {
+        if !self.knows_foreign() {
+            return None;
+        }
+        // SAFETY: the handler declared FLAG_KNOWS_FOREIGN (and validation
+        // made sure it has `usable_size`): any pointer may be passed.
+        unsafe { self.raw().usable_size(ptr) }.ok().flatten()
+    }
+
+    /// Free a block passing size 0 to the plugin, as a host may for a
+    /// handler that declares `FLAG_SIZELESS_FREE` (the conformance check
+    /// `sizeless-free` does).
+    ///
+    /// # Safety
+    /// `ptr` is a live block of this handler from [`alloc`](Handler::alloc),
+    /// [`alloc_zeroed`](Handler::alloc_zeroed) or
+    /// [`realloc`](Handler::realloc) and is not used again; the handler
+    /// declares `FLAG_SIZELESS_FREE` ([`sizeless_free`](Handler::sizeless_free)).
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn free_sizeless(&self, ptr: NonNull<u8>) {
+        // SAFETY: the caller's contract is the call's.
+        unsafe { self.raw().free_sizeless(ptr) }
+    }
+
+    /// Resize a block passing old size 0 to the plugin (see
+    /// [`free_sizeless`](Handler::free_sizeless)); on error the old block is
+    /// untouched.
+    ///
+    /// # Safety
+    /// As for [`free_sizeless`](Handler::free_sizeless); on success the old
+    /// pointer is not used again.
+    #[allow(unsafe_code)]
+    pub(crate) unsafe fn realloc_sizeless(&self, ptr: NonNull<u8>, new_size: usize) -> Result<NonNull<u8>, AllocError> {
+        // SAFETY: the caller's contract is the call's.
+        unsafe { self.raw().realloc_sizeless(ptr, new_size) }
+    }
+
+    /// Whether `free` and `realloc` of this handler need no size (ABI 1.3
+    /// `FLAG_SIZELESS_FREE`; see [`HandlerInfo::sizeless_free`]).
+    pub fn sizeless_free(&self) -> bool {
+        self.info().sizeless_free()
+    }
+
+    /// Whether the handler's `usable_size` answers 0 for pointers it did
+    /// not make (ABI 1.3 `FLAG_KNOWS_FOREIGN`, with `usable_size`).
+    pub fn knows_foreign(&self) -> bool {
+        self.info().knows_foreign() && self.has_usable_size()
     }
 
     /// Statistics, if the plugin reports them (the ABI 1.1 `stats` field, or

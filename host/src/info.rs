@@ -158,9 +158,40 @@ impl HandlerInfo {
         self.flags & memplug_abi::FLAG_THREAD_SAFE != 0
     }
 
-    /// The names of the known flags set, e.g. `["thread-safe"]`.
+    /// The advisory flags in force: the declared ones, less the ABI 1.3
+    /// bits for a plugin of an older minor (for which they were unknown,
+    /// and so meaningless, bits).
+    pub fn flags_in_force(&self) -> u32 {
+        match self.abi_minor {
+            0..=2 => self.flags & !(memplug_abi::FLAG_SIZELESS_FREE | memplug_abi::FLAG_KNOWS_FOREIGN),
+            _ => self.flags,
+        }
+    }
+
+    /// Whether the handler's `free` and `realloc` need no size
+    /// ([`memplug_abi::FLAG_SIZELESS_FREE`], ABI 1.3): the host may pass 0
+    /// for the size of a block.
+    pub fn sizeless_free(&self) -> bool {
+        self.flags_in_force() & memplug_abi::FLAG_SIZELESS_FREE != 0
+    }
+
+    /// Whether the handler's `usable_size` answers 0 for pointers it did not
+    /// make ([`memplug_abi::FLAG_KNOWS_FOREIGN`], ABI 1.3).
+    pub fn knows_foreign(&self) -> bool {
+        self.flags_in_force() & memplug_abi::FLAG_KNOWS_FOREIGN != 0
+    }
+
+    /// The names of the flags set, e.g. `["thread-safe"]`; unknown bits
+    /// (and the ABI 1.3 bits of an older plugin) as `bit-N`.
     pub fn flag_names(&self) -> Vec<&'static str> {
-        flag_names(self.flags)
+        let mut names = flag_names(self.flags_in_force());
+        let ignored = self.flags & !self.flags_in_force();
+        names.extend(flag_names(ignored).into_iter().map(|n| match n {
+            "sizeless-free" => "bit-1",
+            "knows-foreign" => "bit-2",
+            other => other,
+        }));
+        names
     }
 
     /// `"major.minor"`.
@@ -195,11 +226,13 @@ impl HandlerInfo {
 
     /// The info of a handler the host built from plain functions (the
     /// built-in one, or one taken by symbol name): it speaks this host's ABI,
-    /// has no header (`struct_size` 0) and serves CPU memory.
+    /// has no header (`struct_size` 0) and serves CPU memory; `flags` are
+    /// the advisory flags the host gives it (`FLAG_THREAD_SAFE`,
+    /// `FLAG_SIZELESS_FREE`).
     pub(crate) fn from_functions(
         name: String,
         version: semver::Version,
-        thread_safe: bool,
+        flags: u32,
         alignment: usize,
         defaulted: Vec<&'static str>,
         source: Source,
@@ -210,7 +243,7 @@ impl HandlerInfo {
             abi_major: memplug_abi::ABI_MAJOR,
             abi_minor: memplug_abi::ABI_MINOR,
             struct_size: 0,
-            flags: if thread_safe { memplug_abi::FLAG_THREAD_SAFE } else { 0 },
+            flags,
             required_flags: 0,
             alignment,
             memory_kind: memplug_abi::KIND_CPU,
@@ -227,8 +260,8 @@ impl HandlerInfo {
 pub fn flag_names(flags: u32) -> Vec<&'static str> {
     const BITS: [&str; 32] = [
         "thread-safe",
-        "bit-1",
-        "bit-2",
+        "sizeless-free",
+        "knows-foreign",
         "bit-3",
         "bit-4",
         "bit-5",

@@ -105,6 +105,7 @@ fn frozen_layout(minor: u16) -> Option<&'static TypeLayout> {
         0 => Some(<frozen::v1_0::MemplugHandler as StableAbi>::LAYOUT),
         1 => Some(<frozen::v1_1::MemplugHandler as StableAbi>::LAYOUT),
         2 => Some(<frozen::v1_2::MemplugHandler as StableAbi>::LAYOUT),
+        3 => Some(<frozen::v1_3::MemplugHandler as StableAbi>::LAYOUT),
         _ => None,
     }
 }
@@ -194,10 +195,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_current_handler_is_the_frozen_1_2_layout() {
+    fn the_current_handler_is_the_frozen_1_3_layout() {
         let current = <memplug_abi::MemplugHandler as StableAbi>::LAYOUT;
-        assert_eq!(compare(frozen_layout(2).unwrap(), current), Ok(()));
-        assert_eq!(memplug_abi::ABI_MINOR, 2, "compare the current handler with the newest frozen layout");
+        assert_eq!(compare(frozen_layout(3).unwrap(), current), Ok(()));
+        assert_eq!(memplug_abi::ABI_MINOR, 3, "compare the current handler with the newest frozen layout");
     }
 
     /// A small handler-like type and copies of it altered as a plugin's copy
@@ -284,7 +285,7 @@ mod tests {
             "the handler type: incompatible type size: expected 296, found 248; \
              the handler type: too many fields: expected 19, found 12"
         );
-        assert!(frozen_layout(3).is_none(), "minors newer than the host's are not compared");
+        assert!(frozen_layout(4).is_none(), "minors newer than the host's are not compared");
     }
 
     #[test]
@@ -294,6 +295,16 @@ mod tests {
             e,
             "the handler type: incompatible type size: expected 312, found 296; \
              the handler type: too many fields: expected 21, found 19"
+        );
+    }
+
+    #[test]
+    fn a_1_2_layout_is_not_a_1_3_layout() {
+        let e = compare(frozen_layout(3).unwrap(), frozen_layout(2).unwrap()).unwrap_err();
+        assert_eq!(
+            e,
+            "the handler type: incompatible type size: expected 320, found 312; \
+             the handler type: too many fields: expected 22, found 21"
         );
     }
 }

@@ -101,6 +101,9 @@ pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust:
     if spec.symbols.get(Role::AlignedAlloc).is_none() {
         defaulted.push("aligned_alloc");
     }
+    if spec.symbols.get(Role::UsableSize).is_none() {
+        defaulted.push("usable_size");
+    }
     if spec.alignment.is_none() {
         defaulted.push("alignment");
     }
@@ -109,7 +112,7 @@ pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust:
         manifest: manifest.map(Path::to_path_buf),
         symbols: spec.symbols.clone(),
     };
-    let info = HandlerInfo::from_functions(name, version, spec.thread_safe, alignment, defaulted, source);
+    let info = HandlerInfo::from_functions(name, version, spec.flags(), alignment, defaulted, source);
     tracing::debug!(name = %info.name, library = %spec.library, "found allocator symbols");
     Ok(Prepared { vtable: table.into_vtable(), info })
 }
@@ -149,12 +152,13 @@ pub(crate) unsafe fn prepare_functions(spec: &FunctionSpec) -> Result<Prepared, 
         Functions::Context(f) => unsafe { ContextTable::new(f) }.into_vtable(),
     };
     let mut defaulted = spec.functions.derived();
-    defaulted.extend(["create", "destroy", "stats", "aligned_alloc"]);
+    defaulted.extend(["create", "destroy", "stats", "aligned_alloc", "usable_size"]);
     if spec.alignment.is_none() {
         defaulted.push("alignment");
     }
     let source = Source::Functions { origin: spec.origin.clone() };
-    let info = HandlerInfo::from_functions(name, version, spec.thread_safe, alignment, defaulted, source);
+    let flags = if spec.thread_safe { memplug_abi::FLAG_THREAD_SAFE } else { 0 };
+    let info = HandlerInfo::from_functions(name, version, flags, alignment, defaulted, source);
     Ok(Prepared { vtable, info })
 }
 

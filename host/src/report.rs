@@ -132,6 +132,10 @@ pub struct Loaded {
     /// `locate` and `resolve`; see [`crate::share`]).
     #[serde(default)]
     pub shareable: bool,
+    /// Whether it answers usable sizes (ABI 1.3 `usable_size`, or a
+    /// manifest's `usable_size` symbol).
+    #[serde(default)]
+    pub usable_size: bool,
     /// The fields of ABI 1.1 and later the host supplied defaults for.
     pub defaulted: Vec<String>,
     /// Whether a Rust plugin's type layout was compared with the frozen
@@ -200,6 +204,7 @@ impl Report {
                 .into(),
                 takes_options: h.takes_options(),
                 shareable: h.is_shareable(),
+                usable_size: h.has_usable_size(),
                 defaulted: info.defaulted.iter().map(|d| d.to_string()).collect(),
                 layout: info.layout.code().to_string(),
             }),

@@ -14,11 +14,20 @@
 //! | `realloc` | `void *realloc(void *ptr, size_t size)` | no: derived as malloc + copy `min(old, new)` + free |
 //! | `sized_free` | `void sized_free(void *ptr, size_t size)` | no: used instead of `free` when given |
 //! | `aligned_alloc` | `void *aligned_alloc(size_t alignment, size_t size)` | no: the host over-allocates |
+//! | `usable_size` | `size_t usable_size(void *ptr)` | no: the handler answers no usable sizes |
 //!
 //! The result is validated (name rules, every named symbol present, the
 //! library opens) and registered like any plugin, and the library stays
 //! loaded for the life of the process. Such an allocator is not thread-safe
 //! unless the spec says so (the host then locks every call).
+//!
+//! Its advisory flags follow from the roles named: `FLAG_SIZELESS_FREE`
+//! (its `free` and `realloc` need no size) when it has a `realloc` and no
+//! `sized_free` — C's `free(ptr)` and `realloc(ptr, size)` know the block's
+//! size themselves, while a sized free, or a `realloc` derived as malloc +
+//! copy + free, needs it. `FLAG_KNOWS_FOREIGN` never: C's usable-size
+//! functions (`malloc_usable_size`, `mi_usable_size`, …) may fault on a
+//! pointer their allocator did not make.
 //!
 //! A file named `*.memplug.toml` in a plugins directory describes one:
 //!
@@ -36,7 +45,8 @@
 //! ```
 //!
 //! Two optional keys beyond that form: `version = "2.0.9"` (a semver version
-//! for `--require`; default `0.0.0`) and `[symbols] aligned_alloc`. Unknown
+//! for `--require`; default `0.0.0`), `[symbols] aligned_alloc` and
+//! `[symbols] usable_size` (e.g. `"mi_usable_size"`). Unknown
 //! keys, wrong types and missing required keys are refused as `bad-manifest`
 //! with the parser's line and column. A relative `library` path (one with a
 //! `/`) is taken relative to the manifest's directory.
@@ -85,6 +95,9 @@ pub struct Symbols {
     pub sized_free: Option<String>,
     /// `aligned_alloc(alignment, size)`, optional.
     pub aligned_alloc: Option<String>,
+    /// `usable_size(ptr)`, optional: the usable size of a live block.
+    #[serde(default)]
+    pub usable_size: Option<String>,
 }
 
 impl Symbols {
@@ -97,6 +110,7 @@ impl Symbols {
             Role::Free => Some(&self.free),
             Role::SizedFree => self.sized_free.as_deref(),
             Role::AlignedAlloc => self.aligned_alloc.as_deref(),
+            Role::UsableSize => self.usable_size.as_deref(),
         }
     }
 
@@ -110,6 +124,7 @@ impl Symbols {
             Role::Free => self.free = symbol.unwrap_or_else(|| std::mem::take(&mut self.free)),
             Role::SizedFree => self.sized_free = symbol,
             Role::AlignedAlloc => self.aligned_alloc = symbol,
+            Role::UsableSize => self.usable_size = symbol,
         }
     }
 }
@@ -133,12 +148,15 @@ pub enum Role {
     /// `void *aligned_alloc(size_t alignment, size_t size)`; else the host
     /// over-allocates.
     AlignedAlloc,
+    /// `size_t usable_size(void *ptr)`: the usable size of a live block
+    /// (ABI 1.3 `usable_size`); else the handler answers none.
+    UsableSize,
 }
 
 impl Role {
     /// Every role, in the order of the table in the module docs.
-    pub const ALL: [Role; 6] =
-        [Role::Malloc, Role::Calloc, Role::Realloc, Role::Free, Role::SizedFree, Role::AlignedAlloc];
+    pub const ALL: [Role; 7] =
+        [Role::Malloc, Role::Calloc, Role::Realloc, Role::Free, Role::SizedFree, Role::AlignedAlloc, Role::UsableSize];
 
     /// The role's key in a manifest's `[symbols]` table, e.g. `sized_free`.
     pub fn key(self) -> &'static str {
@@ -149,6 +167,7 @@ impl Role {
             Role::Free => "free",
             Role::SizedFree => "sized_free",
             Role::AlignedAlloc => "aligned_alloc",
+            Role::UsableSize => "usable_size",
         }
     }
 
@@ -157,6 +176,7 @@ impl Role {
         match self {
             Role::SizedFree => "sized-free",
             Role::AlignedAlloc => "aligned-alloc",
+            Role::UsableSize => "usable-size",
             other => other.key(),
         }
     }
@@ -170,6 +190,7 @@ impl Role {
             Role::Free => "void free(void *)",
             Role::SizedFree => "void sized_free(void *, size_t)",
             Role::AlignedAlloc => "void *aligned_alloc(size_t alignment, size_t size)",
+            Role::UsableSize => "size_t usable_size(void *)",
         }
     }
 
@@ -186,6 +207,7 @@ impl Role {
             Role::Calloc | Role::Realloc => Some("derived"),
             Role::SizedFree => Some("free is used"),
             Role::AlignedAlloc => Some("the host over-allocates"),
+            Role::UsableSize => Some("no usable sizes"),
         }
     }
 }
@@ -277,6 +299,23 @@ impl SymbolSpec {
     pub fn aligned_alloc(mut self, symbol: &str) -> Self {
         self.symbols.aligned_alloc = Some(symbol.to_string());
         self
+    }
+
+    /// Name a `usable_size(ptr)` (e.g. `malloc_usable_size`).
+    pub fn usable_size(mut self, symbol: &str) -> Self {
+        self.symbols.usable_size = Some(symbol.to_string());
+        self
+    }
+
+    /// The advisory flags a handler made from this spec gets:
+    /// `FLAG_THREAD_SAFE` as declared, and `FLAG_SIZELESS_FREE` when it has
+    /// a `realloc` and no `sized_free` (see the module docs).
+    pub fn flags(&self) -> u32 {
+        let mut flags = if self.thread_safe { memplug_abi::FLAG_THREAD_SAFE } else { 0 };
+        if self.symbols.realloc.is_some() && self.symbols.sized_free.is_none() {
+            flags |= memplug_abi::FLAG_SIZELESS_FREE;
+        }
+        flags
     }
 
     declared_setters!();

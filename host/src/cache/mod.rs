@@ -45,8 +45,10 @@ pub use key::{FileId, Key};
 
 /// The format version of the cache file (a file of another is ignored).
 const FORMAT: u32 = 2;
-/// The version of this host: entries of another are ignored.
-const HOST: &str = concat!(env!("CARGO_PKG_VERSION"), "+abi", "1.2");
+/// The version of this host and of its checks (the ABI minor, whose
+/// conformance checks it runs): entries of another are ignored, so a
+/// handler checked before the `usable-size` checks existed is checked again.
+const HOST: &str = concat!(env!("CARGO_PKG_VERSION"), "+abi", "1.3");
 
 /// What checking a file concluded.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -34,6 +34,11 @@
 //! [`FORK_UNSAFE`] if the `fork` check failed, else with
 //! [`CONFORMANCE_FAILED`] ([`refusal_code`]).
 //!
+//! A handler with ABI 1.3 `usable_size` also gets the check `usable-size`,
+//! and one that declares `FLAG_SIZELESS_FREE` the check `sizeless-free`
+//! (`usable.rs`), after `aligned-alloc`; a failure's detail starts with its
+//! reason code ([`USABLE_SIZE_CODES`]).
+//!
 //! A shareable handler (ABI 1.2 `locate`/`resolve`) also gets the checks of
 //! `share.rs`, before `free-size`:
 //! - `share-round-trip`: blocks (and parts of them) shared and attached
@@ -49,6 +54,9 @@
 mod fork;
 mod share;
 mod threads;
+mod usable;
+
+pub use usable::USABLE_SIZE_CODES;
 
 use crate::buffer::Buffer;
 use crate::error::{AllocError, BufferError};
@@ -148,6 +156,20 @@ pub fn conformance(handler: Handler) -> Vec<CheckResult> {
             }
         })
         .collect();
+    let mut abi_1_3: Vec<(&'static str, Check)> = Vec::new();
+    if handler.has_usable_size() {
+        abi_1_3.push(("usable-size", usable::check_usable_size));
+    }
+    if handler.sizeless_free() {
+        abi_1_3.push(("sizeless-free", usable::check_sizeless_free));
+    }
+    for (name, f) in abi_1_3 {
+        stage::enter(&format!("{}{name}", stage::CHECK_PREFIX), &handler.name());
+        out.push(match f(handler) {
+            Ok(()) => result(name, Verdict::Passed, String::new()),
+            Err(detail) => result(name, Verdict::Failed, detail),
+        });
+    }
     if handler.is_shareable() {
         let sharing: [(&'static str, Check); 2] =
             [("share-round-trip", share::check_round_trip), ("share-refusals", share::check_refusals)];

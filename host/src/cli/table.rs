@@ -64,6 +64,9 @@ fn cells(r: &Report, with_checks: bool) -> Vec<String> {
             if loaded.shareable {
                 flags.push("shareable".into());
             }
+            if loaded.usable_size {
+                flags.push("usable-size".into());
+            }
             if r.thread_safe == Some(false) {
                 flags.push("not-thread-safe(locked)".into());
             }

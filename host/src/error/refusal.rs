@@ -261,6 +261,21 @@ pub enum Refusal {
         /// The unknown required bits.
         bits: u32,
     },
+    /// An ABI 1.3 plugin declares `FLAG_KNOWS_FOREIGN` but has no
+    /// `usable_size`, the function the flag speaks of.
+    #[error(
+        "the handler declares MEMPLUG_FLAG_KNOWS_FOREIGN but has no `usable_size`: the flag promises that \
+         `usable_size` answers 0 for pointers the handler did not make. Set `usable_size`, or drop the flag"
+    )]
+    KnowsForeignWithoutUsableSize,
+    /// An ABI 1.3 plugin declares `FLAG_SIZELESS_FREE` (free and realloc
+    /// need no size) and requires `REQUIRE_SIZED_FREE` (they rely on the
+    /// exact size): the two contradict each other.
+    #[error(
+        "the handler declares MEMPLUG_FLAG_SIZELESS_FREE (free and realloc need no size) but requires \
+         MEMPLUG_REQUIRE_SIZED_FREE (they rely on the exact size): drop whichever is wrong"
+    )]
+    SizelessFreeRequiresSize,
     /// The declared alignment is not a power of two (or absurdly large).
     #[error("bad alignment {found}: `alignment` must be 0 (meaning 16) or a power of two up to 1 GiB")]
     BadAlignment {
@@ -378,6 +393,8 @@ impl Refusal {
             Refusal::DuplicateName { .. } => "duplicate-name",
             Refusal::Shadowed { .. } => "shadowed",
             Refusal::UnsupportedFeature { .. } => "unsupported-feature",
+            Refusal::KnowsForeignWithoutUsableSize => "knows-foreign-without-usable-size",
+            Refusal::SizelessFreeRequiresSize => "sizeless-free-requires-size",
             Refusal::BadAlignment { .. } => "bad-alignment",
             Refusal::UnsupportedMemoryKind { .. } => "unsupported-memory-kind",
             Refusal::VersionUnsatisfied { .. } => "version-unsatisfied",

@@ -196,6 +196,7 @@ mod tests {
             aligned_alloc: "plugin".into(),
             takes_options: true,
             shareable: false,
+            usable_size: false,
             defaulted: Vec::new(),
             layout: "not-exported".into(),
         });

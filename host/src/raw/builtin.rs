@@ -26,11 +26,21 @@ unsafe extern "C" fn builtin_free(_ctx: *mut c_void, ptr: *mut c_void, _size: us
     unsafe { libc::free(ptr) }
 }
 
-/// The built-in handler's vtable (thread-safe; no `ctx`).
+unsafe extern "C" fn builtin_usable_size(_ctx: *mut c_void, ptr: *const c_void) -> usize {
+    // SAFETY: the host only passes live blocks this handler made with libc
+    // malloc (the handler does not declare FLAG_KNOWS_FOREIGN).
+    unsafe { libc::malloc_usable_size(ptr.cast_mut()) }
+}
+
+/// The built-in handler's vtable (thread-safe; no `ctx`). Its `free` and
+/// `realloc` ignore the size (`FLAG_SIZELESS_FREE`), and it answers usable
+/// sizes with libc's `malloc_usable_size`.
 pub(crate) fn vtable() -> VTable {
     // SAFETY: each function implements its ABI role with libc's allocator,
-    // which is thread-safe and ignores `ctx`.
+    // which is thread-safe and ignores `ctx`; `malloc_usable_size` answers
+    // for libc's live blocks.
     unsafe {
         VTable::from_fns(std::ptr::null_mut(), builtin_malloc, builtin_calloc, builtin_realloc, builtin_free, None)
+            .with_usable_size(Some(builtin_usable_size))
     }
 }

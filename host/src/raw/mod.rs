@@ -20,7 +20,8 @@
 //! 2. `relock` — the reentrant, fork-safe lock; `pending` — a handler's
 //!    lock with its queue of pending frees (frees that could not wait for
 //!    the lock); `atfork` — the `pthread_atfork` handlers that hold every
-//!    such lock (and `Global`'s) around a fork;
+//!    such lock (and `Global`'s) around a fork; `direct` — a thread-safe
+//!    handler's block calls copied out for hot paths;
 //! 3. `vtable` — a plugin's function pointers and the calls through them;
 //!    `builtin` — the libc handler; `functions` — trampolines for functions
 //!    given by address that take a context pointer; `symbols` —
@@ -35,12 +36,13 @@
 //!    an instance's destruction, frees done now or left to the lock's
 //!    holder;
 //! 6. `user` — every other call into a plugin (`stats`, `create`,
-//!    `locate`, `resolve`): counted as a user of the instance, under the
+//!    `locate`, `resolve`, `usable_size`): counted as a user of the instance, under the
 //!    lock taken by the no-wait rule;
 //! 7. `dispatch` — the per-call API of the handler core (and the direct
 //!    hot path), and instances made by `create`; `share` — the ABI 1.2
 //!    calls that share blocks with other processes, and the count that
-//!    keeps an attached instance alive;
+//!    keeps an attached instance alive; `usable` — the ABI 1.3 call that
+//!    answers a block's usable size;
 //! 8. `process` — a worker's protocol descriptor, killing a process group;
 //!    `fork` — forking for the conformance check `fork`, and waiting for
 //!    the child under a deadline; `sandbox` — a worker's
@@ -61,6 +63,7 @@ pub(crate) mod life;
 pub(crate) mod relock;
 pub(crate) mod pending;
 pub(crate) mod atfork;
+pub(crate) mod direct;
 pub(crate) mod vtable;
 pub(crate) mod builtin;
 pub(crate) mod functions;
@@ -71,6 +74,7 @@ pub(crate) mod held;
 pub(crate) mod user;
 pub(crate) mod dispatch;
 pub(crate) mod share;
+pub(crate) mod usable;
 pub(crate) mod process;
 pub(crate) mod fork;
 pub(crate) mod sandbox;

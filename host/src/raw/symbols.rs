@@ -14,6 +14,7 @@
 //! that small blocks get the declared alignment too: mimalloc and tcmalloc
 //! align blocks under 16 bytes to 8 only, as C allows. The sized free gets
 //! the same rounded size, so it always sees the size the block was made with.
+//! A named `usable_size(ptr)` answers the ABI 1.3 `usable_size`.
 //!
 //! The same table serves C functions given by address, with no library
 //! ([`crate::functions`]).
@@ -40,6 +41,8 @@ pub(crate) type CFree = unsafe extern "C" fn(*mut c_void);
 pub(crate) type CSizedFree = unsafe extern "C" fn(*mut c_void, usize);
 /// `aligned_alloc(alignment, size)`.
 pub(crate) type CAlignedAlloc = unsafe extern "C" fn(usize, usize) -> *mut c_void;
+/// `usable_size(ptr)`.
+pub(crate) type CUsableSize = unsafe extern "C" fn(*mut c_void) -> usize;
 
 /// Either release function.
 #[derive(Clone, Copy)]
@@ -55,6 +58,7 @@ pub(crate) struct SymbolTable {
     realloc: Option<CRealloc>,
     release: Release,
     aligned_alloc: Option<CAlignedAlloc>,
+    usable_size: Option<CUsableSize>,
     /// Sizes below this are rounded up to it.
     min_size: usize,
 }
@@ -111,7 +115,12 @@ impl SymbolTable {
             Some(n) => Some(unsafe { lookup::<CAlignedAlloc>(lib, n, Role::AlignedAlloc) }?),
             None => None,
         };
-        Ok(SymbolTable { malloc, calloc, realloc, release, aligned_alloc, min_size: alignment.min(16) })
+        let usable_size = match symbols.get(Role::UsableSize) {
+            // SAFETY: as above.
+            Some(n) => Some(unsafe { lookup::<CUsableSize>(lib, n, Role::UsableSize) }?),
+            None => None,
+        };
+        Ok(SymbolTable { malloc, calloc, realloc, release, aligned_alloc, usable_size, min_size: alignment.min(16) })
     }
 
     /// A table of functions given by address
@@ -133,6 +142,7 @@ impl SymbolTable {
             realloc: f.realloc,
             release,
             aligned_alloc: None,
+            usable_size: None,
             min_size: alignment.min(16),
         }
     }
@@ -140,13 +150,17 @@ impl SymbolTable {
     /// Leak the table and build the handler's vtable around it.
     pub(crate) fn into_vtable(self) -> VTable {
         let aligned: Option<memplug_abi::AlignedAllocFn> = self.aligned_alloc.map(|_| sym_aligned_alloc as _);
+        let usable: Option<memplug_abi::UsableSizeFn> = self.usable_size.map(|_| sym_usable_size as _);
         let table: &'static SymbolTable = Box::leak(Box::new(self));
         let ctx = table as *const SymbolTable as *mut c_void;
         // SAFETY: each trampoline implements its ABI role for a `ctx` that is a
         // leaked (so never freed) `SymbolTable`, by calling C functions that
         // implement those roles: the library's, which the user named for them
-        // (`find`), or those `from_functions`'s caller vouched for.
-        unsafe { VTable::from_fns(ctx, sym_malloc, sym_calloc, sym_realloc, sym_free, aligned) }
+        // (`find`), or those `from_functions`'s caller vouched for; the
+        // usable size is only asked of live blocks (no FLAG_KNOWS_FOREIGN).
+        unsafe {
+            VTable::from_fns(ctx, sym_malloc, sym_calloc, sym_realloc, sym_free, aligned).with_usable_size(usable)
+        }
     }
 }
 
@@ -236,5 +250,19 @@ unsafe extern "C" fn sym_aligned_alloc(ctx: *mut c_void, alignment: usize, size:
         // SAFETY: the library's C `aligned_alloc(alignment, size)`; a power of two.
         Some(f) => unsafe { f(alignment, t.size(size)) },
         None => std::ptr::null_mut(),
+    }
+}
+
+unsafe extern "C" fn sym_usable_size(ctx: *mut c_void, ptr: *const c_void) -> usize {
+    // SAFETY: the host only passes this handler's ctx, and only calls this
+    // when the table has a usable-size function.
+    let t = unsafe { table(ctx) };
+    match t.usable_size {
+        // SAFETY: the library's C `usable_size(ptr)`; the host passes only
+        // live blocks of this allocator (a handler taken by symbol name never
+        // declares FLAG_KNOWS_FOREIGN). Blocks were rounded up to the
+        // table's least size, so the answer is at least the size asked for.
+        Some(f) => unsafe { f(ptr.cast_mut()) },
+        None => 0,
     }
 }

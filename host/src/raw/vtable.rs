@@ -4,13 +4,15 @@
 //! them. Every call is an `unsafe fn` whose `# Safety` section says what the
 //! caller must guarantee; the only caller is `core.rs`, which keeps those
 //! guarantees for every handler (its lock, its counts, non-zero sizes).
-//! Imports only `validate` (function addresses) and the ABI crate.
+//! The calls copied out for hot paths are in `direct.rs`.
+//! Imports `validate` (function addresses), `direct` and the ABI crate.
 
+pub(crate) use super::direct::{DirectCalls, PlainCalls};
 use crate::validate::FunctionAddrs;
 use core::ffi::c_void;
 use memplug_abi::{
     AlignedAllocFn, CallocFn, CreateFn, DestroyFn, FreeFn, LocateFn, MallocFn, MemplugInstance, MemplugLocation,
-    MemplugStats, ReallocFn, ResolveFn, StatsFn,
+    MemplugStats, ReallocFn, ResolveFn, StatsFn, UsableSizeFn,
 };
 use std::ptr::NonNull;
 
@@ -29,6 +31,7 @@ pub(crate) struct VTable {
     stats: Option<StatsFn>,
     locate: Option<LocateFn>,
     resolve: Option<ResolveFn>,
+    usable_size: Option<UsableSizeFn>,
 }
 
 // SAFETY: the vtable is immutable plain data (function pointers and an opaque
@@ -68,7 +71,18 @@ impl VTable {
             stats: None,
             locate: None,
             resolve: None,
+            usable_size: None,
         }
+    }
+
+    /// The same vtable with `usable_size` as its ABI 1.3 `usable_size`.
+    ///
+    /// # Safety
+    /// `usable_size(ctx, ptr)` answers the usable size of a live block of
+    /// this vtable's handler (the contract in `memplug.h`) and stays
+    /// callable for the rest of the process.
+    pub(crate) unsafe fn with_usable_size(self, usable_size: Option<UsableSizeFn>) -> VTable {
+        VTable { usable_size, ..self }
     }
 
     /// A vtable from a validated header's addresses; `stats` is the 1.0
@@ -99,6 +113,7 @@ impl VTable {
                 stats: std::mem::transmute::<usize, Option<StatsFn>>(f.stats).or(stats),
                 locate: std::mem::transmute::<usize, Option<LocateFn>>(f.locate),
                 resolve: std::mem::transmute::<usize, Option<ResolveFn>>(f.resolve),
+                usable_size: std::mem::transmute::<usize, Option<UsableSizeFn>>(f.usable_size),
             }
         }
     }
@@ -140,6 +155,11 @@ impl VTable {
     pub(crate) fn is_shareable(&self) -> bool {
         self.locate.is_some() && self.resolve.is_some()
     }
+
+    /// Whether the plugin answers usable sizes (ABI 1.3 `usable_size`).
+    pub(crate) fn has_usable_size(&self) -> bool {
+        self.usable_size.is_some()
+    }
 }
 
 /// The calls. Each `# Safety` section starts from one rule, "the call is
@@ -172,7 +192,8 @@ impl VTable {
     ///
     /// # Safety
     /// The call is serialised; `ptr` is a live block of this handler of
-    /// `old_size > 0` bytes; `new_size > 0`.
+    /// `old_size > 0` bytes (or `old_size` is 0 and the handler declared
+    /// `FLAG_SIZELESS_FREE`); `new_size > 0`.
     #[inline(always)]
     pub(crate) unsafe fn realloc(&self, ptr: *mut u8, old_size: usize, new_size: usize) -> *mut u8 {
         // SAFETY: the caller guarantees the block, the sizes and serialisation.
@@ -183,7 +204,8 @@ impl VTable {
     ///
     /// # Safety
     /// The call is serialised; `ptr` is a live block of this handler of
-    /// `size > 0` bytes and is not used again.
+    /// `size > 0` bytes (or `size` is 0 and the handler declared
+    /// `FLAG_SIZELESS_FREE`) and is not used again.
     #[inline(always)]
     pub(crate) unsafe fn free(&self, ptr: *mut u8, size: usize) {
         // SAFETY: the caller guarantees the block, its size and serialisation.
@@ -287,6 +309,20 @@ impl VTable {
         }
     }
 
+    /// `usable_size(ctx, ptr)`: the usable size of the block at `ptr`, or
+    /// `None` when the plugin has no `usable_size`.
+    ///
+    /// # Safety
+    /// The call is serialised; `ptr` is a live block of this handler, or the
+    /// handler declared `FLAG_KNOWS_FOREIGN` (its `usable_size` then answers
+    /// 0 for any other pointer without reading through it).
+    pub(crate) unsafe fn usable_size(&self, ptr: *const u8) -> Option<usize> {
+        let f = self.usable_size?;
+        // SAFETY: `f` is this plugin's ABI `usable_size` and `ctx` its own;
+        // the caller guarantees the pointer and serialisation.
+        Some(unsafe { f(self.ctx, ptr.cast()) })
+    }
+
     /// `destroy(ctx)` on this instance vtable's `ctx`, if the plugin has it.
     ///
     /// # Safety
@@ -298,143 +334,5 @@ impl VTable {
             // with no blocks left, destroyed exactly once, serialised.
             unsafe { destroy(self.ctx) }
         }
-    }
-}
-
-/// A handler's `malloc` and `free` with their `ctx`, copied out of it for a
-/// caller that makes these two calls on its own hot path (the NumPy bridge
-/// keeps them beside its other per-call fields). Only handlers that need
-/// nothing around a call hand them out ([`Handler::direct_calls`]):
-/// thread-safe (no lock) and not instances (no count of live blocks). The
-/// library they come from is never unloaded, so they stay callable for the
-/// life of the process.
-///
-/// A block from [`DirectCalls::malloc`] is a block of the handler, as if
-/// from [`Handler::alloc`] with the same size: either way of freeing it is
-/// right.
-///
-/// [`Handler::direct_calls`]: crate::Handler::direct_calls
-/// [`Handler::alloc`]: crate::Handler::alloc
-#[derive(Clone, Copy)]
-pub struct DirectCalls {
-    ctx: *mut c_void,
-    malloc: MallocFn,
-    free: FreeFn,
-}
-
-impl std::fmt::Debug for DirectCalls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DirectCalls").field("ctx", &self.ctx).finish_non_exhaustive()
-    }
-}
-
-// SAFETY: plain data (two function pointers and the plugin's opaque `ctx`)
-// of a thread-safe handler: any thread may call them, at once.
-unsafe impl Send for DirectCalls {}
-// SAFETY: as above.
-unsafe impl Sync for DirectCalls {}
-
-impl DirectCalls {
-    /// The plugin's `malloc(ctx, size)`: a block of `size` bytes with the
-    /// handler's alignment, or NULL.
-    ///
-    /// # Safety
-    /// `size > 0` (the host's own calls serve a request of 0 as 1 byte; a
-    /// plugin need not accept 0).
-    #[inline(always)]
-    pub unsafe fn malloc(&self, size: usize) -> *mut u8 {
-        // SAFETY: `malloc` is the handler's ABI function and `ctx` its own;
-        // the handler is thread-safe, so the call needs no lock (the only
-        // way to get a `DirectCalls`); the caller passes a non-zero size.
-        unsafe { (self.malloc)(self.ctx, size) as *mut u8 }
-    }
-
-    /// The plugin's `free(ctx, ptr, size)`.
-    ///
-    /// # Safety
-    /// `ptr` is a live block of this handler of `size` bytes, made by
-    /// [`DirectCalls::malloc`] with `size` or by the handler's `alloc(size)`
-    /// with `size > 0`, and is not used again.
-    #[inline(always)]
-    pub unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
-        // SAFETY: the caller guarantees the block and its size; the handler
-        // is thread-safe and counts no blocks, so nothing else is owed.
-        unsafe { (self.free)(self.ctx, ptr.as_ptr().cast(), size) }
-    }
-}
-
-/// A handler's `malloc`, `calloc`, `realloc` and `free` with their `ctx`,
-/// copied out of it for the global allocator's hot paths
-/// ([`Global`](crate::global::Global) in its *direct* state). Like
-/// [`DirectCalls`], only for a handler whose calls need nothing around them
-/// (thread-safe, not an instance), from a library never unloaded. Each call
-/// is the one the handler's own per-call path makes for a block within its
-/// alignment (`calloc` as `calloc(size, 1)`), so a block made, resized or
-/// freed here is a block of the handler as if through it.
-#[derive(Clone, Copy)]
-pub(crate) struct PlainCalls {
-    ctx: *mut c_void,
-    malloc: MallocFn,
-    calloc: CallocFn,
-    realloc: ReallocFn,
-    free: FreeFn,
-}
-
-// SAFETY: plain data (function pointers and the plugin's opaque `ctx`) of a
-// thread-safe handler: any thread may call them, at once.
-unsafe impl Send for PlainCalls {}
-// SAFETY: as above.
-unsafe impl Sync for PlainCalls {}
-
-impl PlainCalls {
-    /// The plugin's `malloc(ctx, size)`: a block of `size` bytes with the
-    /// handler's alignment, or NULL.
-    ///
-    /// # Safety
-    /// `size > 0`.
-    #[inline(always)]
-    pub(crate) unsafe fn malloc(&self, size: usize) -> *mut u8 {
-        // SAFETY: `malloc` is the handler's ABI function and `ctx` its own;
-        // the handler is thread-safe, so the call needs no lock (the only
-        // way to get a `PlainCalls`); the caller passes a non-zero size.
-        unsafe { (self.malloc)(self.ctx, size) as *mut u8 }
-    }
-
-    /// The plugin's `calloc(ctx, size, 1)`: a zeroed block of `size` bytes
-    /// with the handler's alignment, or NULL.
-    ///
-    /// # Safety
-    /// `size > 0`.
-    #[inline(always)]
-    pub(crate) unsafe fn calloc(&self, size: usize) -> *mut u8 {
-        // SAFETY: as in `malloc`; `size * 1` is non-zero and does not overflow.
-        unsafe { (self.calloc)(self.ctx, size, 1) as *mut u8 }
-    }
-
-    /// The plugin's `realloc(ctx, ptr, old_size, new_size)`: the block
-    /// resized to `new_size` bytes with the handler's alignment, or NULL
-    /// with the old block untouched.
-    ///
-    /// # Safety
-    /// As for [`PlainCalls::free`] with `old_size`; `new_size > 0`. On
-    /// success the old pointer is not used again.
-    #[inline(always)]
-    pub(crate) unsafe fn realloc(&self, ptr: NonNull<u8>, old_size: usize, new_size: usize) -> *mut u8 {
-        // SAFETY: the caller guarantees the block, its size and a non-zero
-        // new size; the handler is thread-safe and counts no blocks.
-        unsafe { (self.realloc)(self.ctx, ptr.as_ptr().cast(), old_size, new_size) as *mut u8 }
-    }
-
-    /// The plugin's `free(ctx, ptr, size)`.
-    ///
-    /// # Safety
-    /// `ptr` is a live block of this handler of `size > 0` bytes, made by
-    /// these calls or the handler's own within its alignment (with `size`,
-    /// or resized to it), and is not used again.
-    #[inline(always)]
-    pub(crate) unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
-        // SAFETY: the caller guarantees the block and its size; the handler
-        // is thread-safe and counts no blocks, so nothing else is owed.
-        unsafe { (self.free)(self.ctx, ptr.as_ptr().cast(), size) }
     }
 }

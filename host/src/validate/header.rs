@@ -6,7 +6,9 @@
 //! so that `inspect` can show what a refused plugin declared. The rules live
 //! in `rules.rs`. Pure Rust over bytes: no FFI, and no input makes it panic.
 
-use memplug_abi::{MemplugHandler, NAME_CAP, PREFIX_LEN, SIZE_V1_0, SIZE_V1_1, SIZE_V1_2, VERSION_CAP, required_size};
+use memplug_abi::{
+    MemplugHandler, NAME_CAP, PREFIX_LEN, SIZE_V1_0, SIZE_V1_1, SIZE_V1_2, SIZE_V1_3, VERSION_CAP, required_size,
+};
 use serde::{Deserialize, Serialize};
 use std::mem::offset_of;
 
@@ -56,7 +58,7 @@ impl Prefix {
 
 /// The addresses of a handler's functions, as read. The four ABI 1.0 ones
 /// are non-zero after [`validate`](super::validate) succeeded; the optional
-/// 1.1 and 1.2 ones are 0 when absent.
+/// 1.1, 1.2 and 1.3 ones are 0 when absent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct FunctionAddrs {
     /// `malloc`.
@@ -81,6 +83,9 @@ pub struct FunctionAddrs {
     /// `resolve` (1.2, optional).
     #[serde(default)]
     pub resolve: usize,
+    /// `usable_size` (1.3, optional).
+    #[serde(default)]
+    pub usable_size: usize,
 }
 
 impl FunctionAddrs {
@@ -89,8 +94,8 @@ impl FunctionAddrs {
         [("malloc", self.malloc), ("calloc", self.calloc), ("realloc", self.realloc), ("free", self.free)]
     }
 
-    /// The optional (ABI 1.1 and 1.2) functions by name, in ABI order.
-    pub fn optional_fields(&self) -> [(&'static str, usize); 6] {
+    /// The optional (ABI 1.1, 1.2 and 1.3) functions by name, in ABI order.
+    pub fn optional_fields(&self) -> [(&'static str, usize); 7] {
         [
             ("aligned_alloc", self.aligned_alloc),
             ("create", self.create),
@@ -98,6 +103,7 @@ impl FunctionAddrs {
             ("stats", self.stats),
             ("locate", self.locate),
             ("resolve", self.resolve),
+            ("usable_size", self.usable_size),
         ]
     }
 }
@@ -118,6 +124,8 @@ pub const V1_1_FIELDS: [&str; 7] =
     ["alignment", "memory_kind", "required_flags", "aligned_alloc", "create", "destroy", "stats"];
 /// The ABI 1.2 fields in the order of the struct, for `inspect`.
 pub const V1_2_FIELDS: [&str; 2] = ["locate", "resolve"];
+/// The ABI 1.3 fields in the order of the struct, for `inspect`.
+pub const V1_3_FIELDS: [&str; 1] = ["usable_size"];
 
 /// The raw fields of a header image, decoded but not judged. `inspect` shows
 /// these even for a candidate that is refused.
@@ -143,13 +151,17 @@ pub struct RawFields {
     /// `functions`).
     #[serde(default)]
     pub v1_2: bool,
+    /// Whether the image has the 1.3 field (`usable_size`, in `functions`).
+    #[serde(default)]
+    pub v1_3: bool,
 }
 
 impl RawFields {
     /// Decode the fields of an image of at least [`SIZE_V1_0`] bytes (1.1
     /// fields too when it has [`SIZE_V1_1`] bytes and the plugin's minor is
-    /// at least 1, and 1.2 fields when it has [`SIZE_V1_2`] bytes and the
-    /// minor is at least 2); `None` if shorter.
+    /// at least 1, 1.2 fields when it has [`SIZE_V1_2`] bytes and the
+    /// minor is at least 2, and the 1.3 field when it has [`SIZE_V1_3`]
+    /// bytes and the minor is at least 3); `None` if shorter.
     pub fn parse(bytes: &[u8]) -> Option<RawFields> {
         if bytes.len() < SIZE_V1_0 {
             return None;
@@ -180,6 +192,10 @@ impl RawFields {
             functions.locate = usize_at(bytes, offset_of!(MemplugHandler, locate));
             functions.resolve = usize_at(bytes, offset_of!(MemplugHandler, resolve));
         }
+        let v1_3 = prefix.abi_minor >= 3 && bytes.len() >= SIZE_V1_3;
+        if v1_3 {
+            functions.usable_size = usize_at(bytes, offset_of!(MemplugHandler, usable_size));
+        }
         Some(RawFields {
             prefix,
             name: name.to_vec(),
@@ -190,6 +206,7 @@ impl RawFields {
             functions,
             v1_1,
             v1_2,
+            v1_3,
         })
     }
 }
@@ -202,7 +219,7 @@ impl HeaderImage {
     /// The bytes of `h` (all of the current layout), native layout,
     /// pointers as their addresses.
     pub fn of(h: &MemplugHandler) -> HeaderImage {
-        let mut out = vec![0u8; SIZE_V1_2];
+        let mut out = vec![0u8; SIZE_V1_3];
         put(&mut out, offset_of!(MemplugHandler, magic), &h.magic.to_ne_bytes());
         put(&mut out, offset_of!(MemplugHandler, abi_major), &h.abi_major.to_ne_bytes());
         put(&mut out, offset_of!(MemplugHandler, abi_minor), &h.abi_minor.to_ne_bytes());
@@ -222,6 +239,7 @@ impl HeaderImage {
             (offset_of!(MemplugHandler, stats), h.stats.map_or(0, |f| f as usize)),
             (offset_of!(MemplugHandler, locate), h.locate.map_or(0, |f| f as usize)),
             (offset_of!(MemplugHandler, resolve), h.resolve.map_or(0, |f| f as usize)),
+            (offset_of!(MemplugHandler, usable_size), h.usable_size.map_or(0, |f| f as usize)),
         ];
         for (off, a) in fns {
             put(&mut out, off, &a.to_ne_bytes());

@@ -4,11 +4,12 @@
 //! Works on the decoded fields of `header.rs`; pure Rust, no FFI, and no
 //! input makes it panic, so it can be fuzzed with arbitrary bytes.
 
-use super::header::{FunctionAddrs, Prefix, RawFields, V1_1_FIELDS, V1_2_FIELDS};
+use super::header::{FunctionAddrs, Prefix, RawFields, V1_1_FIELDS, V1_2_FIELDS, V1_3_FIELDS};
 use crate::error::{Escaped, Refusal};
 use memplug_abi::{
-    ABI_MAJOR, ABI_MINOR, DEFAULT_ALIGNMENT, KIND_CPU, KIND_CUDA_HOST, KIND_CUDA_MANAGED, KIND_ROCM_HOST,
-    KNOWN_REQUIRED_FLAGS, MAGIC, NAME_CAP, REQUIRE_SIZED_FREE, SIZE_V1_0, VERSION_CAP, required_size,
+    ABI_MAJOR, ABI_MINOR, DEFAULT_ALIGNMENT, FLAG_KNOWS_FOREIGN, FLAG_SIZELESS_FREE, KIND_CPU, KIND_CUDA_HOST,
+    KIND_CUDA_MANAGED, KIND_ROCM_HOST, KNOWN_REQUIRED_FLAGS, MAGIC, NAME_CAP, REQUIRE_SIZED_FREE, SIZE_V1_0,
+    VERSION_CAP, required_size,
 };
 
 /// The largest alignment a handler may declare (1 GiB).
@@ -90,9 +91,10 @@ pub fn readable_len_as(prefix: &Prefix, host_minor: u16) -> Result<usize, Refusa
 
 /// Validate a handler image: the bytes the host copied out of the plugin
 /// ([`readable_len`] of them). Checks, in order: magic, ABI major,
-/// declared size, required functions, name, version string, and for ABI 1.1
-/// required flags, alignment and memory kind. Fills in defaults for what an
-/// older plugin lacks.
+/// declared size, required functions, name, version string, for ABI 1.1
+/// required flags, alignment and memory kind, and for ABI 1.3 the advisory
+/// flags that speak of its functions ([`check_v1_3_flags`]). Fills in
+/// defaults for what an older plugin lacks.
 ///
 /// Never panics, whatever `bytes` holds.
 pub fn validate(bytes: &[u8]) -> Result<ValidatedHeader, Refusal> {
@@ -141,6 +143,9 @@ pub fn validate_as(bytes: &[u8], host_minor: u16) -> Result<ValidatedHeader, Ref
             (alignment, kind, v.required_flags)
         }
     };
+    if raw.v1_3 {
+        check_v1_3_flags(prefix.flags, raw.functions.usable_size, required_flags)?;
+    }
     let defaulted = readings(&raw, None).into_iter().filter(|r| !r.from_plugin).map(|r| r.name).collect();
     Ok(ValidatedHeader {
         prefix,
@@ -155,15 +160,68 @@ pub fn validate_as(bytes: &[u8], host_minor: u16) -> Result<ValidatedHeader, Ref
     })
 }
 
+/// The ABI 1.3 advisory flags of a plugin of minor 3 or later, judged
+/// against what it declares beside them (a plugin of an older minor never
+/// heard of these bits: for it they are unknown bits, ignored):
+/// - [`FLAG_KNOWS_FOREIGN`] promises that `usable_size` answers 0 for
+///   foreign pointers: without a `usable_size` (`usable_size` 0 here) the
+///   promise is about nothing, a sign of a wrong header, and is refused
+///   (`knows-foreign-without-usable-size`);
+/// - [`FLAG_SIZELESS_FREE`] says `free` and `realloc` need no size, while
+///   the required flag [`REQUIRE_SIZED_FREE`] says they rely on the exact
+///   size: both at once contradict each other and are refused
+///   (`sizeless-free-requires-size`). Whether `free(ptr, 0)` really works
+///   cannot be seen in the bytes; the conformance check `sizeless-free`
+///   tries it.
+///
+/// Unknown advisory bits stay ignored.
+pub fn check_v1_3_flags(flags: u32, usable_size: usize, required_flags: u32) -> Result<(), Refusal> {
+    if flags & FLAG_KNOWS_FOREIGN != 0 && usable_size == 0 {
+        return Err(Refusal::KnowsForeignWithoutUsableSize);
+    }
+    if flags & FLAG_SIZELESS_FREE != 0 && required_flags & REQUIRE_SIZED_FREE != 0 {
+        return Err(Refusal::SizelessFreeRequiresSize);
+    }
+    Ok(())
+}
+
 /// The fields of ABI 1.1 and later of `raw` as the host will use them, in
-/// struct order ([`V1_1_FIELDS`], then [`V1_2_FIELDS`]), valid or not.
+/// struct order ([`V1_1_FIELDS`], [`V1_2_FIELDS`], then [`V1_3_FIELDS`]),
+/// valid or not.
 /// `stats_companion` names the ABI 1.0 statistics companion symbol when the
 /// library has one (it then supplies `stats` for a plugin whose own field is
 /// absent).
 pub fn readings(raw: &RawFields, stats_companion: Option<&str>) -> Vec<FieldReading> {
     let mut out = v1_1_readings(raw, stats_companion);
     out.extend(v1_2_readings(raw));
+    out.extend(v1_3_readings(raw));
     out
+}
+
+/// The ABI 1.3 field of `raw` ([`V1_3_FIELDS`]): `usable_size`, with what
+/// the 1.3 advisory flags say about it.
+pub fn v1_3_readings(raw: &RawFields) -> Vec<FieldReading> {
+    let reading =
+        |value: String, from_plugin, note: String| FieldReading { name: V1_3_FIELDS[0], value, from_plugin, note };
+    if !raw.v1_3 {
+        let why = match raw.prefix.abi_minor {
+            minor @ 0..=2 => format!("default: the plugin is ABI 1.{minor}; no usable sizes"),
+            _ => "default: not read (a host of an older minor); no usable sizes".to_string(),
+        };
+        return vec![reading("absent".into(), false, why)];
+    }
+    let flags = raw.prefix.flags;
+    let sizeless = if flags & FLAG_SIZELESS_FREE != 0 { "; free and realloc need no size" } else { "" };
+    vec![match raw.functions.usable_size {
+        0 => reading("absent".into(), false, format!("no usable sizes{sizeless}")),
+        a => {
+            let whose = match flags & FLAG_KNOWS_FOREIGN {
+                0 => "answers for the handler's own live blocks",
+                _ => "answers for any pointer (0: not the handler's)",
+            };
+            reading(format!("{a:#x}"), true, format!("{whose}{sizeless}"))
+        }
+    }]
 }
 
 /// The ABI 1.2 fields of `raw` ([`V1_2_FIELDS`]): `locate` and `resolve`,
@@ -333,7 +391,7 @@ pub(crate) fn check_version(version: &[u8], terminated: bool) -> Result<semver::
 mod tests {
     use super::*;
     use crate::validate::HeaderImage;
-    use memplug_abi::{FLAG_THREAD_SAFE, MemplugHandler, SIZE_V1_1, SIZE_V1_2};
+    use memplug_abi::{FLAG_THREAD_SAFE, MemplugHandler, SIZE_V1_1, SIZE_V1_2, SIZE_V1_3};
 
     extern "C" fn m(_: *mut core::ffi::c_void, _: usize) -> *mut core::ffi::c_void {
         core::ptr::null_mut()
@@ -427,7 +485,8 @@ mod tests {
     #[test]
     fn larger_declared_size_is_read_up_to_what_the_host_knows() {
         let p = Prefix { magic: MAGIC, abi_major: 1, abi_minor: 9, struct_size: 4096, flags: 0 };
-        assert_eq!(readable_len(&p), Ok(SIZE_V1_2));
+        assert_eq!(readable_len(&p), Ok(SIZE_V1_3));
+        assert_eq!(readable_len_as(&p, 2), Ok(SIZE_V1_2), "a 1.2 host reads its own layout");
         assert_eq!(readable_len_as(&p, 1), Ok(SIZE_V1_1), "a 1.1 host reads its own layout");
         // A 1.0 plugin with a bigger struct: only the 1.0 fields are its ABI.
         let p = Prefix { magic: MAGIC, abi_major: 1, abi_minor: 0, struct_size: 4096, flags: 0 };
@@ -440,6 +499,12 @@ mod tests {
         let p = Prefix { magic: MAGIC, abi_major: 1, abi_minor: 2, struct_size: SIZE_V1_1 as u32, flags: 0 };
         assert_eq!(readable_len(&p).unwrap_err().code(), "struct-too-small");
         assert_eq!(readable_len_as(&p, 1), Ok(SIZE_V1_1));
+        // A 1.3 plugin must have the 1.3 size (320 bytes).
+        let p = Prefix { magic: MAGIC, abi_major: 1, abi_minor: 3, struct_size: SIZE_V1_2 as u32, flags: 0 };
+        assert_eq!(readable_len(&p).unwrap_err().code(), "struct-too-small");
+        assert_eq!(readable_len_as(&p, 2), Ok(SIZE_V1_2));
+        let p = Prefix { struct_size: SIZE_V1_3 as u32, ..p };
+        assert_eq!(readable_len(&p), Ok(320));
     }
 
     #[test]
@@ -457,7 +522,7 @@ mod tests {
         assert_eq!(validate_as(image.bytes(), 1).unwrap().functions.locate, 0, "extra bytes are not read");
         // A 1.1 image gets the 1.2 defaults.
         let v11 = validate(HeaderImage::of(&h).as_minor(1).bytes()).unwrap();
-        assert!(v11.defaulted.ends_with(&V1_2_FIELDS), "{:?}", v11.defaulted);
+        assert!(v11.defaulted.ends_with(&[&V1_2_FIELDS[..], &V1_3_FIELDS[..]].concat()), "{:?}", v11.defaulted);
     }
 
     #[test]
@@ -465,7 +530,7 @@ mod tests {
         let v = validate(HeaderImage::of(&good()).as_minor(0).bytes()).unwrap();
         assert_eq!(v.alignment, DEFAULT_ALIGNMENT);
         assert_eq!(v.memory_kind, KIND_CPU);
-        assert_eq!(v.defaulted, [&V1_1_FIELDS[..], &V1_2_FIELDS[..]].concat());
+        assert_eq!(v.defaulted, [&V1_1_FIELDS[..], &V1_2_FIELDS[..], &V1_3_FIELDS[..]].concat());
     }
 
     #[test]
@@ -503,6 +568,59 @@ mod tests {
         }
     }
 
+    extern "C" fn us(_: *mut core::ffi::c_void, _: *const core::ffi::c_void) -> usize {
+        0
+    }
+
+    #[test]
+    fn v1_3_usable_size_and_flags() {
+        use memplug_abi::{FLAG_KNOWS_FOREIGN, FLAG_SIZELESS_FREE};
+        let mut h = good();
+        h.usable_size = Some(us as memplug_abi::UsableSizeFn);
+        let v = validate(HeaderImage::of(&h).bytes()).unwrap();
+        assert_ne!(v.functions.usable_size, 0);
+        assert!(!v.defaulted.contains(&"usable_size"));
+        // Read by a 1.2 host: not there, defaulted.
+        let old = validate_as(HeaderImage::of(&h).bytes(), 2).unwrap();
+        assert_eq!(old.functions.usable_size, 0, "a 1.2 host reads no further");
+        // A 1.2 image has no 1.3 field, whatever follows it.
+        let v12 = validate(HeaderImage::of(&h).as_minor(2).bytes()).unwrap();
+        assert_eq!((v12.functions.usable_size, v12.defaulted.last()), (0, Some(&"usable_size")));
+
+        h.flags |= FLAG_KNOWS_FOREIGN | FLAG_SIZELESS_FREE;
+        assert_eq!(code(&h), "ok");
+        h.usable_size = None;
+        assert_eq!(code(&h), "knows-foreign-without-usable-size");
+        // The same bits in a plugin of an older minor are unknown bits: ignored.
+        for minor in 0..=2 {
+            assert_eq!(validate(HeaderImage::of(&h).as_minor(minor).bytes()).map(|_| ()), Ok(()), "1.{minor}");
+        }
+        assert_eq!(validate_as(HeaderImage::of(&h).bytes(), 2).map(|_| ()), Ok(()), "a 1.2 host ignores them");
+        h.flags &= !FLAG_KNOWS_FOREIGN;
+        assert_eq!(code(&h), "ok", "sizeless free needs no usable_size");
+        h.required_flags = REQUIRE_SIZED_FREE;
+        assert_eq!(code(&h), "sizeless-free-requires-size");
+        h.flags &= !FLAG_SIZELESS_FREE;
+        h.flags |= 1 << 11; // unknown advisory bits stay ignored
+        assert_eq!(code(&h), "ok");
+    }
+
+    #[test]
+    fn v1_3_readings_say_what_the_flags_mean() {
+        use memplug_abi::{FLAG_KNOWS_FOREIGN, FLAG_SIZELESS_FREE};
+        let mut h = good();
+        h.usable_size = Some(us as memplug_abi::UsableSizeFn);
+        h.flags |= FLAG_KNOWS_FOREIGN | FLAG_SIZELESS_FREE;
+        let raw = RawFields::parse(HeaderImage::of(&h).bytes()).unwrap();
+        let r = readings(&raw, None).pop().unwrap();
+        assert_eq!((r.name, r.from_plugin), ("usable_size", true));
+        assert!(r.note.contains("any pointer") && r.note.contains("need no size"), "{}", r.note);
+        let raw = RawFields::parse(HeaderImage::of(&h).as_minor(2).bytes()).unwrap();
+        let r = readings(&raw, None).pop().unwrap();
+        assert_eq!((r.value.as_str(), r.from_plugin), ("absent", false));
+        assert!(r.note.contains("ABI 1.2"), "{}", r.note);
+    }
+
     #[test]
     fn arbitrary_bytes_never_panic() {
         // A small deterministic sweep over truncations and random corruptions.
@@ -524,6 +642,9 @@ mod tests {
             SIZE_V1_2 - 1,
             SIZE_V1_2,
             SIZE_V1_2 + 8,
+            SIZE_V1_3 - 1,
+            SIZE_V1_3,
+            SIZE_V1_3 + 8,
         ] {
             for _ in 0..200 {
                 let mut b = base.clone();
@@ -537,6 +658,7 @@ mod tests {
                     }
                 }
                 let _ = validate(&b);
+                let _ = validate_as(&b, 2);
                 let _ = validate_as(&b, 1);
                 let _ = validate_as(&b, 0);
             }

@@ -1,11 +1,13 @@
 //! The `system` plugin: libc's `malloc`, `calloc`, `realloc` and `free`,
 //! thread-safe. The baseline every other plugin is measured against.
 //!
-//! It stays on ABI 1.0 on purpose: it is exported with
-//! `export_handler_v1_0!`, against the frozen 1.0 layout, so every
-//! `memplug check` shows a 1.0 plugin loading beside 1.1 ones.
+//! ABI 1.3: it answers usable sizes with libc's `malloc_usable_size`, and
+//! its `free` and `realloc` ignore the size (`FLAG_SIZELESS_FREE`), so a
+//! host may hand its blocks out with no header before them (`memplug run
+//! --handler system`). It does not declare `FLAG_KNOWS_FOREIGN`:
+//! `malloc_usable_size` of a pointer libc did not make is undefined.
 
-use memplug_abi::{Allocator, FLAG_THREAD_SAFE, export_handler_v1_0};
+use memplug_abi::{Allocator, FLAG_SIZELESS_FREE, FLAG_THREAD_SAFE, export_handler};
 
 /// libc's allocator.
 pub struct System;
@@ -13,7 +15,8 @@ pub struct System;
 impl Allocator for System {
     const NAME: &'static str = "system";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const FLAGS: u32 = FLAG_THREAD_SAFE;
+    const FLAGS: u32 = FLAG_THREAD_SAFE | FLAG_SIZELESS_FREE;
+    const HAS_USABLE_SIZE: bool = true;
 
     fn create() -> Self {
         System
@@ -42,6 +45,13 @@ impl Allocator for System {
         // SAFETY: the host passes a block this allocator made with libc.
         unsafe { libc::free(ptr as *mut libc::c_void) }
     }
+
+    #[inline]
+    fn usable_size(&self, ptr: *const u8) -> usize {
+        // SAFETY: without FLAG_KNOWS_FOREIGN the host passes only live blocks
+        // this allocator made with libc.
+        unsafe { libc::malloc_usable_size(ptr as *mut libc::c_void) }
+    }
 }
 
-export_handler_v1_0!(System);
+export_handler!(System);

@@ -11,6 +11,9 @@
 //! - Live bytes, live blocks, peak bytes and total allocations are kept in
 //!   atomics and exported through the ABI 1.1 `stats` field, which the host
 //!   reads as `Handler::stats`.
+//! - A block's usable size (ABI 1.3 `usable_size`) is its recorded size, and
+//!   0 for any pointer that is not a live block of this allocator
+//!   (`FLAG_KNOWS_FOREIGN`: found in the set, nothing read before).
 //!
 //! Whether a pointer is a live block is known without reading any memory:
 //! the allocator keeps the set of its live blocks (`registry.rs`), and reads
@@ -24,7 +27,7 @@
 mod registry;
 
 use memplug_abi::fork::ForkLock;
-use memplug_abi::{Allocator, FLAG_THREAD_SAFE, MemplugStats, export_handler};
+use memplug_abi::{Allocator, FLAG_KNOWS_FOREIGN, FLAG_THREAD_SAFE, MemplugStats, export_handler};
 use registry::Registry;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -110,8 +113,9 @@ impl Tracking {
 impl Allocator for Tracking {
     const NAME: &'static str = "tracking";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const FLAGS: u32 = FLAG_THREAD_SAFE;
+    const FLAGS: u32 = FLAG_THREAD_SAFE | FLAG_KNOWS_FOREIGN;
     const REQUIRED_FLAGS: u32 = memplug_abi::REQUIRE_SIZED_FREE;
+    const HAS_USABLE_SIZE: bool = true;
 
     fn create() -> Self {
         Tracking::default()
@@ -182,6 +186,19 @@ impl Allocator for Tracking {
             libc::free(base as *mut libc::c_void);
         }
         self.track_free(recorded);
+    }
+
+    // `ptr` is read through only once found in the set of live blocks: any
+    // address is safe to pass (the trait's contract under FLAG_KNOWS_FOREIGN).
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
+    fn usable_size(&self, ptr: *const u8) -> usize {
+        let read = || {
+            // SAFETY: `ptr` is in the set of live blocks, whose shard is held
+            // (no free can take it meanwhile): its prefix, written by
+            // `finish`, is two aligned u64 before it.
+            unsafe { (ptr.sub(PREFIX) as *const u64).add(1).read() as usize }
+        };
+        self.live.while_live(ptr as usize, read).unwrap_or(0)
     }
 
     fn fork_locks<'a>(&'a self, locks: &mut dyn FnMut(&'a dyn ForkLock)) {

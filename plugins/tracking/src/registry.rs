@@ -77,6 +77,13 @@ impl Registry {
         self.set(addr).insert(addr);
     }
 
+    /// `read()` while `addr` is a live block — its shard held, so that no
+    /// free takes it meanwhile; `None` if it is not one.
+    pub(crate) fn while_live<R>(&self, addr: usize, read: impl FnOnce() -> R) -> Option<R> {
+        let set = self.set(addr);
+        set.contains(&addr).then(read)
+    }
+
     /// Take a block out of the set: `false` if it was not a live block.
     pub(crate) fn remove(&self, addr: usize) -> bool {
         self.set(addr).remove(&addr)

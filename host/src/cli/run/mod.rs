@@ -382,6 +382,7 @@ fn symbol_var(role: Role) -> &'static CStr {
         Role::Free => var::SYM_FREE,
         Role::SizedFree => var::SYM_SIZED_FREE,
         Role::AlignedAlloc => var::SYM_ALIGNED_ALLOC,
+        Role::UsableSize => var::SYM_USABLE_SIZE,
     }
 }
 
