@@ -248,3 +248,25 @@ fn the_c_and_cpp_programs_run_clean_under_address_sanitizer() {
     let cpp = s.build(&cpp_test(), "host_test_cpp_asan", false, &asan);
     codes("the C++ test under ASan", &s.run(&[], &cpp));
 }
+
+#[test]
+fn the_guides_examples_build_and_run() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    for (src, expect) in
+        [("allocate.c", "the block goes back to tracking"), ("pmr.cpp", "1000000 numbers, alloc seen 3 times")]
+    {
+        let exe = s.build(&support::root().join("examples/c").join(src), src.split('.').next().unwrap(), false, &[]);
+        let out = Command::new(&exe).arg(s.plugins.path()).env("MEMPLUG_CACHE", "off").output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(expect),
+            "{src}: {}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!stdout.contains("refused"), "{src}: every bundled plugin loads:\n{stdout}");
+    }
+}
