@@ -78,3 +78,27 @@ pub unsafe extern "C" fn memplug_host_error_free(error: *mut ErrorObject) {
         quiet((), || drop(boxed));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The value of `#define NAME VALUE` in memplug_host.h.
+    fn define(name: &str) -> String {
+        let header = include_str!("../include/memplug_host.h");
+        let prefix = format!("#define {name} ");
+        let line = header.lines().find_map(|l| l.strip_prefix(&prefix)).unwrap_or_else(|| panic!("no {name}"));
+        line.trim().trim_matches('"').to_string()
+    }
+
+    #[test]
+    fn the_headers_macros_are_the_librarys_versions() {
+        assert_eq!(define("MEMPLUG_HOST_VERSION"), env!("CARGO_PKG_VERSION"));
+        assert_eq!(define("MEMPLUG_HOST_VERSION_MAJOR"), env!("CARGO_PKG_VERSION_MAJOR"));
+        assert_eq!(define("MEMPLUG_HOST_VERSION_MINOR"), env!("CARGO_PKG_VERSION_MINOR"));
+        assert_eq!(define("MEMPLUG_HOST_VERSION_PATCH"), env!("CARGO_PKG_VERSION_PATCH"));
+        assert_eq!(define("MEMPLUG_HOST_VERSION_NUMBER"), memplug_host_version_number().to_string());
+        assert_eq!(define("MEMPLUG_HOST_ABI_MAJOR"), memplug_host_abi_major().to_string());
+        assert_eq!(define("MEMPLUG_HOST_ABI_MINOR"), memplug_host_abi_minor().to_string());
+    }
+}
