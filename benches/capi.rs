@@ -79,10 +79,5 @@ fn main() {
     ];
     let out = common::run("capi_alloc_free_64: one 64-byte allocation + free", common::rounds(300), &mut variants);
     let (rust, c) = (out[1].2, out[2].2);
-    println!(
-        "C API / Rust Handler: {:.3}× (goal ≤ 1.02×; {:.2} vs {:.2} × libc direct)",
-        c / rust,
-        c,
-        rust
-    );
+    println!("C API / Rust Handler: {:.3}× (goal ≤ 1.02×; {:.2} vs {:.2} × libc direct)", c / rust, c, rust);
 }
