@@ -312,23 +312,31 @@ inline handler set_default(handler h) noexcept { return handler(memplug_host_set
 
 /// A std::pmr::memory_resource served by one handler: alignment honoured
 /// (above the handler's own, through its aligned path), deallocation told
-/// the size, equal to another resource of the same handler.
+/// the size, equal to another resource of the same handler. A handler that
+/// allows direct calls is called with no call into libmemplug.
 class memory_resource : public std::pmr::memory_resource {
   public:
     explicit memory_resource(memplug::handler h) noexcept
-        : h_(h), natural_(h ? static_cast<std::size_t>(h.info().alignment) : 16) {}
+        : h_(h), natural_(h ? static_cast<std::size_t>(h.info().alignment) : 16),
+          direct_(h && memplug_host_direct_calls(h.get(), &calls_) == 1) {}
     memplug::handler handler() const noexcept { return h_; }
 
   private:
     void *do_allocate(std::size_t bytes, std::size_t alignment) override {
-        if (alignment <= natural_) return h_.allocate(bytes);
-        return h_.allocate_aligned(bytes, alignment);
+        if (alignment > natural_) return h_.allocate_aligned(bytes, alignment);
+        if (direct_) {
+            if (void *p = memplug_host_direct_alloc(&calls_, bytes)) return p;
+            throw std::bad_alloc();
+        }
+        return h_.allocate(bytes);
     }
     void do_deallocate(void *p, std::size_t bytes, std::size_t alignment) override {
-        if (alignment <= natural_)
-            h_.deallocate(p, bytes);
-        else
+        if (alignment > natural_)
             h_.deallocate_aligned(p, bytes, alignment);
+        else if (direct_)
+            memplug_host_direct_free(&calls_, p, bytes);
+        else
+            h_.deallocate(p, bytes);
     }
     bool do_is_equal(const std::pmr::memory_resource &other) const noexcept override {
         auto *o = dynamic_cast<const memory_resource *>(&other);
@@ -337,6 +345,8 @@ class memory_resource : public std::pmr::memory_resource {
 
     memplug::handler h_;
     std::size_t natural_;
+    memplug_host_direct calls_{};
+    bool direct_;
 };
 
 /// A standard allocator served by one handler, for containers that take an

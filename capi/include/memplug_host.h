@@ -250,6 +250,30 @@ void *memplug_host_alloc_aligned(const memplug_host_handler *handler, size_t siz
                                  memplug_host_error **err);
 void memplug_host_free_aligned(const memplug_host_handler *handler, void *ptr, size_t size, size_t alignment);
 
+/* ---- Direct calls ------------------------------------------------------- */
+
+/* A handler whose calls need nothing around them (thread-safe, not an
+ * instance) can be called with no call into libmemplug: its plugin's own
+ * functions. Blocks made this way are the handler's blocks, as if made by
+ * memplug_host_alloc (and the other way round). */
+typedef struct memplug_host_direct {
+    void *ctx;
+    memplug_malloc_fn malloc;
+    memplug_free_fn free;
+} memplug_host_direct;
+
+/* Fill `*out` and return 1 for such a handler; 0 for any other (use
+ * memplug_host_alloc and memplug_host_free); -1 for a NULL argument. */
+int memplug_host_direct_calls(const memplug_host_handler *handler, memplug_host_direct *out);
+/* `size` bytes (0 served as 1), or NULL. */
+static inline void *memplug_host_direct_alloc(const memplug_host_direct *d, size_t size) {
+    return d->malloc(d->ctx, size ? size : 1);
+}
+/* Free a block of the handler of `size` bytes. NULL is ignored. */
+static inline void memplug_host_direct_free(const memplug_host_direct *d, void *ptr, size_t size) {
+    if (ptr) d->free(d->ctx, ptr, size ? size : 1);
+}
+
 /* ---- Guards ------------------------------------------------------------- */
 
 /* A handler's lock held across a batch of calls (nothing is locked for a

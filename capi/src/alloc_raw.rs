@@ -245,6 +245,41 @@ pub unsafe extern "C" fn memplug_host_free_aligned(
     quiet((), || unsafe { entry.handler.free_aligned(p, size, alignment) })
 }
 
+/// `memplug_host_direct`: a direct handler's own `ctx`, `malloc` and `free`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct Direct {
+    ctx: *mut c_void,
+    malloc: Option<memplug_abi::MallocFn>,
+    free: Option<memplug_abi::FreeFn>,
+}
+
+/// `memplug_host_direct_calls`: for a handler whose calls need nothing
+/// around them (thread-safe, not an instance), its plugin's own `ctx`,
+/// `malloc` and `free` into `out` and 1 — the header's inline
+/// `memplug_host_direct_alloc` / `_free` call them with no call into this
+/// library; 0 for any other handler (use `memplug_host_alloc`); −1 for a
+/// NULL argument.
+///
+/// # Safety
+/// `handler` is NULL or a handler this library returned; `out` is NULL or
+/// valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_direct_calls(handler: *const Entry, out: *mut Direct) -> i32 {
+    quiet(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(entry) = (unsafe { handler.as_ref() }) else { return -1 };
+        if out.is_null() {
+            return -1;
+        }
+        let Some(calls) = entry.handler.direct_calls() else { return 0 };
+        let (ctx, malloc, free) = calls.parts();
+        // SAFETY: the caller's contract: `out` is valid for a write.
+        unsafe { out.write(Direct { ctx, malloc: Some(malloc), free: Some(free) }) };
+        1
+    })
+}
+
 /// `memplug_host_lock`: hold `handler`'s lock (none for a thread-safe
 /// handler) until `memplug_host_unlock`, on this thread.
 ///

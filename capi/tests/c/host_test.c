@@ -100,6 +100,21 @@ static void load_bundled(const memplug_host_registry *r) {
         CHECK(info.thread_safe == ((info.flags & MEMPLUG_FLAG_THREAD_SAFE) != 0));
         exercise(h);
     }
+    /* Direct calls: for a thread-safe handler that is not an instance. */
+    memplug_host_direct d;
+    CHECK(memplug_host_direct_calls(memplug_host_registry_get(r, "arena"), &d) == 0);
+    CHECK(memplug_host_direct_calls(NULL, &d) == -1);
+    const memplug_host_handler *tracking = memplug_host_registry_get(r, "tracking");
+    CHECK(memplug_host_direct_calls(tracking, &d) == 1);
+    memplug_stats_t s0, s1;
+    CHECK(memplug_host_stats(tracking, &s0, NULL) == 1);
+    void *dp = memplug_host_direct_alloc(&d, 300);
+    CHECK(dp != NULL);
+    CHECK(memplug_host_stats(tracking, &s1, NULL) == 1 && s1.live_count == s0.live_count + 1);
+    memplug_host_free(tracking, dp, 300); /* the handler's block, either way */
+    dp = memplug_host_alloc(tracking, 0, NULL);
+    memplug_host_direct_free(&d, dp, 0);
+    CHECK(memplug_host_stats(tracking, &s1, NULL) == 1 && s1.live_count == s0.live_count && s1.size_mismatches == 0);
     /* Loading a file again gives the same handler. */
     char path[4096];
     snprintf(path, sizeof path, "%s/libmemplug_system.so", env("PLUGIN_DIR"));
