@@ -143,6 +143,17 @@ fn c_ptr(p: NonNull<u8>) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memplug_host_alloc(handler: *const Entry, size: usize, err: ErrOut) -> *mut c_void {
     const F: &str = "memplug_host_alloc";
+    // The fast path, a direct handler: one call into the plugin, no Rust
+    // code that could panic. A NULL from it takes the full path, which
+    // asks again and reports why.
+    // SAFETY: the caller's contract: NULL or a handler this library returned.
+    if let Some(direct) = unsafe { handler.as_ref() }.and_then(|e| e.direct.as_ref()) {
+        // SAFETY: a direct handler's own malloc, with a non-zero size.
+        let p = unsafe { direct.malloc(size.max(1)) };
+        if !p.is_null() {
+            return p.cast();
+        }
+    }
     // SAFETY: the caller's contract.
     unsafe { guarded(F, err, null_mut(), || Ok(c_ptr(arg(handler, F, "handler")?.handler.alloc(size)?))) }
 }
@@ -203,8 +214,13 @@ pub unsafe extern "C" fn memplug_host_realloc(
 pub unsafe extern "C" fn memplug_host_free(handler: *const Entry, ptr: *mut c_void, size: usize) {
     // SAFETY: the caller's contract.
     let (Some(entry), Some(p)) = (unsafe { handler.as_ref() }, NonNull::new(ptr.cast::<u8>())) else { return };
-    // SAFETY: the caller's contract, which is `Handler::free`'s.
-    quiet((), || unsafe { entry.handler.free(p, size) })
+    match &entry.direct {
+        // SAFETY: the caller's contract: a live block of this direct
+        // handler of `size` bytes (a size of 0 was served as 1).
+        Some(direct) => unsafe { direct.free(p, size.max(1)) },
+        // SAFETY: the caller's contract, which is `Handler::free`'s.
+        None => quiet((), || unsafe { entry.handler.free(p, size) }),
+    }
 }
 
 /// `memplug_host_alloc_aligned`: `size` bytes aligned to `alignment` (a

@@ -24,6 +24,9 @@ use std::sync::{Mutex, OnceLock};
 pub(crate) struct Entry {
     /// The handler.
     pub(crate) handler: Handler,
+    /// Its plugin's own functions, when a call needs nothing around them
+    /// (thread-safe, not an instance): the allocation fast path.
+    pub(crate) direct: Option<memplug::DirectCalls>,
     name: CString,
     version: CString,
     kind: CString,
@@ -65,6 +68,7 @@ impl Entry {
         let info = handler.info();
         Entry {
             handler,
+            direct: handler.direct_calls(),
             name: c_string(&info.name),
             version: c_string(&info.version.to_string()),
             kind: c_string(info.memory_kind_name()),
