@@ -8,9 +8,12 @@
 //! probe, the verdict cache), allocation through [`memplug::Handler`], the
 //! current handler through [`memplug::current`]. The C API adds opaque
 //! handles, one error object type, and the rule that no Rust panic crosses
-//! the boundary: every exported function runs inside `catch_unwind`, and a
-//! panic becomes an error object with the code `internal-panic` (or a NULL
-//! or −1 return where the function has no error argument).
+//! the boundary: every exported function runs its Rust code inside
+//! `catch_unwind`, and a panic becomes an error object with the code
+//! `internal-panic` (or a NULL or −1 return where the function has no error
+//! argument). The one path outside it is the allocation fast path of a
+//! direct handler (`memplug_host_alloc` / `_free`): a plain call into the
+//! plugin, with no Rust code that could panic.
 //!
 //! # Layers
 //! One module per concern. Each imports only from modules above it in this
