@@ -117,7 +117,11 @@ impl Setup {
             .env_remove("MEMPLUG_WORKER")
             .env_remove("MEMPLUG_TRUST")
             .env_remove("MEMPLUG_ALLOWLIST")
-            .env_remove("MEMPLUG_PLUGIN_PATH")
+            .env("MEMPLUG_PLUGIN_PATH", self.plugins.path())
+            .env("MEMPLUG_SYSTEM_PLUGIN_PATH", self.dir.path().join("none"))
+            .env("HOME", self.dir.path().join("home"))
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("XDG_CACHE_HOME")
             // Allocation failure is tested with an absurd size: malloc
             // returns NULL under AddressSanitizer too.
             .env("ASAN_OPTIONS", "allocator_may_return_null=1");
@@ -177,6 +181,7 @@ fn the_c_api_loads_allocates_scopes_and_refuses_as_the_rust_library_does() {
         ("bad-options", "bad-options"),
         ("no-options", "no-options"),
         ("scope-order", "scope-order"),
+        ("env-trust", "bad-trust"),
         ("second-guard", "lock-order-violation"),
     ];
     for (name, code) in expected {

@@ -374,6 +374,26 @@ static void not_thread_safe_from_four_threads(const memplug_host_registry *r) {
     memplug_host_instance_free(inst);
 }
 
+/* The search path (the Rust test points MEMPLUG_PLUGIN_PATH at PLUGIN_DIR and
+ * the other directories at empty ones) and the environment's policy. */
+static void search_path(void) {
+    memplug_host_error *err = NULL;
+    memplug_host_policy *p = memplug_host_policy_from_env(&err);
+    CHECK(p != NULL && err == NULL);
+    memplug_host_registry *r = memplug_host_registry_new(p, NULL);
+    memplug_host_policy_free(p);
+    memplug_host_outcomes *o = NULL;
+    CHECK(memplug_host_load_search_path(r, &o, NULL) == 0);
+    CHECK(memplug_host_outcomes_count(o) == 7 && memplug_host_outcomes_loaded(o) == 7);
+    memplug_host_outcomes_free(o);
+    for (size_t i = 0; i < 7; i++) CHECK(memplug_host_registry_get(r, BUNDLED[i]) != NULL);
+    memplug_host_registry_free(r);
+    setenv("MEMPLUG_TRUST", "lax", 1);
+    CHECK(memplug_host_policy_from_env(&err) == NULL);
+    report("env-trust", err);
+    unsetenv("MEMPLUG_TRUST");
+}
+
 int main(void) {
     versions();
     memplug_host_policy *p = memplug_host_policy_new();
@@ -382,6 +402,7 @@ int main(void) {
     load_bundled(r);
     manifest_and_symbols(r);
     refusals();
+    search_path();
     instances(r);
     scopes(r);
     scopes_across_threads(r);
