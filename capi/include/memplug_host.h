@@ -225,7 +225,7 @@ typedef struct memplug_host_instance memplug_host_instance;
 int memplug_host_instantiate(const memplug_host_handler *handler, const char *options, memplug_host_instance **out,
                              memplug_host_error **err);
 /* The instance's handler (never freed; refuses to allocate, as
- * "instance-destroyed", once the instance is gone). */
+ * "instance-gone", once the instance is gone). */
 const memplug_host_handler *memplug_host_instance_handler(const memplug_host_instance *instance);
 /* Let the instance go: the plugin destroys it once its last block is freed. */
 void memplug_host_instance_free(memplug_host_instance *instance);
