@@ -161,6 +161,27 @@ run_programs() {
 }
 section "memplug run: real programs on the interposer" run_programs
 
+# ---- libmemplug: the C API and the C++ layer (capi/) ----------------------
+# One allocation + free through the C API vs the Rust Handler and libc
+# (benches/capi.rs, goal: the C API within 1.02x of the Handler), and
+# std::pmr::vector pushed to 1e6 on memplug::memory_resource(system) vs
+# std::allocator (capi/bench/pmr_bench.cpp, goal: at most 1.05x).
+capi_dispatch() {
+    cargo_bench capi "$(pick 300 30)"
+}
+capi_pmr() {
+    local lib=$tmp/capi-lib
+    mkdir -p "$lib"
+    cp "$target/release/libmemplug_c.so" "$lib/libmemplug.so.0"
+    ln -sf libmemplug.so.0 "$lib/libmemplug.so"
+    c++ -std=c++17 -O2 -Iabi/include -Icapi/include capi/bench/pmr_bench.cpp -L"$lib" -lmemplug \
+        -Wl,-rpath,"$lib" -o "$tmp/pmr_bench"
+    MEMPLUG_CACHE=off "$tmp/pmr_bench" "$target/release/libmemplug_system.so" "$(pick 41 7)"
+}
+section "libmemplug: one allocation + free through the C API" capi_dispatch
+section "libmemplug: std::pmr::vector on memplug::memory_resource vs std::allocator" capi_pmr
+# ---- end of the libmemplug section -----------------------------------------
+
 echo "Total: $((SECONDS - begin)) s$( ((quick)) && echo " (quick run: not figures of record)")"
 if ((${#failed[@]})); then
     printf 'FAILED: %s\n' "${failed[@]}" >&2

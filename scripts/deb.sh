@@ -7,7 +7,8 @@
 # cargo-deb is installed (cargo install cargo-deb --locked) when missing.
 # The workspace is built first (cargo build --release --workspace: the
 # bundled plugins are not built by `cargo deb` itself), the pkg-config file
-# for prefix /usr is written to target/deb/memplug.pc, the man pages,
+# for prefix /usr is written to target/deb/memplug.pc (and libmemplug's to
+# target/deb/memplug-host.pc, its links to target/deb/lib/), the man pages,
 # completions and Debian copyright file under target/deb/, then
 # `cargo deb -p memplug --no-build --strip` packs the assets listed under
 # [package.metadata.deb] in Cargo.toml.
@@ -35,11 +36,19 @@ fi
 
 if ((build)); then
     echo "== cargo build --release --workspace"
-    cargo build --release --workspace
+    # libmemplug runs /usr/bin/memplug for worker probes (capi/build.rs).
+    MEMPLUG_INSTALL_WORKER=/usr/bin/memplug cargo build --release --workspace
 fi
 
 mkdir -p target/deb
 scripts/install.sh --prefix /usr --print-pc >target/deb/memplug.pc
+scripts/install.sh --prefix /usr --print-host-pc >target/deb/memplug-host.pc
+# libmemplug's links: libmemplug.so.0 (its soname) and libmemplug.so.
+version=$(sed -n '/^\[workspace\.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
+rm -rf target/deb/lib
+mkdir -p target/deb/lib
+ln -s "libmemplug.so.$version" target/deb/lib/libmemplug.so.0
+ln -s libmemplug.so.0 target/deb/lib/libmemplug.so
 
 # The man pages and completions, written by the command being packaged from
 # its own argument definitions (cargo deb gzips the pages).

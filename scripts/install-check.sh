@@ -6,6 +6,9 @@
 #  3. a C plugin built with `pkg-config --cflags memplug` against the
 #     installed header passes `memplug check`, and is found once installed
 #     into `pkg-config --variable=plugindir memplug`;
+#  3b. a C and a C++ program built against the installed libmemplug with
+#     nothing but `pkg-config --cflags --libs memplug-host` (examples/c/)
+#     load the installed plugins and allocate through them;
 #  4. --uninstall leaves the prefix without memplug's files (and keeps a file
 #     it did not install);
 #  5. the Debian package (scripts/deb.sh): dpkg -i, /usr/bin/memplug check
@@ -152,7 +155,8 @@ step "scripts/install.sh --prefix TMP (release build)"
 prefix=$work/prefix
 mkdir -m 0700 "$prefix"
 scripts/install.sh --prefix "$prefix"
-for f in bin/memplug include/memplug.h lib/pkgconfig/memplug.pc share/memplug/install-manifest.txt; do
+for f in bin/memplug include/memplug.h lib/pkgconfig/memplug.pc share/memplug/install-manifest.txt \
+    include/memplug_host.h include/memplug.hpp lib/libmemplug.a lib/pkgconfig/memplug-host.pc lib/libmemplug.so.0; do
     [[ -f $prefix/$f ]] || fail "$prefix/$f was not installed"
 done
 for p in "${PLUGINS[@]}"; do
@@ -207,6 +211,20 @@ python3 -c '
 import json, sys
 ok = [r for r in json.load(sys.stdin) if r["path"].endswith("/libcounting.so") and r["status"] == "ok"]
 sys.exit(0 if ok else "libcounting.so in plugindir was not found ok")' <"$work/check2.json" || fail "plugindir"
+
+step "a C and a C++ program built with pkg-config memplug-host against the prefix"
+read -r -a host_flags <<<"$(pkg-config --cflags --libs memplug-host)"
+echo "pkg-config --cflags --libs memplug-host: ${host_flags[*]}"
+[[ $(readlink "$prefix/lib/libmemplug.so") == libmemplug.so.0 ]] || fail "lib/libmemplug.so is not a link to libmemplug.so.0"
+readelf -d "$prefix/lib/libmemplug.so.0" | grep -q "Library soname: \[libmemplug.so.0\]" || fail "libmemplug's soname is not libmemplug.so.0"
+cc -std=c11 -Wall -Werror examples/c/allocate.c "${host_flags[@]}" -o "$work/c/allocate"
+c++ -std=c++17 -Wall -Werror examples/c/pmr.cpp "${host_flags[@]}" -o "$work/c/pmr"
+for exe in allocate pmr; do
+    clean_env "$home" env LD_LIBRARY_PATH="$prefix/lib" "$work/c/$exe" "$prefix/lib/memplug/plugins" >"$work/c/$exe.out" ||
+        fail "$exe (built against $prefix) did not run: $(cat "$work/c/$exe.out")"
+    ! grep -q refused "$work/c/$exe.out" || fail "$exe refused an installed plugin: $(cat "$work/c/$exe.out")"
+    cat "$work/c/$exe.out"
+done
 
 step "scripts/install.sh --uninstall"
 scripts/install.sh --prefix "$prefix" --uninstall

@@ -30,12 +30,16 @@ installs, under PREFIX (default /usr/local):
   lib/memplug/plugins/libmemplug_*.so          the seven bundled plugins (0644)
   lib/memplug/libmemplug_preload.so            the interposer of `memplug run` (0644)
   include/memplug.h                            the C header for plugin authors
+  lib/libmemplug.so.VERSION, .so.0, .so        libmemplug, the host as a C library (soname libmemplug.so.0)
+  lib/libmemplug.a                             libmemplug, static
+  include/memplug_host.h, memplug.hpp          its C API and header-only C++ layer
   share/man/man1/memplug.1, memplug-*.1        man pages (from the command's own definitions)
   share/bash-completion/completions/memplug    bash completion
   share/zsh/site-functions/_memplug            zsh completion
   share/fish/vendor_completions.d/memplug.fish fish completion
   share/doc/memplug/LICENSE-MIT, LICENSE-APACHE  the licence texts
   lib/pkgconfig/memplug.pc                     pkg-config: --cflags, --variable=plugindir
+  lib/pkgconfig/memplug-host.pc                pkg-config: --cflags --libs memplug-host
   share/memplug/manifests/*.memplug.toml       example manifests
   share/memplug/install-manifest.txt           the list of installed files
 
@@ -48,10 +52,12 @@ Options:
                   directories it created when they are empty (no build)
   --print-pc      print the memplug.pc for PREFIX and exit (scripts/deb.sh
                   uses it for the Debian package's /usr)
+  --print-host-pc print the memplug-host.pc for PREFIX and exit
   -h, --help      this text
 
 The installed memplug finds its plugins in PREFIX/lib/memplug/plugins with no
-environment variable set.
+environment variable set. libmemplug runs PREFIX/bin/memplug for worker probes
+(the path is fixed when it is built; MEMPLUG_WORKER overrides it).
 EOF
 }
 
@@ -59,6 +65,7 @@ prefix=/usr/local
 destdir=
 uninstall=0
 print_pc=0
+print_host_pc=0
 build=1
 strip=()
 while (($#)); do
@@ -70,6 +77,7 @@ while (($#)); do
         --uninstall) uninstall=1; shift ;;
         --no-build) build=0; shift ;;
         --print-pc) print_pc=1; shift ;;
+        --print-host-pc) print_host_pc=1; shift ;;
         --strip) strip=(--strip); shift ;;
         -h | --help) usage; exit 0 ;;
         *) echo "install.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -105,7 +113,14 @@ installed_files() {
     for p in "${PLUGINS[@]}"; do echo "lib/memplug/plugins/libmemplug_$p.so"; done
     echo lib/memplug/libmemplug_preload.so
     echo include/memplug.h
+    echo "lib/libmemplug.so.$version"
+    echo lib/libmemplug.so.0
+    echo lib/libmemplug.so
+    echo lib/libmemplug.a
+    echo include/memplug_host.h
+    echo include/memplug.hpp
     echo lib/pkgconfig/memplug.pc
+    echo lib/pkgconfig/memplug-host.pc
     for m in "${man_pages[@]}"; do echo "share/man/man1/$m"; done
     for c in "${COMPLETIONS[@]}"; do echo "${c#* }"; done
     for l in "${LICENSES[@]}"; do echo "share/doc/memplug/$l"; done
@@ -114,6 +129,9 @@ installed_files() {
     done
     echo "$list"
 }
+
+version=$(sed -n '/^\[workspace\.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml")
+[[ -n $version ]] || { echo "install.sh: no version in [workspace.package] of $root/Cargo.toml" >&2; exit 1; }
 
 if ((uninstall)); then
     for m in "$dest"/share/man/man1/memplug.1 "$dest"/share/man/man1/memplug-*.1; do
@@ -183,8 +201,6 @@ if ((uninstall)); then
     exit 0
 fi
 
-version=$(sed -n '/^\[workspace\.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' "$root/Cargo.toml")
-[[ -n $version ]] || { echo "install.sh: no version in [workspace.package] of $root/Cargo.toml" >&2; exit 1; }
 
 # The pkg-config file for $prefix: plugin authors' --cflags, and plugindir
 # for where a plugin goes. No Libs: a plugin links against nothing of memplug.
@@ -203,8 +219,30 @@ pc_file() {
         'Cflags: -I${includedir}'
 }
 
+# The pkg-config file of libmemplug for $prefix: what a C or C++ program
+# that hosts plugins compiles and links with.
+host_pc_file() {
+    # shellcheck disable=SC2016 # ${...} are pkg-config variables, not the shell's.
+    printf '%s\n' \
+        "prefix=$prefix" \
+        'exec_prefix=${prefix}' \
+        'libdir=${exec_prefix}/lib' \
+        'includedir=${prefix}/include' \
+        '' \
+        'Name: memplug-host' \
+        'Description: The memplug host as a C library: load allocator plugins, checked, and allocate through them (memplug_host.h, memplug.hpp)' \
+        "Version: $version" \
+        'Libs: -L${libdir} -lmemplug' \
+        'Libs.private: -lpthread -ldl -lm' \
+        'Cflags: -I${includedir}'
+}
+
 if ((print_pc)); then
     pc_file
+    exit 0
+fi
+if ((print_host_pc)); then
+    host_pc_file
     exit 0
 fi
 
@@ -215,11 +253,12 @@ target=${CARGO_TARGET_DIR:-$root/target}
 release=$target/release
 if ((build)); then
     echo "== cargo build --release --workspace"
-    (cd "$root" && cargo build --release --workspace)
+    # libmemplug runs this prefix's memplug for worker probes (capi/build.rs).
+    (cd "$root" && MEMPLUG_INSTALL_WORKER=$prefix/bin/memplug cargo build --release --workspace)
 fi
 sources=("$release/memplug")
 for p in "${PLUGINS[@]}"; do sources+=("$release/libmemplug_$p.so"); done
-sources+=("$release/libmemplug_preload.so")
+sources+=("$release/libmemplug_preload.so" "$release/libmemplug_c.so" "$release/libmemplug_c.a")
 for s in "${sources[@]}"; do
     [[ -f $s ]] || { echo "install.sh: $s is missing; run cargo build --release --workspace (or drop --no-build)" >&2; exit 1; }
 done
@@ -255,6 +294,11 @@ for p in "${PLUGINS[@]}"; do
 done
 install -m 0644 "${strip[@]}" "$release/libmemplug_preload.so" "$dest/lib/memplug/"
 install -m 0644 "$root/abi/include/memplug.h" "$dest/include/memplug.h"
+install -m 0644 "${strip[@]}" "$release/libmemplug_c.so" "$dest/lib/libmemplug.so.$version"
+ln -sfn "libmemplug.so.$version" "$dest/lib/libmemplug.so.0"
+ln -sfn libmemplug.so.0 "$dest/lib/libmemplug.so"
+install -m 0644 "$release/libmemplug_c.a" "$dest/lib/libmemplug.a"
+install -m 0644 "$root/capi/include/memplug_host.h" "$root/capi/include/memplug.hpp" "$dest/include/"
 for m in "$root"/examples/manifests/*.memplug.toml; do
     install -m 0644 "$m" "$dest/share/memplug/manifests/"
 done
@@ -279,6 +323,8 @@ for c in "${COMPLETIONS[@]}"; do
 done
 pc_file >"$pc"
 install -m 0644 "$pc" "$dest/lib/pkgconfig/memplug.pc"
+host_pc_file >"$pc"
+install -m 0644 "$pc" "$dest/lib/pkgconfig/memplug-host.pc"
 
 {
     echo "# memplug $version installed under $prefix; read by scripts/install.sh --uninstall"

@@ -1,12 +1,12 @@
 //! The shape of the code, checked, in every crate of the repository (the
-//! ABI crate, the host, each plugin, the interposer and the Python
-//! package's native crate): at every module level a module's children import
-//! only from the siblings declared before them, so there is no circle of
-//! imports (a failure names the reference and the circle it closes); a
+//! ABI crate, the host, each plugin, the interposer, the C API and the
+//! Python package's native crate): at every module level a module's children
+//! import only from the siblings declared before them, so there is no circle
+//! of imports (a failure names the reference and the circle it closes); a
 //! `# Layers` list in a module's docs follows its declarations; every source
 //! file is a module the test reads; the host's unsafe core `raw` imports no
-//! front end; the interposer's and the Python crate's unsafe code is only in
-//! modules named `*_raw`; the guide's copy of the host's layer list
+//! front end; the interposer's, the C API's and the Python crate's unsafe
+//! code is only in modules named `*_raw`; the guide's copy of the host's layer list
 //! (docs/src/architecture.md) names the same modules as `lib.rs`'s; and no
 //! source file grows past 450 lines before its tests.
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -176,7 +176,7 @@ fn layer_lists_in_module_docs_follow_the_declarations() {
             }
         }
     }
-    assert!(checked >= 4, "the layer lists of host, raw, abi and preload are read");
+    assert!(checked >= 5, "the layer lists of host, raw, abi, preload and capi are read");
 }
 
 /// Every `.rs` file under `dir`.
@@ -260,6 +260,31 @@ fn the_interposers_unsafe_code_is_in_its_raw_modules_only() {
     for pair in lines.windows(2).filter(|w| w[0] == "#[allow(unsafe_code)]") {
         let module = pair[1].strip_prefix("mod ").and_then(|m| m.strip_suffix(';')).unwrap_or(pair[1]);
         assert!(raw(module), "preload/src/lib.rs allows unsafe code in `{module}`, whose name does not say so");
+    }
+}
+
+#[test]
+fn the_c_apis_unsafe_code_is_in_its_raw_modules_only() {
+    let raw = |m: &str| m.ends_with("_raw");
+    let mut wrong = Vec::new();
+    let tree = tree("capi/src/lib.rs");
+    assert!(tree.modules.len() > 5, "capi/src/lib.rs's modules are read");
+    for (path, module) in &tree.modules {
+        if let Some(top) = path.first()
+            && has_unsafe_code(&module.file)
+            && !raw(top)
+        {
+            wrong.push(format!("{} has unsafe code; `{top}` is not a `*_raw` module", rel(&module.file)));
+        }
+    }
+    assert!(wrong.is_empty(), "move the unsafe code to a module named `*_raw`:\n{}", wrong.join("\n"));
+    let lib = std::fs::read_to_string(support::root().join("capi/src/lib.rs")).unwrap();
+    assert!(lib.lines().any(|l| l.trim() == "#![deny(unsafe_code)]"), "capi/src/lib.rs denies unsafe code");
+    assert!(!has_unsafe_code(&support::root().join("capi/src/lib.rs")), "capi/src/lib.rs declares modules only");
+    let lines: Vec<&str> = lib.lines().map(str::trim).collect();
+    for pair in lines.windows(2).filter(|w| w[0] == "#[allow(unsafe_code)]") {
+        let module = pair[1].strip_prefix("mod ").and_then(|m| m.strip_suffix(';')).unwrap_or(pair[1]);
+        assert!(raw(module), "capi/src/lib.rs allows unsafe code in `{module}`, whose name does not say so");
     }
 }
 

@@ -71,6 +71,14 @@ impl DirectCalls {
         // is thread-safe and counts no blocks, so nothing else is owed.
         unsafe { (self.free)(self.ctx, ptr.as_ptr().cast(), size) }
     }
+
+    /// The plugin's `ctx`, `malloc` and `free` themselves, for a front end
+    /// that hands them on (libmemplug's `memplug_host_direct_calls` gives
+    /// them to C). Calling them carries [`DirectCalls::malloc`]'s and
+    /// [`DirectCalls::free`]'s contracts.
+    pub fn parts(&self) -> (*mut c_void, MallocFn, FreeFn) {
+        (self.ctx, self.malloc, self.free)
+    }
 }
 
 /// A handler's `malloc`, `calloc`, `realloc` and `free` with their `ctx`,

@@ -1,0 +1,402 @@
+//! A handler's info and statistics, instances, allocation and guards: the
+//! exports of `memplug_host.h`'s "Handlers", "Instances", "Allocation" and
+//! "Guards" sections, each a thin call into [`memplug::Handler`] or
+//! [`memplug::HandlerGuard`] with their semantics: sizes of 0 served as 1,
+//! `free` and `realloc` told the size, not-thread-safe handlers locked per
+//! call (or once for a batch, through a guard).
+//!
+//! Imports `error`, `handles` and `boundary_raw`.
+
+use crate::boundary_raw::{ErrOut, arg, guarded, optional_text, put, quiet};
+use crate::error::ErrorObject;
+use crate::handles::{Entry, Info, InstanceBox};
+use memplug::HandlerGuard;
+use memplug_abi::MemplugStats;
+use std::ffi::{c_char, c_void};
+use std::ptr::{NonNull, null, null_mut};
+
+/// `memplug_host_handler_name`: the handler's name; static (valid for the
+/// rest of the process). NULL for a NULL handler.
+///
+/// # Safety
+/// `handler` is NULL or a handler this library returned.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_handler_name(handler: *const Entry) -> *const c_char {
+    // SAFETY: the caller's contract.
+    unsafe { handler.as_ref() }.map_or(null(), |e| e.name().as_ptr())
+}
+
+/// `memplug_host_handler_info`: fill `info`, whose `struct_size` the caller
+/// set, with the fields that fit; 0, or −1 when an argument is NULL or
+/// `struct_size` is 0.
+///
+/// # Safety
+/// `handler` is NULL or a handler this library returned; `info` is NULL or
+/// valid for writes of `info->struct_size` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_handler_info(handler: *const Entry, info: *mut Info) -> i32 {
+    quiet(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(entry) = (unsafe { handler.as_ref() }) else { return -1 };
+        if info.is_null() {
+            return -1;
+        }
+        // SAFETY: the caller's contract: `info` is valid, its first field set.
+        let size = unsafe { info.cast::<u64>().read_unaligned() };
+        let full = entry.info();
+        let n = (size as usize).min(std::mem::size_of::<Info>());
+        if n < std::mem::size_of::<u64>() {
+            return -1;
+        }
+        // SAFETY: `n` bytes fit in both `full` and the caller's `info`; the
+        // caller's `struct_size` is kept.
+        unsafe {
+            std::ptr::copy_nonoverlapping((&raw const full).cast::<u8>().add(8), info.cast::<u8>().add(8), n - 8)
+        };
+        0
+    })
+}
+
+/// `memplug_host_stats`: the handler's statistics into `out`: 1 when it
+/// reports them, 0 when it does not, −1 with `err` set when the call would
+/// block (see the lock rules).
+///
+/// # Safety
+/// `handler` a handler this library returned; `out` valid for a write;
+/// `err` NULL or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_stats(handler: *const Entry, out: *mut MemplugStats, err: ErrOut) -> i32 {
+    const F: &str = "memplug_host_stats";
+    // SAFETY: the caller's contract.
+    unsafe {
+        guarded(F, err, -1, || match arg(handler, F, "handler")?.handler.stats_checked()? {
+            Some(s) => put(out, s, F, "out").map(|()| 1),
+            None => Ok(0),
+        })
+    }
+}
+
+/// `memplug_host_instantiate`: make an instance of `handler` configured by
+/// `options` (`key=value,…`; NULL or "" for none); the owner goes to `out`.
+///
+/// # Safety
+/// `handler` a handler this library returned; `options` NULL or a C
+/// string; `out` valid for a write; `err` NULL or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_instantiate(
+    handler: *const Entry,
+    options: *const c_char,
+    out: *mut *mut InstanceBox,
+    err: ErrOut,
+) -> i32 {
+    const F: &str = "memplug_host_instantiate";
+    // SAFETY: the caller's contract.
+    unsafe {
+        guarded(F, err, -1, || {
+            let entry = arg(handler, F, "handler")?;
+            let options = optional_text(options, F, "options")?.unwrap_or("");
+            if out.is_null() {
+                return Err(ErrorObject::null(F, "out"));
+            }
+            let owner = entry.handler.instantiate(options)?;
+            put(out, Box::into_raw(Box::new(InstanceBox::new(owner))), F, "out").map(|()| 0)
+        })
+    }
+}
+
+/// `memplug_host_instance_handler`: the instance's handler; valid for the
+/// rest of the process (it refuses to allocate once the instance is gone).
+///
+/// # Safety
+/// `instance` is NULL or a live instance owner.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_instance_handler(instance: *const InstanceBox) -> *const Entry {
+    // SAFETY: the caller's contract.
+    unsafe { instance.as_ref() }.map_or(null(), |i| i.entry as *const Entry)
+}
+
+/// `memplug_host_instance_free`: let the instance go; the plugin destroys
+/// it once its last block is freed too. NULL is ignored.
+///
+/// # Safety
+/// `instance` is NULL or an instance owner this library returned, not yet
+/// freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_instance_free(instance: *mut InstanceBox) {
+    if !instance.is_null() {
+        // SAFETY: the caller's contract: a box this library leaked, freed once.
+        let boxed = unsafe { Box::from_raw(instance) };
+        quiet((), || drop(boxed));
+    }
+}
+
+/// A pointer as C sees it.
+fn c_ptr(p: NonNull<u8>) -> *mut c_void {
+    p.as_ptr().cast()
+}
+
+/// `memplug_host_alloc`: `size` bytes (uninitialised) from `handler`.
+///
+/// # Safety
+/// `handler` a handler this library returned; `err` NULL or valid for a
+/// write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_alloc(handler: *const Entry, size: usize, err: ErrOut) -> *mut c_void {
+    const F: &str = "memplug_host_alloc";
+    // The fast path, a direct handler: one call into the plugin, no Rust
+    // code that could panic. A NULL from it takes the full path, which
+    // asks again and reports why.
+    // SAFETY: the caller's contract: NULL or a handler this library returned.
+    if let Some(direct) = unsafe { handler.as_ref() }.and_then(|e| e.direct.as_ref()) {
+        // SAFETY: a direct handler's own malloc, with a non-zero size.
+        let p = unsafe { direct.malloc(size.max(1)) };
+        if !p.is_null() {
+            return p.cast();
+        }
+    }
+    // SAFETY: the caller's contract.
+    unsafe { guarded(F, err, null_mut(), || Ok(c_ptr(arg(handler, F, "handler")?.handler.alloc(size)?))) }
+}
+
+/// `memplug_host_calloc`: `nelem * elsize` zeroed bytes from `handler`.
+///
+/// # Safety
+/// As for [`memplug_host_alloc`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_calloc(
+    handler: *const Entry,
+    nelem: usize,
+    elsize: usize,
+    err: ErrOut,
+) -> *mut c_void {
+    const F: &str = "memplug_host_calloc";
+    // SAFETY: the caller's contract.
+    unsafe {
+        guarded(F, err, null_mut(), || Ok(c_ptr(arg(handler, F, "handler")?.handler.alloc_zeroed(nelem, elsize)?)))
+    }
+}
+
+/// `memplug_host_realloc`: resize a block of `handler` from `old_size` to
+/// `new_size` bytes; on failure the old block is untouched.
+///
+/// # Safety
+/// `ptr` is a live block of `handler` of `old_size` bytes; on success it is
+/// not used again. As for [`memplug_host_alloc`] otherwise.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_realloc(
+    handler: *const Entry,
+    ptr: *mut c_void,
+    old_size: usize,
+    new_size: usize,
+    err: ErrOut,
+) -> *mut c_void {
+    const F: &str = "memplug_host_realloc";
+    // SAFETY: the caller's contract.
+    unsafe {
+        guarded(F, err, null_mut(), || {
+            let h = arg(handler, F, "handler")?.handler;
+            match NonNull::new(ptr.cast::<u8>()) {
+                // SAFETY: the caller's contract, which is `Handler::realloc`'s.
+                Some(p) => Ok(c_ptr(h.realloc(p, old_size, new_size)?)),
+                None => Ok(c_ptr(h.alloc(new_size)?)),
+            }
+        })
+    }
+}
+
+/// `memplug_host_free`: free a block of `handler`, told its size. NULL is
+/// ignored.
+///
+/// # Safety
+/// `ptr` is NULL or a live block of `handler` of `size` bytes (its
+/// allocation or last reallocation size), not used again.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_free(handler: *const Entry, ptr: *mut c_void, size: usize) {
+    // SAFETY: the caller's contract.
+    let (Some(entry), Some(p)) = (unsafe { handler.as_ref() }, NonNull::new(ptr.cast::<u8>())) else { return };
+    match &entry.direct {
+        // SAFETY: the caller's contract: a live block of this direct
+        // handler of `size` bytes (a size of 0 was served as 1).
+        Some(direct) => unsafe { direct.free(p, size.max(1)) },
+        // SAFETY: the caller's contract, which is `Handler::free`'s.
+        None => quiet((), || unsafe { entry.handler.free(p, size) }),
+    }
+}
+
+/// `memplug_host_alloc_aligned`: `size` bytes aligned to `alignment` (a
+/// power of two); free with `memplug_host_free_aligned`.
+///
+/// # Safety
+/// As for [`memplug_host_alloc`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_alloc_aligned(
+    handler: *const Entry,
+    size: usize,
+    alignment: usize,
+    err: ErrOut,
+) -> *mut c_void {
+    const F: &str = "memplug_host_alloc_aligned";
+    // SAFETY: the caller's contract.
+    unsafe {
+        guarded(F, err, null_mut(), || Ok(c_ptr(arg(handler, F, "handler")?.handler.alloc_aligned(size, alignment)?)))
+    }
+}
+
+/// `memplug_host_free_aligned`: free a block of `memplug_host_alloc_aligned`
+/// with the same size and alignment. NULL is ignored.
+///
+/// # Safety
+/// `ptr` is NULL or a live aligned block of `handler` of `size` bytes and
+/// `alignment`, not used again.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_free_aligned(
+    handler: *const Entry,
+    ptr: *mut c_void,
+    size: usize,
+    alignment: usize,
+) {
+    // SAFETY: the caller's contract.
+    let (Some(entry), Some(p)) = (unsafe { handler.as_ref() }, NonNull::new(ptr.cast::<u8>())) else { return };
+    // SAFETY: the caller's contract, which is `Handler::free_aligned`'s.
+    quiet((), || unsafe { entry.handler.free_aligned(p, size, alignment) })
+}
+
+/// `memplug_host_direct`: a direct handler's own `ctx`, `malloc` and `free`.
+#[repr(C)]
+#[derive(Debug)]
+pub struct Direct {
+    ctx: *mut c_void,
+    malloc: Option<memplug_abi::MallocFn>,
+    free: Option<memplug_abi::FreeFn>,
+}
+
+/// `memplug_host_direct_calls`: for a handler whose calls need nothing
+/// around them (thread-safe, not an instance), its plugin's own `ctx`,
+/// `malloc` and `free` into `out` and 1 — the header's inline
+/// `memplug_host_direct_alloc` / `_free` call them with no call into this
+/// library; 0 for any other handler (use `memplug_host_alloc`); −1 for a
+/// NULL argument.
+///
+/// # Safety
+/// `handler` is NULL or a handler this library returned; `out` is NULL or
+/// valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_direct_calls(handler: *const Entry, out: *mut Direct) -> i32 {
+    quiet(-1, || {
+        // SAFETY: the caller's contract.
+        let Some(entry) = (unsafe { handler.as_ref() }) else { return -1 };
+        if out.is_null() {
+            return -1;
+        }
+        let Some(calls) = entry.handler.direct_calls() else { return 0 };
+        let (ctx, malloc, free) = calls.parts();
+        // SAFETY: the caller's contract: `out` is valid for a write.
+        unsafe { out.write(Direct { ctx, malloc: Some(malloc), free: Some(free) }) };
+        1
+    })
+}
+
+/// `memplug_host_lock`: hold `handler`'s lock (none for a thread-safe
+/// handler) until `memplug_host_unlock`, on this thread.
+///
+/// # Safety
+/// As for [`memplug_host_alloc`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_lock(handler: *const Entry, err: ErrOut) -> *mut HandlerGuard {
+    const F: &str = "memplug_host_lock";
+    // SAFETY: the caller's contract.
+    unsafe {
+        guarded(F, err, null_mut(), || Ok(Box::into_raw(Box::new(arg(handler, F, "handler")?.handler.lock_checked()?))))
+    }
+}
+
+/// `memplug_host_unlock`: release a guard, on the thread that took it.
+/// NULL is ignored.
+///
+/// # Safety
+/// `guard` is NULL or a guard this thread took and has not released.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_unlock(guard: *mut HandlerGuard) {
+    if !guard.is_null() {
+        // SAFETY: the caller's contract: a box this library leaked, freed once.
+        let boxed = unsafe { Box::from_raw(guard) };
+        quiet((), || drop(boxed));
+    }
+}
+
+/// `memplug_host_guard_handler`: the guard's handler.
+///
+/// # Safety
+/// `guard` is NULL or a live guard of this thread.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_guard_handler(guard: *const HandlerGuard) -> *const Entry {
+    // SAFETY: the caller's contract.
+    quiet(null(), || unsafe { guard.as_ref() }.map_or(null(), |g| Entry::of(g.handler()) as *const Entry))
+}
+
+/// `memplug_host_guard_alloc`: as `memplug_host_alloc`, under the held lock.
+///
+/// # Safety
+/// `guard` a live guard of this thread; `err` NULL or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_guard_alloc(guard: *const HandlerGuard, size: usize, err: ErrOut) -> *mut c_void {
+    const F: &str = "memplug_host_guard_alloc";
+    // SAFETY: the caller's contract.
+    unsafe { guarded(F, err, null_mut(), || Ok(c_ptr(arg(guard, F, "guard")?.alloc(size)?))) }
+}
+
+/// `memplug_host_guard_calloc`: as `memplug_host_calloc`, under the held
+/// lock.
+///
+/// # Safety
+/// As for [`memplug_host_guard_alloc`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_guard_calloc(
+    guard: *const HandlerGuard,
+    nelem: usize,
+    elsize: usize,
+    err: ErrOut,
+) -> *mut c_void {
+    const F: &str = "memplug_host_guard_calloc";
+    // SAFETY: the caller's contract.
+    unsafe { guarded(F, err, null_mut(), || Ok(c_ptr(arg(guard, F, "guard")?.alloc_zeroed(nelem, elsize)?))) }
+}
+
+/// `memplug_host_guard_realloc`: as `memplug_host_realloc`, under the held
+/// lock.
+///
+/// # Safety
+/// As for [`memplug_host_realloc`], with the guard's handler.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_guard_realloc(
+    guard: *const HandlerGuard,
+    ptr: *mut c_void,
+    old_size: usize,
+    new_size: usize,
+    err: ErrOut,
+) -> *mut c_void {
+    const F: &str = "memplug_host_guard_realloc";
+    // SAFETY: the caller's contract.
+    unsafe {
+        guarded(F, err, null_mut(), || {
+            let g = arg(guard, F, "guard")?;
+            match NonNull::new(ptr.cast::<u8>()) {
+                // SAFETY: the caller's contract, which is `HandlerGuard::realloc`'s.
+                Some(p) => Ok(c_ptr(g.realloc(p, old_size, new_size)?)),
+                None => Ok(c_ptr(g.alloc(new_size)?)),
+            }
+        })
+    }
+}
+
+/// `memplug_host_guard_free`: as `memplug_host_free`, under the held lock.
+///
+/// # Safety
+/// As for [`memplug_host_free`], with the guard's handler.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_guard_free(guard: *const HandlerGuard, ptr: *mut c_void, size: usize) {
+    // SAFETY: the caller's contract.
+    let (Some(g), Some(p)) = (unsafe { guard.as_ref() }, NonNull::new(ptr.cast::<u8>())) else { return };
+    // SAFETY: the caller's contract, which is `HandlerGuard::free`'s.
+    quiet((), || unsafe { g.free(p, size) })
+}

@@ -1,0 +1,185 @@
+//! What the C API's handles point to.
+//!
+//! - A `memplug_host_handler *` points to an [`Entry`]: the
+//!   [`Handler`](memplug::Handler) and its info as C strings. There is one
+//!   entry per handler, made the first time C sees the handler and kept for
+//!   the rest of the process, as the handler itself is — so handler
+//!   pointers are never freed, compare equal exactly when the handlers are
+//!   the same, and stay valid after the registry that loaded them is gone.
+//! - A `memplug_host_instance *` owns an [`InstanceBox`]: the library's
+//!   [`Instance`](memplug::Instance) owner and its handler's entry.
+//! - A `memplug_host_outcomes *` owns [`Outcomes`]: what a batch load did
+//!   to each candidate.
+//!
+//! Imports `error`.
+
+use crate::error::{ErrorObject, c_string};
+use memplug::{Handler, Instance};
+use std::collections::HashMap;
+use std::ffi::{CStr, CString};
+use std::sync::{Mutex, OnceLock};
+
+/// A handler as C sees it, with the strings its info hands out.
+#[derive(Debug)]
+pub(crate) struct Entry {
+    /// The handler.
+    pub(crate) handler: Handler,
+    /// Its plugin's own functions, when a call needs nothing around them
+    /// (thread-safe, not an instance): the allocation fast path.
+    pub(crate) direct: Option<memplug::DirectCalls>,
+    name: CString,
+    version: CString,
+    kind: CString,
+    options: Option<CString>,
+    source: CString,
+}
+
+/// `memplug_host_info`: a handler's info, its strings borrowed from the
+/// entry (valid for the rest of the process). The caller sets
+/// `struct_size`; the fields that fit in it are filled.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Info {
+    pub(crate) struct_size: u64,
+    pub(crate) name: *const std::ffi::c_char,
+    pub(crate) version: *const std::ffi::c_char,
+    pub(crate) abi_major: u16,
+    pub(crate) abi_minor: u16,
+    pub(crate) flags: u32,
+    pub(crate) required_flags: u32,
+    pub(crate) memory_kind: i32,
+    pub(crate) alignment: u64,
+    pub(crate) memory_kind_name: *const std::ffi::c_char,
+    pub(crate) options: *const std::ffi::c_char,
+    pub(crate) source: *const std::ffi::c_char,
+    pub(crate) thread_safe: i32,
+    pub(crate) is_instance: i32,
+}
+
+impl Entry {
+    /// The entry of `handler`, made on first use.
+    pub(crate) fn of(handler: Handler) -> &'static Entry {
+        static ENTRIES: OnceLock<Mutex<HashMap<Handler, &'static Entry>>> = OnceLock::new();
+        let mut map = ENTRIES.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(handler).or_insert_with(|| Box::leak(Box::new(Entry::new(handler))))
+    }
+
+    fn new(handler: Handler) -> Entry {
+        let info = handler.info();
+        Entry {
+            handler,
+            direct: handler.direct_calls(),
+            name: c_string(&info.name),
+            version: c_string(&info.version.to_string()),
+            kind: c_string(info.memory_kind_name()),
+            options: info.options.as_deref().map(c_string),
+            source: c_string(&info.source.to_string()),
+        }
+    }
+
+    /// The handler's name.
+    pub(crate) fn name(&self) -> &CStr {
+        &self.name
+    }
+
+    /// The info, with `struct_size` the full size of [`Info`].
+    pub(crate) fn info(&self) -> Info {
+        let info = self.handler.info();
+        Info {
+            struct_size: std::mem::size_of::<Info>() as u64,
+            name: self.name.as_ptr(),
+            version: self.version.as_ptr(),
+            abi_major: info.abi_major,
+            abi_minor: info.abi_minor,
+            flags: info.flags,
+            required_flags: info.required_flags,
+            memory_kind: info.memory_kind,
+            alignment: self.handler.alignment() as u64,
+            memory_kind_name: self.kind.as_ptr(),
+            options: self.options.as_ref().map_or(std::ptr::null(), |o| o.as_ptr()),
+            source: self.source.as_ptr(),
+            thread_safe: i32::from(self.handler.is_thread_safe()),
+            is_instance: i32::from(self.handler.is_instance()),
+        }
+    }
+}
+
+/// An instance's owner, as C holds it.
+#[derive(Debug)]
+pub(crate) struct InstanceBox {
+    /// The owner: dropping it lets the instance go once its last block is
+    /// freed.
+    _owner: Instance,
+    /// The instance's handler.
+    pub(crate) entry: &'static Entry,
+}
+
+impl InstanceBox {
+    /// Hold `owner`.
+    pub(crate) fn new(owner: Instance) -> InstanceBox {
+        let entry = Entry::of(owner.handler());
+        InstanceBox { _owner: owner, entry }
+    }
+}
+
+/// What a batch load did to each candidate, in order.
+#[derive(Debug, Default)]
+pub(crate) struct Outcomes {
+    items: Vec<(CString, Result<&'static Entry, ErrorObject>)>,
+}
+
+impl Outcomes {
+    /// The outcomes of [`memplug::Registry::load_all`] and its kin.
+    pub(crate) fn from_library(outcomes: Vec<memplug::Outcome>) -> Outcomes {
+        let items = outcomes
+            .into_iter()
+            .map(|o| (c_string(&o.candidate.to_string()), o.result.map(Entry::of).map_err(ErrorObject::from)))
+            .collect();
+        Outcomes { items }
+    }
+
+    /// How many candidates there were.
+    pub(crate) fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// How many were loaded.
+    pub(crate) fn loaded(&self) -> usize {
+        self.items.iter().filter(|(_, r)| r.is_ok()).count()
+    }
+
+    /// The `i`th candidate, as the library shows it.
+    pub(crate) fn candidate(&self, i: usize) -> Option<&CStr> {
+        self.items.get(i).map(|(c, _)| c.as_c_str())
+    }
+
+    /// The `i`th handler, if it loaded.
+    pub(crate) fn handler(&self, i: usize) -> Option<&'static Entry> {
+        self.items.get(i).and_then(|(_, r)| r.as_ref().ok().copied())
+    }
+
+    /// Why the `i`th was refused, if it was.
+    pub(crate) fn error(&self, i: usize) -> Option<&ErrorObject> {
+        self.items.get(i).and_then(|(_, r)| r.as_ref().err())
+    }
+}
+
+/// A `memplug_host_registry *`: the process's registry, or one the caller
+/// made and frees.
+#[derive(Debug)]
+pub(crate) enum RegistryHandle {
+    /// [`memplug::Registry::global`].
+    Global,
+    /// A registry of the caller's.
+    Owned(Box<memplug::Registry>),
+}
+
+impl RegistryHandle {
+    /// The registry.
+    pub(crate) fn get(&self) -> &memplug::Registry {
+        match self {
+            RegistryHandle::Global => memplug::Registry::global(),
+            RegistryHandle::Owned(r) => r,
+        }
+    }
+}

@@ -1,0 +1,414 @@
+/*
+ * The C API's behaviour, run by tests/c_api.rs (also under valgrind and
+ * AddressSanitizer). Its environment names what to load:
+ *   PLUGIN_DIR  a directory holding the bundled plugins
+ *   MANIFEST    an allocator manifest (libc.memplug.toml)
+ *   BROKEN      a plugin with a bad magic number
+ *   UNTRUSTED   a plugin file others may write
+ *   WORKER      the `memplug` command, for the worker probe
+ * It prints `code NAME CODE` for each refusal the Rust test compares with
+ * the Rust library's, and `ok` at the end; any failed check exits 1.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memplug_host.h"
+
+#define CHECK(cond)                                                                                                    \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                                   \
+            exit(1);                                                                                                   \
+        }                                                                                                              \
+    } while (0)
+
+static const char *env(const char *name) {
+    const char *v = getenv(name);
+    if (!v) {
+        fprintf(stderr, "set %s\n", name);
+        exit(2);
+    }
+    return v;
+}
+
+/* The code of `err`, printed as `code NAME CODE`, then freed. */
+static void report(const char *name, memplug_host_error *err) {
+    CHECK(err != NULL);
+    printf("code %s %s\n", name, memplug_host_error_code(err));
+    CHECK(strlen(memplug_host_error_message(err)) > 0);
+    memplug_host_error_free(err);
+}
+
+static void versions(void) {
+    CHECK(strcmp(memplug_host_version(), MEMPLUG_HOST_VERSION) == 0);
+    CHECK(memplug_host_version_number() == MEMPLUG_HOST_VERSION_NUMBER);
+    CHECK(memplug_host_abi_major() == MEMPLUG_HOST_ABI_MAJOR);
+    CHECK(memplug_host_abi_minor() == MEMPLUG_HOST_ABI_MINOR);
+    CHECK(MEMPLUG_HOST_ABI_MINOR == MEMPLUG_ABI_MINOR);
+}
+
+/* Allocate, zero-allocate, reallocate and free through `h`. */
+static void exercise(const memplug_host_handler *h) {
+    memplug_host_error *err = NULL;
+    unsigned char *p = memplug_host_alloc(h, 100, &err);
+    CHECK(p != NULL && err == NULL);
+    memset(p, 0xab, 100);
+    p = memplug_host_realloc(h, p, 100, 5000, &err);
+    CHECK(p != NULL);
+    for (int i = 0; i < 100; i++) CHECK(p[i] == 0xab);
+    memplug_host_free(h, p, 5000);
+    unsigned char *z = memplug_host_calloc(h, 64, 16, &err);
+    CHECK(z != NULL);
+    for (int i = 0; i < 1024; i++) CHECK(z[i] == 0);
+    memplug_host_free(h, z, 1024);
+    void *a = memplug_host_alloc_aligned(h, 300, 4096, &err);
+    CHECK(a != NULL && ((uintptr_t)a % 4096) == 0);
+    memset(a, 1, 300);
+    memplug_host_free_aligned(h, a, 300, 4096);
+    void *zero = memplug_host_alloc(h, 0, &err);
+    CHECK(zero != NULL);
+    memplug_host_free(h, zero, 0);
+    CHECK(memplug_host_calloc(h, SIZE_MAX / 2, 4, &err) == NULL);
+    CHECK(err != NULL && strcmp(memplug_host_error_code(err), "size-overflow") == 0);
+    memplug_host_error_free(err);
+}
+
+static const char *BUNDLED[] = {"system", "aligned", "tracking", "arena", "hugepage", "guard", "shm"};
+
+static void load_bundled(const memplug_host_registry *r) {
+    memplug_host_outcomes *o = NULL;
+    CHECK(memplug_host_load_dir(r, env("PLUGIN_DIR"), &o, NULL) == 0);
+    CHECK(memplug_host_outcomes_count(o) == 7);
+    CHECK(memplug_host_outcomes_loaded(o) == 7);
+    for (size_t i = 0; i < 7; i++) {
+        CHECK(memplug_host_outcomes_error(o, i) == NULL);
+        CHECK(memplug_host_outcomes_candidate(o, i) != NULL);
+    }
+    memplug_host_outcomes_free(o);
+    for (size_t i = 0; i < 7; i++) {
+        const memplug_host_handler *h = memplug_host_registry_get(r, BUNDLED[i]);
+        CHECK(h != NULL);
+        CHECK(strcmp(memplug_host_handler_name(h), BUNDLED[i]) == 0);
+        memplug_host_info info = {.struct_size = sizeof info};
+        CHECK(memplug_host_handler_info(h, &info) == 0);
+        CHECK(strcmp(info.name, BUNDLED[i]) == 0 && info.abi_major == 1 && info.alignment >= 16);
+        CHECK(info.memory_kind == MEMPLUG_KIND_CPU && strcmp(info.memory_kind_name, "kDLCPU") == 0);
+        CHECK(info.thread_safe == ((info.flags & MEMPLUG_FLAG_THREAD_SAFE) != 0));
+        exercise(h);
+    }
+    /* Direct calls: for a thread-safe handler that is not an instance. */
+    memplug_host_direct d;
+    CHECK(memplug_host_direct_calls(memplug_host_registry_get(r, "arena"), &d) == 0);
+    CHECK(memplug_host_direct_calls(NULL, &d) == -1);
+    const memplug_host_handler *tracking = memplug_host_registry_get(r, "tracking");
+    CHECK(memplug_host_direct_calls(tracking, &d) == 1);
+    memplug_stats_t s0, s1;
+    CHECK(memplug_host_stats(tracking, &s0, NULL) == 1);
+    void *dp = memplug_host_direct_alloc(&d, 300);
+    CHECK(dp != NULL);
+    CHECK(memplug_host_stats(tracking, &s1, NULL) == 1 && s1.live_count == s0.live_count + 1);
+    memplug_host_free(tracking, dp, 300); /* the handler's block, either way */
+    dp = memplug_host_alloc(tracking, 0, NULL);
+    memplug_host_direct_free(&d, dp, 0);
+    CHECK(memplug_host_stats(tracking, &s1, NULL) == 1 && s1.live_count == s0.live_count && s1.size_mismatches == 0);
+    /* Loading a file again gives the same handler. */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/libmemplug_system.so", env("PLUGIN_DIR"));
+    const memplug_host_handler *again = NULL;
+    CHECK(memplug_host_load_path(r, path, NULL, &again, NULL) == 0);
+    CHECK(again == memplug_host_registry_get(r, "system"));
+    /* Every handler, the built-in one too, is listed. */
+    const memplug_host_handler *all[16];
+    size_t n = memplug_host_registry_handlers(r, all, 16);
+    CHECK(n == 8);
+    for (size_t i = 0; i < n; i++) exercise(all[i]);
+}
+
+static void manifest_and_symbols(const memplug_host_registry *r) {
+    const memplug_host_handler *h = NULL;
+    memplug_host_error *err = NULL;
+    CHECK(memplug_host_load_path(r, env("MANIFEST"), NULL, &h, &err) == 0);
+    CHECK(strcmp(memplug_host_handler_name(h), "libc") == 0);
+    exercise(h);
+    memplug_host_symbol_spec spec = {
+        .struct_size = sizeof spec, .name = "c-heap", .library = "libc.so.6", .malloc = "malloc", .free = "free",
+        .calloc = "calloc", .realloc = "realloc", .thread_safe = 1};
+    CHECK(memplug_host_load_symbols(r, &spec, &h, &err) == 0);
+    CHECK(strcmp(memplug_host_handler_name(h), "c-heap") == 0);
+    exercise(h);
+    spec.malloc = "no_such_malloc";
+    spec.name = "c-heap-2";
+    CHECK(memplug_host_load_symbols(r, &spec, &h, &err) == -1);
+    report("missing-symbol", err);
+}
+
+static void refusals(void) {
+    memplug_host_registry *r = memplug_host_registry_new(NULL, NULL);
+    const memplug_host_handler *h = NULL;
+    memplug_host_error *err = NULL;
+    CHECK(memplug_host_load_path(r, env("BROKEN"), NULL, &h, &err) == -1);
+    report("broken", err);
+    err = NULL;
+    CHECK(memplug_host_load_path(r, env("UNTRUSTED"), NULL, &h, &err) == -1);
+    report("untrusted", err);
+    err = NULL;
+    CHECK(memplug_host_load_path(r, NULL, NULL, &h, &err) == -1);
+    report("null", err);
+    memplug_host_registry_free(r);
+
+    /* Trust "any" loads the untrusted file. */
+    memplug_host_policy *p = memplug_host_policy_new();
+    CHECK(memplug_host_policy_set_trust(p, "any", NULL) == 0);
+    err = NULL;
+    CHECK(memplug_host_policy_set_trust(p, "lax", &err) == -1);
+    report("bad-trust", err);
+    err = NULL;
+    CHECK(memplug_host_policy_require(p, "system >=99", &err) == 0);
+    r = memplug_host_registry_new(p, NULL);
+    CHECK(memplug_host_load_path(r, env("UNTRUSTED"), NULL, &h, NULL) == 0);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/libmemplug_system.so", env("PLUGIN_DIR"));
+    CHECK(memplug_host_load_path(r, path, NULL, &h, &err) == -1);
+    report("requirement", err);
+    memplug_host_registry_free(r);
+
+    /* The worker probe: refused when the worker is missing, done when not. */
+    CHECK(memplug_host_policy_set_trust(p, "strict", NULL) == 0);
+    memplug_host_policy_free(p);
+    p = memplug_host_policy_new();
+    CHECK(memplug_host_policy_set_probe(p, 1, 30000) == 0);
+    r = memplug_host_registry_new(p, NULL);
+    setenv("MEMPLUG_WORKER", "/nonexistent/memplug", 1);
+    err = NULL;
+    CHECK(memplug_host_load_path(r, path, NULL, &h, &err) == -1);
+    report("no-worker", err);
+    setenv("MEMPLUG_WORKER", env("WORKER"), 1);
+    CHECK(memplug_host_load_path(r, path, NULL, &h, NULL) == 0);
+    exercise(h);
+    err = NULL;
+    CHECK(memplug_host_load_path(r, env("BROKEN"), NULL, &h, &err) == -1);
+    report("probed-broken", err);
+    memplug_host_registry_free(r);
+    memplug_host_policy_free(p);
+    unsetenv("MEMPLUG_WORKER");
+}
+
+static void instances(const memplug_host_registry *r) {
+    const memplug_host_handler *arena = memplug_host_registry_get(r, "arena");
+    memplug_host_instance *inst = NULL;
+    memplug_host_error *err = NULL;
+    CHECK(memplug_host_instantiate(arena, "region_size=1m", &inst, &err) == 0);
+    const memplug_host_handler *h = memplug_host_instance_handler(inst);
+    CHECK(h != arena);
+    memplug_host_info info = {.struct_size = sizeof info};
+    CHECK(memplug_host_handler_info(h, &info) == 0);
+    CHECK(info.is_instance && strcmp(info.options, "region_size=1m") == 0 && strcmp(info.name, "arena") == 0);
+    void *kept = memplug_host_alloc(h, 4000, NULL);
+    CHECK(kept != NULL);
+    exercise(h);
+    memplug_stats_t s;
+    int has = memplug_host_stats(h, &s, NULL);
+    CHECK(has == 0 || (has == 1 && s.live_count >= 1));
+    memplug_host_instance_free(inst); /* the block keeps the instance alive */
+    memplug_host_free(h, kept, 4000);
+    CHECK(memplug_host_alloc(h, 8, &err) == NULL);
+    report("destroyed", err);
+    err = NULL;
+    CHECK(memplug_host_instantiate(arena, "no_such_option=1", &inst, &err) == -1);
+    report("bad-options", err);
+    err = NULL;
+    CHECK(memplug_host_instantiate(memplug_host_registry_get(r, "system"), "x=1", &inst, &err) == -1);
+    report("no-options", err);
+}
+
+/* A block is freed by the handler that made it, after the scope changed. */
+static void scopes(const memplug_host_registry *r) {
+    const memplug_host_handler *tracking = memplug_host_registry_get(r, "tracking");
+    const memplug_host_handler *aligned = memplug_host_registry_get(r, "aligned");
+    const memplug_host_handler *def = memplug_host_default();
+    CHECK(memplug_host_current() == def && memplug_host_scope_depth() == 0);
+    memplug_stats_t before, after;
+    CHECK(memplug_host_stats(tracking, &before, NULL) == 1);
+    uint64_t t1 = memplug_host_scope_push(tracking, NULL);
+    CHECK(t1 != 0 && memplug_host_current() == tracking);
+    const memplug_host_handler *made_by = NULL;
+    void *p = memplug_host_current_alloc(777, &made_by, NULL);
+    CHECK(p != NULL && made_by == tracking);
+    uint64_t t2 = memplug_host_scope_push(aligned, NULL);
+    CHECK(t2 == t1 + 1 && memplug_host_current() == aligned && memplug_host_scope_depth() == 2);
+    memplug_host_error *err = NULL;
+    CHECK(memplug_host_scope_pop(t1, &err) == -1);
+    report("scope-order", err);
+    CHECK(memplug_host_scope_pop(t2, NULL) == 0 && memplug_host_current() == tracking);
+    CHECK(memplug_host_scope_pop(t1, NULL) == 0 && memplug_host_current() == def);
+    memplug_host_free(made_by, p, 777);
+    CHECK(memplug_host_stats(tracking, &after, NULL) == 1);
+    CHECK(after.live_count == before.live_count && after.live_bytes == before.live_bytes);
+    CHECK(after.total_allocations == before.total_allocations + 1 && after.size_mismatches == 0);
+    /* The process default. */
+    CHECK(memplug_host_set_default(aligned) == def);
+    CHECK(memplug_host_current() == aligned);
+    CHECK(memplug_host_set_default(NULL) == aligned);
+    CHECK(memplug_host_current() == memplug_host_builtin());
+}
+
+struct nest {
+    const memplug_host_registry *r;
+    int seed;
+    int failed;
+};
+
+/* Scopes nest per thread: a new thread starts from the default. */
+static void *nest_thread(void *arg) {
+    struct nest *n = arg;
+    if (memplug_host_current() != memplug_host_default()) n->failed = 1;
+    const char *names[] = {"system", "aligned", "tracking", "guard"};
+    for (int round = 0; round < 200; round++) {
+        uint64_t tokens[4];
+        const memplug_host_handler *hs[4];
+        for (int d = 0; d < 4; d++) {
+            hs[d] = memplug_host_registry_get(n->r, names[(n->seed + d + round) % 4]);
+            tokens[d] = memplug_host_scope_push(hs[d], NULL);
+            if (memplug_host_current() != hs[d]) n->failed = 1;
+            const memplug_host_handler *by = NULL;
+            void *p = memplug_host_current_alloc(32, &by, NULL);
+            if (!p || by != hs[d]) n->failed = 1;
+            memplug_host_free(by, p, 32);
+        }
+        for (int d = 3; d >= 0; d--) {
+            if (memplug_host_current() != hs[d]) n->failed = 1;
+            if (memplug_host_scope_pop(tokens[d], NULL) != 0) n->failed = 1;
+        }
+        if (memplug_host_current() != memplug_host_default()) n->failed = 1;
+    }
+    return NULL;
+}
+
+static void scopes_across_threads(const memplug_host_registry *r) {
+    uint64_t outer = memplug_host_scope_push(memplug_host_registry_get(r, "system"), NULL);
+    pthread_t t[4];
+    struct nest n[4];
+    for (int i = 0; i < 4; i++) {
+        n[i] = (struct nest){r, i, 0};
+        CHECK(pthread_create(&t[i], NULL, nest_thread, &n[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        CHECK(pthread_join(t[i], NULL) == 0);
+        CHECK(!n[i].failed);
+    }
+    CHECK(memplug_host_current() == memplug_host_registry_get(r, "system"));
+    CHECK(memplug_host_scope_pop(outer, NULL) == 0);
+}
+
+struct shared {
+    const memplug_host_handler *h;
+    int id;
+    int failed;
+};
+
+/* A not-thread-safe handler from several threads: per-call locking and a
+ * guard held for a batch. */
+static void *unsafe_thread(void *arg) {
+    struct shared *s = arg;
+    enum { N = 64 };
+    unsigned char *blocks[N];
+    for (int round = 0; round < 50; round++) {
+        for (int i = 0; i < N; i++) {
+            size_t size = 16 + (size_t)((i * 37 + s->id) % 500);
+            blocks[i] = memplug_host_alloc(s->h, size, NULL);
+            if (!blocks[i]) s->failed = 1;
+            else memset(blocks[i], s->id, size);
+        }
+        for (int i = 0; i < N; i++) {
+            size_t size = 16 + (size_t)((i * 37 + s->id) % 500);
+            for (size_t k = 0; k < size; k++)
+                if (blocks[i] && blocks[i][k] != (unsigned char)s->id) s->failed = 1;
+            memplug_host_free(s->h, blocks[i], size);
+        }
+        memplug_host_guard *g = memplug_host_lock(s->h, NULL);
+        if (!g || memplug_host_guard_handler(g) != s->h) s->failed = 1;
+        for (int i = 0; i < N; i++) {
+            blocks[i] = memplug_host_guard_alloc(g, 48, NULL);
+            if (!blocks[i]) s->failed = 1;
+            else memset(blocks[i], s->id, 48);
+        }
+        unsigned char *z = memplug_host_guard_calloc(g, 8, 8, NULL);
+        z = memplug_host_guard_realloc(g, z, 64, 128, NULL);
+        if (!z || z[63] != 0) s->failed = 1;
+        memplug_host_guard_free(g, z, 128);
+        for (int i = 0; i < N; i++) {
+            if (blocks[i] && blocks[i][47] != (unsigned char)s->id) s->failed = 1;
+            memplug_host_guard_free(g, blocks[i], 48);
+        }
+        memplug_host_unlock(g);
+    }
+    return NULL;
+}
+
+static void not_thread_safe_from_four_threads(const memplug_host_registry *r) {
+    const memplug_host_handler *arena = memplug_host_registry_get(r, "arena");
+    memplug_host_info info = {.struct_size = sizeof info};
+    CHECK(memplug_host_handler_info(arena, &info) == 0 && info.thread_safe == 0);
+    pthread_t t[4];
+    struct shared s[4];
+    for (int i = 0; i < 4; i++) {
+        s[i] = (struct shared){arena, i + 1, 0};
+        CHECK(pthread_create(&t[i], NULL, unsafe_thread, &s[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        CHECK(pthread_join(t[i], NULL) == 0);
+        CHECK(!s[i].failed);
+    }
+    /* Holding one guard, locking another not-thread-safe handler is refused. */
+    memplug_host_instance *inst = NULL;
+    CHECK(memplug_host_instantiate(arena, "", &inst, NULL) == 0);
+    memplug_host_guard *g = memplug_host_lock(arena, NULL);
+    memplug_host_error *err = NULL;
+    CHECK(memplug_host_lock(memplug_host_instance_handler(inst), &err) == NULL);
+    report("second-guard", err);
+    memplug_host_unlock(g);
+    memplug_host_instance_free(inst);
+}
+
+/* The search path (the Rust test points MEMPLUG_PLUGIN_PATH at PLUGIN_DIR and
+ * the other directories at empty ones) and the environment's policy. */
+static void search_path(void) {
+    memplug_host_error *err = NULL;
+    memplug_host_policy *p = memplug_host_policy_from_env(&err);
+    CHECK(p != NULL && err == NULL);
+    memplug_host_registry *r = memplug_host_registry_new(p, NULL);
+    memplug_host_policy_free(p);
+    memplug_host_outcomes *o = NULL;
+    CHECK(memplug_host_load_search_path(r, &o, NULL) == 0);
+    CHECK(memplug_host_outcomes_count(o) == 7 && memplug_host_outcomes_loaded(o) == 7);
+    memplug_host_outcomes_free(o);
+    for (size_t i = 0; i < 7; i++) CHECK(memplug_host_registry_get(r, BUNDLED[i]) != NULL);
+    memplug_host_registry_free(r);
+    setenv("MEMPLUG_TRUST", "lax", 1);
+    CHECK(memplug_host_policy_from_env(&err) == NULL);
+    report("env-trust", err);
+    unsetenv("MEMPLUG_TRUST");
+}
+
+int main(void) {
+    versions();
+    memplug_host_policy *p = memplug_host_policy_new();
+    memplug_host_registry *r = memplug_host_registry_new(p, NULL);
+    memplug_host_policy_free(p);
+    load_bundled(r);
+    manifest_and_symbols(r);
+    refusals();
+    search_path();
+    instances(r);
+    scopes(r);
+    scopes_across_threads(r);
+    not_thread_safe_from_four_threads(r);
+    CHECK(memplug_host_registry_get(memplug_host_registry_global(), "default_allocator") == memplug_host_builtin());
+    memplug_host_registry_free(r);
+    printf("ok\n");
+    return 0;
+}

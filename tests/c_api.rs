@@ -1,0 +1,277 @@
+//! libmemplug from C and C++: the programs in `capi/tests/` and the guide's
+//! examples in `examples/c/` are compiled with the machine's `cc` and `c++`
+//! against the shared library (installed as it would be: `libmemplug.so`
+//! → `libmemplug.so.0` → `libmemplug.so.0.1.0`) and the static one, and run
+//! against the bundled plugins — plainly, under valgrind, and built with
+//! AddressSanitizer. The reason codes the C API reports for a broken plugin
+//! and an untrusted file are the Rust library's.
+
+mod support;
+#[path = "support/handlers.rs"]
+mod handlers;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A built library of the capi crate (`libmemplug_c.so` or `.a`), next to
+/// the test executable as cargo builds it.
+fn built(file: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    [deps.join(file), deps.join("..").join(file)]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("{file} not found next to {}; run the tests with `cargo test`", exe.display()))
+}
+
+/// Everything a program is built and run with: the libraries laid out as
+/// installed, the plugins, a broken plugin, an untrusted file.
+struct Setup {
+    dir: tempfile::TempDir,
+    plugins: tempfile::TempDir,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("lib");
+        std::fs::create_dir(&lib).unwrap();
+        std::fs::copy(built("libmemplug_c.so"), lib.join("libmemplug.so.0.1.0")).unwrap();
+        std::os::unix::fs::symlink("libmemplug.so.0.1.0", lib.join("libmemplug.so.0")).unwrap();
+        std::os::unix::fs::symlink("libmemplug.so.0", lib.join("libmemplug.so")).unwrap();
+        std::fs::copy(built("libmemplug_c.a"), lib.join("libmemplug.a")).unwrap();
+        let plugins = tempfile::tempdir().unwrap();
+        for p in handlers::BUNDLED {
+            std::fs::copy(support::plugin(p), plugins.path().join(format!("libmemplug_{p}.so"))).unwrap();
+        }
+        support::fixture(dir.path(), "libbroken.so", &["FIX_MAGIC=0"]);
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::copy(support::plugin("tracking"), open.join("libmemplug_tracking.so")).unwrap();
+        std::fs::set_permissions(open.join("libmemplug_tracking.so"), std::fs::Permissions::from_mode(0o666)).unwrap();
+        Setup { dir, plugins }
+    }
+
+    fn lib(&self) -> PathBuf {
+        self.dir.path().join("lib")
+    }
+    fn broken(&self) -> PathBuf {
+        self.dir.path().join("libbroken.so")
+    }
+    fn untrusted(&self) -> PathBuf {
+        self.dir.path().join("open/libmemplug_tracking.so")
+    }
+
+    /// Compile `src` (C or C++ by its extension) into `name`, linked
+    /// against the shared library (or the static one), with `extra` flags.
+    fn build(&self, src: &Path, name: &str, static_lib: bool, extra: &[&str]) -> PathBuf {
+        let cpp = src.extension().is_some_and(|e| e == "cpp");
+        let out = self.dir.path().join(name);
+        let mut cmd =
+            Command::new(if cpp { std::env::var("CXX").unwrap_or_else(|_| "c++".into()) } else { support::cc() });
+        cmd.args(if cpp { ["-std=c++17"] } else { ["-std=c11"] })
+            .args(["-g", "-O1", "-Wall", "-Wextra", "-Werror"])
+            .args(extra)
+            .arg("-I")
+            .arg(support::root().join("abi/include"))
+            .arg("-I")
+            .arg(support::root().join("capi/include"))
+            .arg(src)
+            .arg("-o")
+            .arg(&out);
+        if static_lib {
+            cmd.arg(self.lib().join("libmemplug.a")).args(["-lpthread", "-ldl", "-lm"]);
+        } else {
+            cmd.arg("-L").arg(self.lib()).arg("-lmemplug").arg(format!("-Wl,-rpath,{}", self.lib().display()));
+            cmd.arg("-lpthread");
+        }
+        let result = cmd.output().expect("run the compiler (are `cc` and `c++` installed?)");
+        assert!(
+            result.status.success(),
+            "compiling {} failed:\n{}",
+            src.display(),
+            String::from_utf8_lossy(&result.stderr)
+        );
+        out
+    }
+
+    /// Run `exe` (under `wrapper`, if any) with the environment the test
+    /// programs read.
+    fn run(&self, wrapper: &[&str], exe: &Path) -> Output {
+        let mut cmd = match wrapper.split_first() {
+            Some((w, args)) => {
+                let mut c = Command::new(w);
+                c.args(args).arg(exe);
+                c
+            }
+            None => Command::new(exe),
+        };
+        cmd.env("PLUGIN_DIR", self.plugins.path())
+            .env("MANIFEST", support::root().join("examples/manifests/libc.memplug.toml"))
+            .env("BROKEN", self.broken())
+            .env("UNTRUSTED", self.untrusted())
+            .env("WORKER", env!("CARGO_BIN_EXE_memplug"))
+            .env("MEMPLUG_CACHE", "off")
+            .env_remove("MEMPLUG_WORKER")
+            .env_remove("MEMPLUG_TRUST")
+            .env_remove("MEMPLUG_ALLOWLIST")
+            .env("MEMPLUG_PLUGIN_PATH", self.plugins.path())
+            .env("MEMPLUG_SYSTEM_PLUGIN_PATH", self.dir.path().join("none"))
+            .env("HOME", self.dir.path().join("home"))
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("XDG_CACHE_HOME")
+            // Allocation failure is tested with an absurd size: malloc
+            // returns NULL under AddressSanitizer too.
+            .env("ASAN_OPTIONS", "allocator_may_return_null=1");
+        cmd.output().unwrap()
+    }
+}
+
+/// The program ran and said `ok`; its `code NAME CODE` lines.
+fn codes(what: &str, out: &Output) -> BTreeMap<String, String> {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.lines().last() == Some("ok"),
+        "{what}: {}\nstdout:\n{stdout}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("code "))
+        .map(|l| {
+            let (name, code) = l.split_once(' ').unwrap();
+            (name.to_string(), code.to_string())
+        })
+        .collect()
+}
+
+fn c_test() -> PathBuf {
+    support::root().join("capi/tests/c/host_test.c")
+}
+
+fn cpp_test() -> PathBuf {
+    support::root().join("capi/tests/cpp/host_test.cpp")
+}
+
+#[test]
+fn the_c_api_loads_allocates_scopes_and_refuses_as_the_rust_library_does() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    let exe = s.build(&c_test(), "host_test", false, &[]);
+    let codes = codes("the C test", &s.run(&[], &exe));
+    let rust = memplug::Registry::new();
+    let rust_code = |p: &Path| rust.load_path(p).expect_err("refused").code().to_string();
+    assert_eq!(codes["broken"], rust_code(&s.broken()));
+    assert_eq!(codes["broken"], "bad-magic");
+    assert_eq!(codes["untrusted"], rust_code(&s.untrusted()));
+    assert_eq!(codes["untrusted"], "untrusted-file");
+    assert_eq!(codes["no-worker"], "probe-unavailable");
+    assert_eq!(codes["probed-broken"], "bad-magic");
+    let expected = [
+        ("null", "null-argument"),
+        ("bad-trust", "bad-trust"),
+        ("requirement", "version-unsatisfied"),
+        ("missing-symbol", "missing-symbol"),
+        ("destroyed", "instance-gone"),
+        ("bad-options", "bad-options"),
+        ("no-options", "no-options"),
+        ("scope-order", "scope-order"),
+        ("env-trust", "bad-trust"),
+        ("second-guard", "lock-order-violation"),
+    ];
+    for (name, code) in expected {
+        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
+    }
+}
+
+#[test]
+fn the_static_library_serves_the_same_program() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    let exe = s.build(&c_test(), "host_test_static", true, &[]);
+    codes("the C test, linked statically", &s.run(&[], &exe));
+    let dynamic = Command::new("readelf").arg("-d").arg(&exe).output().unwrap();
+    assert!(!String::from_utf8_lossy(&dynamic.stdout).contains("libmemplug"), "no libmemplug.so is needed");
+}
+
+#[test]
+fn the_cpp_layer_serves_pmr_containers_on_an_arena_instance() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    let exe = s.build(&cpp_test(), "host_test_cpp", false, &[]);
+    codes("the C++ test", &s.run(&[], &exe));
+}
+
+#[test]
+fn the_shared_library_has_its_soname() {
+    let out = Command::new("readelf").arg("-d").arg(built("libmemplug_c.so")).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Library soname: [libmemplug.so.0]"));
+}
+
+/// Whether valgrind is installed (saying so if not).
+fn valgrind() -> bool {
+    let there = Command::new("valgrind").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !there {
+        eprintln!("valgrind is not installed: the programs are not run under it");
+    }
+    there
+}
+
+#[test]
+fn the_c_and_cpp_programs_run_clean_under_valgrind() {
+    if support::under_asan("valgrind cannot run an instrumented program") || !valgrind() {
+        return;
+    }
+    let s = Setup::new();
+    let supp = format!("--suppressions={}", support::root().join("capi/tests/valgrind.supp").display());
+    let grind =
+        ["valgrind", "--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite", "-q", &supp];
+    let c = s.build(&c_test(), "host_test", false, &[]);
+    codes("the C test under valgrind", &s.run(&grind, &c));
+    let cpp = s.build(&cpp_test(), "host_test_cpp", false, &[]);
+    codes("the C++ test under valgrind", &s.run(&grind, &cpp));
+}
+
+#[test]
+fn the_c_and_cpp_programs_run_clean_under_address_sanitizer() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    let asan = ["-fsanitize=address", "-fno-omit-frame-pointer"];
+    let c = s.build(&c_test(), "host_test_asan", false, &asan);
+    codes("the C test under ASan", &s.run(&[], &c));
+    let cpp = s.build(&cpp_test(), "host_test_cpp_asan", false, &asan);
+    codes("the C++ test under ASan", &s.run(&[], &cpp));
+}
+
+#[test]
+fn the_guides_examples_build_and_run() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    for (src, expect) in
+        [("allocate.c", "the block goes back to tracking"), ("pmr.cpp", "1000000 numbers, alloc seen 3 times")]
+    {
+        let exe = s.build(&support::root().join("examples/c").join(src), src.split('.').next().unwrap(), false, &[]);
+        let out = Command::new(&exe).arg(s.plugins.path()).env("MEMPLUG_CACHE", "off").output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(expect),
+            "{src}: {}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!stdout.contains("refused"), "{src}: every bundled plugin loads:\n{stdout}");
+    }
+}
