@@ -23,6 +23,9 @@ pub(crate) struct Table<const N: usize> {
     keys: [AtomicUsize; N],
     values: [AtomicUsize; N],
     live: AtomicUsize,
+    /// `live`, plus 1 until [`Table::open`]: 0 only when the table is empty
+    /// and open, so that the fast path asks one word.
+    gate: AtomicUsize,
     low: AtomicUsize,
     high: AtomicUsize,
 }
@@ -34,18 +37,32 @@ impl<const N: usize> Table<N> {
             keys: [const { AtomicUsize::new(0) }; N],
             values: [const { AtomicUsize::new(0) }; N],
             live: AtomicUsize::new(0),
+            gate: AtomicUsize::new(1),
             low: AtomicUsize::new(usize::MAX),
             high: AtomicUsize::new(0),
         }
     }
 
-    /// Whether no key can be in the table: nothing live, or `key` outside
-    /// the range of every key it held. The hot path's one question.
-    #[inline(always)]
+    /// Whether `key` cannot be in the table: nothing live, or `key` outside
+    /// the range of every key it held.
     pub(crate) fn quiet(&self, key: usize) -> bool {
         self.live.load(Ordering::Relaxed) == 0
             || key < self.low.load(Ordering::Relaxed)
             || key > self.high.load(Ordering::Relaxed)
+    }
+
+    /// Whether the table is open (see [`Table::open`]) and nothing is
+    /// live: the fast path's one question (a `free` that finds it shut
+    /// asks [`Table::quiet`] off it).
+    #[inline(always)]
+    pub(crate) fn open_and_empty(&self) -> bool {
+        self.gate.load(Ordering::Acquire) == 0
+    }
+
+    /// Open the gate (once): from now on [`Table::open_and_empty`] says
+    /// whether nothing is live.
+    pub(crate) fn open(&self) {
+        self.gate.fetch_sub(1, Ordering::Release);
     }
 
     /// The first slot of `key`'s window.
@@ -63,6 +80,7 @@ impl<const N: usize> Table<N> {
                 self.low.fetch_min(key, Ordering::Relaxed);
                 self.high.fetch_max(key, Ordering::Relaxed);
                 self.live.fetch_add(1, Ordering::Release);
+                self.gate.fetch_add(1, Ordering::Release);
                 return true;
             }
         }
@@ -90,6 +108,7 @@ impl<const N: usize> Table<N> {
         let value = self.values[s].load(Ordering::Acquire);
         self.keys[s].compare_exchange(key, 0, Ordering::AcqRel, Ordering::Relaxed).ok()?;
         self.live.fetch_sub(1, Ordering::Release);
+        self.gate.fetch_sub(1, Ordering::Release);
         Some(value)
     }
 }
@@ -102,14 +121,18 @@ mod tests {
     fn keys_are_found_until_removed() {
         let t = Table::<64>::new();
         assert!(t.quiet(0x1000));
+        assert!(!t.open_and_empty(), "shut until opened");
+        t.open();
+        assert!(t.open_and_empty());
         assert!(t.insert(0x1000, 7));
         assert!(t.insert(0x2000, 8));
+        assert!(!t.open_and_empty());
         assert_eq!((t.get(0x1000), t.get(0x2000), t.get(0x1800)), (Some(7), Some(8), None));
         assert!(!t.quiet(0x1800) && t.quiet(0x3000), "only addresses in the range are looked up");
         assert_eq!(t.remove(0x1000), Some(7));
         assert_eq!((t.remove(0x1000), t.get(0x1000)), (None, None), "a second removal finds nothing");
         assert_eq!(t.remove(0x2000), Some(8));
-        assert!(t.quiet(0x2000), "empty again");
+        assert!(t.quiet(0x2000) && t.open_and_empty(), "empty again");
     }
 
     #[test]

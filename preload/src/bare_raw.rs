@@ -26,8 +26,9 @@
 //! this (its region by range, its mapped blocks in `boot_raw::ODD`), and
 //! requests made from inside a plugin call go to it as on the header path.
 //!
-//! For a thread-safe handler, `malloc` and `free` take a fast path
-//! ([`fast_malloc`], [`fast_free`]): one check of the in-call flag and one
+//! For a thread-safe handler in a run that does not count (no `--report`),
+//! `malloc` and `free` take a fast path ([`fast_malloc`], [`fast_free`]):
+//! one load and branch on the mode, one check of the in-call flag and one
 //! indirect call (for a manifest, the library's C function itself).
 
 use crate::boot_raw::{MAPPED, ODD};
@@ -74,14 +75,12 @@ fn handler_usable(p: *const c_void) -> usize {
     pl.usable_size.map_or(0, |u| unsafe { u(pl.ctx, p) })
 }
 
-/// The fast `malloc` of a thread-safe headerless handler (`C`: a
-/// manifest's C function); `None` when this thread is inside a plugin call
-/// (the bootstrap heap serves).
+/// The fast `malloc` of a thread-safe headerless handler in a run that
+/// does not count (`C`: a manifest's C function); `None` when this thread
+/// is inside a plugin call (the bootstrap heap serves).
 #[inline(always)]
 pub(crate) fn fast_malloc<const C: bool>(size: usize) -> Option<*mut c_void> {
-    let inside = in_call::flag();
-    // SAFETY: this thread's own flag (see `call_raw::call`).
-    if unsafe { inside.replace(true) } {
+    if in_call::enter() {
         return None;
     }
     let n = size + (size == 0) as usize;
@@ -94,40 +93,30 @@ pub(crate) fn fast_malloc<const C: bool>(size: usize) -> Option<*mut c_void> {
             unsafe { (pl.malloc)(pl.ctx, n) }
         }
     };
-    if stats::counting() && !p.is_null() {
-        stats::made(handler_usable(p));
-    }
-    // SAFETY: as above.
-    unsafe { inside.write(false) };
-    Some(if p.is_null() { nomem() } else { p })
+    in_call::leave();
+    // A C library's malloc sets errno itself (POSIX); a handler's may not.
+    Some(if !C && p.is_null() { nomem() } else { p })
 }
 
-/// The fast `free` of `p` (non-null, not the bootstrap region's) for a
-/// thread-safe headerless handler; `false` when the slow path must look
-/// (a block recorded by address, or a free from inside a plugin call).
+/// The fast `free` of `p` (not the bootstrap region's; null only when `C`,
+/// whose C `free` takes it) for a thread-safe headerless handler in a run
+/// that does not count, while no block recorded by address is live;
+/// `false` for a free from inside a plugin call.
 #[inline(always)]
 pub(crate) fn fast_free<const C: bool>(p: *mut c_void) -> bool {
-    if !ODD.quiet(p as usize) {
+    if in_call::enter() {
         return false;
     }
-    let inside = in_call::flag();
-    // SAFETY: this thread's own flag.
-    if unsafe { inside.replace(true) } {
-        return false;
-    }
-    if !stats::counting() || counted_free(p) {
-        match C {
-            // SAFETY: the manifest's free with a pointer the program holds.
-            true => unsafe { (plain().free)(p) },
-            false => {
-                let pl = plugin();
-                // SAFETY: the handler's free; it needs no size (headerless).
-                unsafe { (pl.free)(pl.ctx, p, 0) }
-            }
+    match C {
+        // SAFETY: the manifest's free with a pointer the program holds.
+        true => unsafe { (plain().free)(p) },
+        false => {
+            let pl = plugin();
+            // SAFETY: the handler's free; it needs no size (headerless).
+            unsafe { (pl.free)(pl.ctx, p, 0) }
         }
     }
-    // SAFETY: as above.
-    unsafe { inside.write(false) };
+    in_call::leave();
     true
 }
 

@@ -53,6 +53,42 @@ pub(crate) mod in_call {
         };
         p
     }
+
+    /// Set this thread's flag; whether it was set already. Three
+    /// instructions: the GOT entry (the flag's offset from the thread
+    /// pointer), then the flag read and written through `fs`.
+    #[inline(always)]
+    pub(crate) fn enter() -> bool {
+        let was: u32;
+        // SAFETY: reads the GOT entry the loader filled with the flag's
+        // offset in the static TLS block, then reads and writes this
+        // thread's flag (one byte of its own TLS) through `fs`.
+        unsafe {
+            core::arch::asm!(
+                "mov {o}, qword ptr [rip + memplug_preload_in_call@GOTTPOFF]",
+                "movzx {w:e}, byte ptr fs:[{o}]",
+                "mov byte ptr fs:[{o}], 1",
+                o = out(reg) _,
+                w = out(reg) was,
+                options(nostack, preserves_flags),
+            )
+        };
+        was != 0
+    }
+
+    /// Clear this thread's flag.
+    #[inline(always)]
+    pub(crate) fn leave() {
+        // SAFETY: as in `enter`: this thread's own flag.
+        unsafe {
+            core::arch::asm!(
+                "mov {o}, qword ptr [rip + memplug_preload_in_call@GOTTPOFF]",
+                "mov byte ptr fs:[{o}], 0",
+                o = out(reg) _,
+                options(nostack, preserves_flags),
+            )
+        };
+    }
 }
 
 /// The same flag through `thread_local!`, elsewhere.
@@ -68,6 +104,18 @@ pub(crate) mod in_call {
     #[inline(always)]
     pub(crate) fn flag() -> *mut bool {
         IN_CALL.with(Cell::as_ptr)
+    }
+
+    /// Set this thread's flag; whether it was set already.
+    #[inline(always)]
+    pub(crate) fn enter() -> bool {
+        IN_CALL.with(|c| c.replace(true))
+    }
+
+    /// Clear this thread's flag.
+    #[inline(always)]
+    pub(crate) fn leave() {
+        IN_CALL.with(|c| c.set(false))
     }
 }
 

@@ -26,15 +26,14 @@ const MAX_ALIGN: usize = 1 << 31;
 /// [`alloc`].
 #[inline(always)]
 pub(crate) fn malloc(size: usize) -> *mut c_void {
-    let got = match mode() {
-        FAST_C => bare::fast_malloc::<true>(size),
-        FAST => bare::fast_malloc::<false>(size),
-        _ => None,
-    };
-    match got {
-        Some(p) => p,
-        None => alloc(size, 0, false),
+    // The table's gate is open only in FAST_C mode (while no block recorded
+    // by address is live: then `alloc` takes the same path).
+    if boot::ODD.open_and_empty()
+        && let Some(p) = bare::fast_malloc::<true>(size)
+    {
+        return p;
     }
+    alloc(size, 0, false)
 }
 
 /// A block of `size` bytes aligned to `align` (a power of two; at most 16
@@ -49,6 +48,16 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
         stats::ALIGNED.add(1);
     }
     let mode = mode();
+    if align == HEADER && !zero {
+        let fast = match mode {
+            FAST_C => bare::fast_malloc::<true>(size),
+            FAST => bare::fast_malloc::<false>(size),
+            _ => None,
+        };
+        if let Some(p) = fast {
+            return p;
+        }
+    }
     if mode == LIBC {
         return libc_alloc(size, align, zero);
     }
@@ -161,24 +170,25 @@ fn libc_alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
 /// Release `p` (any pointer a program may pass to `free`).
 #[inline(always)]
 pub(crate) fn free(p: *mut c_void) {
+    // The table's gate is open only in FAST_C mode, while no block recorded
+    // by address is live. The library's C free takes NULL; the region is
+    // never at 0.
+    if boot::ODD.open_and_empty() && !boot::contains(p.cast()) && bare::fast_free::<true>(p) {
+        return;
+    }
+    free_slow(p);
+}
+
+/// Release `p` off the fast path.
+#[inline(never)]
+fn free_slow(p: *mut c_void) {
     if p.is_null() {
         return;
     }
     let mode = mode();
-    let done = !boot::contains(p.cast())
-        && match mode {
-            FAST_C => bare::fast_free::<true>(p),
-            FAST => bare::fast_free::<false>(p),
-            _ => false,
-        };
-    if !done {
-        free_slow(p, mode);
+    if mode == FAST && boot::ODD.quiet(p as usize) && !boot::contains(p.cast()) && bare::fast_free::<false>(p) {
+        return;
     }
-}
-
-/// Release `p` (non-null) off the fast path.
-#[inline(never)]
-fn free_slow(p: *mut c_void, mode: u8) {
     if boot::contains(p.cast()) {
         match boot::release_in_region(p) {
             true => stats::BOOT_FREES.add(1),

@@ -97,12 +97,19 @@ pub(crate) unsafe fn init() -> Option<c_int> {
             s.plugin = Some(p);
             // SAFETY: the three handlers are plain functions that stay valid.
             unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_parent), Some(after_fork_child)) };
-            set_mode(match (p.headerless, p.thread_safe, manifest) {
+            // The fast path counts nothing: a run that counts takes BARE.
+            let fast = p.thread_safe && s.report.is_null();
+            let mode = match (p.headerless, fast, manifest) {
                 (false, _, _) => READY,
                 (true, false, _) => BARE,
                 (true, true, false) => FAST,
                 (true, true, true) => FAST_C,
-            });
+            };
+            if mode == FAST_C {
+                // The fast free asks the table's gate alone (see heap_raw).
+                crate::boot_raw::ODD.open();
+            }
+            set_mode(mode);
             None
         }
         Err(()) => {
