@@ -58,6 +58,9 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
             return p;
         }
     }
+    if mode == READY && align == HEADER && !zero {
+        return header_malloc(size);
+    }
     if mode == LIBC {
         return libc_alloc(size, align, zero);
     }
@@ -67,6 +70,12 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
         }
         return boot_alloc(size, align, zero);
     }
+    alloc_header(size, align, zero, mode)
+}
+
+/// [`alloc`] on the header path (or the bootstrap heap's, before the
+/// plugin is ready), `align` at least 16.
+fn alloc_header(size: usize, align: usize, zero: bool, mode: u8) -> *mut c_void {
     // Plain blocks: header, then the block. Aligned ones: `align` extra
     // bytes, the block at the first aligned address after a header.
     let extra = if align > HEADER { align } else { HEADER };
@@ -131,6 +140,36 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
     unsafe { block::write(user, total, offset) };
     stats::made(total - offset);
     user.cast()
+}
+
+/// A plain block on the header path: the handler's `malloc` of the size
+/// and the header (rounded up to its guard page's alignment when blocks
+/// end against one).
+fn header_malloc(size: usize) -> *mut c_void {
+    let Some(p) = plugin::setup().plugin.as_ref().filter(|p| p.end_align == 0) else {
+        return header_general(size);
+    };
+    let Some(total) = size.checked_add(HEADER).filter(|&t| t <= isize::MAX as usize) else { return nomem() };
+    // SAFETY: the handler's malloc with its ctx; total > 0.
+    match plugin::call(p, |p| unsafe { (p.malloc)(p.ctx, total) }) {
+        Some(raw) if raw.is_null() => nomem(),
+        Some(raw) => {
+            // SAFETY: the block holds total = HEADER + size bytes from raw.
+            let user = unsafe { raw.cast::<u8>().add(HEADER) };
+            // SAFETY: as above: the header lies in the block, before user.
+            unsafe { block::write(user, total, HEADER) };
+            stats::made(size);
+            user.cast()
+        }
+        None => boot_alloc(size, HEADER, false),
+    }
+}
+
+/// [`alloc`]'s general header path for a plain block (blocks placed
+/// against a guard page).
+#[inline(never)]
+fn header_general(size: usize) -> *mut c_void {
+    alloc_header(size, HEADER, false, READY)
 }
 
 /// The bootstrap heap's answer to an allocation.
