@@ -102,7 +102,12 @@ fn aligned_and_odd_requests_are_served_on_both_paths() {
 /// `name` (its library and functions in the environment) with the
 /// usable-size function `usable` named: `program`'s output, and the
 /// report's lines when `report` is given.
-fn manifest_run(name: &str, usable: &str, program: &[&str], report: Option<&Path>) -> (Output, BTreeMap<String, String>) {
+fn manifest_run(
+    name: &str,
+    usable: &str,
+    program: &[&str],
+    report: Option<&Path>,
+) -> (Output, BTreeMap<String, String>) {
     let manifest = support::root().join(format!("examples/manifests/{name}.memplug.toml"));
     let source = std::fs::read_to_string(&manifest).unwrap();
     let value = |key: &str| {

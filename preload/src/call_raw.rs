@@ -163,4 +163,3 @@ pub(crate) extern "C" fn after_fork_child() {
     // SAFETY: the child is single-threaded here; nobody else uses LOCK.
     unsafe { LOCK.0.get().write(libc::PTHREAD_MUTEX_INITIALIZER) };
 }
-
