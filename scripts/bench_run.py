@@ -7,7 +7,7 @@ ratios to the table's baseline, of CPU time (user + system of the program
 and its children: on a loaded machine, wall time mostly measures waiting for
 a CPU), wall time beside it. Prints Markdown tables.
 
-  scripts/bench_run.py --memplug target/release/memplug --rounds 9 [--quick]
+  scripts/bench_run.py --memplug target/release/memplug --rounds 9 [--quick] [--lines N]
   scripts/bench_run.py --write-c-file FILE --lines N   # only write the large C file (tests use it)
 
 Tables:
@@ -176,10 +176,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--quick", action="store_true", help="small sizes (CI)")
     ap.add_argument("--write-c-file", type=Path, metavar="FILE", help="only write the large C file to FILE")
-    ap.add_argument("--lines", type=int, default=100_000, help="with --write-c-file: at least this many lines")
+    ap.add_argument("--lines", type=int, help="the generated C file's lines (default 100 000; 3 000 with --quick)")
     a = ap.parse_args()
     if a.write_c_file:
-        large_c_file(a.write_c_file, a.lines)
+        large_c_file(a.write_c_file, a.lines or 100_000)
         return
     if not a.memplug:
         ap.error("--memplug is required")
@@ -193,7 +193,7 @@ def main() -> None:
     run = [memplug, "run", "--plugin-path", plugins, "--plugin-path", str(ROOT / "examples/manifests")]
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / "large.c"
-        lines = 3_000 if a.quick else 100_000
+        lines = a.lines or (3_000 if a.quick else 100_000)
         large_c_file(big, lines)
         gcc = shutil.which("gcc") or cc
         compile_big = [gcc, "-O2", "-c", str(big), "-o", str(Path(tmp) / "large.o")]
