@@ -115,7 +115,10 @@ unsafe extern "C" fn t_free_plain(ctx: *mut c_void, p: *mut c_void, _size: usize
     unsafe { (table(ctx).free)(p) }
 }
 
+/// C11's `aligned_alloc` wants a size that is a multiple of the alignment
+/// (mimalloc's returns NULL otherwise): the size is rounded up to one.
 unsafe extern "C" fn t_aligned(ctx: *mut c_void, align: usize, size: usize) -> *mut c_void {
+    let Some(size) = size.checked_next_multiple_of(align.max(1)) else { return core::ptr::null_mut() };
     // SAFETY: as above; set only when the library has aligned_alloc.
     unsafe { table(ctx).aligned.map_or(core::ptr::null_mut(), |a| a(align, size)) }
 }
