@@ -80,7 +80,8 @@ fn handler_usable(p: *const c_void) -> usize {
 /// is inside a plugin call (the bootstrap heap serves).
 #[inline(always)]
 pub(crate) fn fast_malloc<const C: bool>(size: usize) -> Option<*mut c_void> {
-    if in_call::enter() {
+    let (inside, off) = in_call::enter();
+    if inside {
         return None;
     }
     let n = size + (size == 0) as usize;
@@ -93,7 +94,7 @@ pub(crate) fn fast_malloc<const C: bool>(size: usize) -> Option<*mut c_void> {
             unsafe { (pl.malloc)(pl.ctx, n) }
         }
     };
-    in_call::leave();
+    in_call::leave(off);
     // A C library's malloc sets errno itself (POSIX); a handler's may not.
     Some(if !C && p.is_null() { nomem() } else { p })
 }
@@ -104,7 +105,8 @@ pub(crate) fn fast_malloc<const C: bool>(size: usize) -> Option<*mut c_void> {
 /// `false` for a free from inside a plugin call.
 #[inline(always)]
 pub(crate) fn fast_free<const C: bool>(p: *mut c_void) -> bool {
-    if in_call::enter() {
+    let (inside, off) = in_call::enter();
+    if inside {
         return false;
     }
     match C {
@@ -116,7 +118,7 @@ pub(crate) fn fast_free<const C: bool>(p: *mut c_void) -> bool {
             unsafe { (pl.free)(pl.ctx, p, 0) }
         }
     }
-    in_call::leave();
+    in_call::leave(off);
     true
 }
 

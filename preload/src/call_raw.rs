@@ -54,12 +54,12 @@ pub(crate) mod in_call {
         p
     }
 
-    /// Set this thread's flag; whether it was set already. Three
-    /// instructions: the GOT entry (the flag's offset from the thread
-    /// pointer), then the flag read and written through `fs`.
+    /// Set this thread's flag: whether it was set already, and the flag's
+    /// offset from the thread pointer for [`leave`]. Three instructions:
+    /// the GOT entry, then the flag read and written through `fs`.
     #[inline(always)]
-    pub(crate) fn enter() -> bool {
-        let was: u32;
+    pub(crate) fn enter() -> (bool, usize) {
+        let (was, off): (u32, usize);
         // SAFETY: reads the GOT entry the loader filled with the flag's
         // offset in the static TLS block, then reads and writes this
         // thread's flag (one byte of its own TLS) through `fs`.
@@ -68,23 +68,23 @@ pub(crate) mod in_call {
                 "mov {o}, qword ptr [rip + memplug_preload_in_call@GOTTPOFF]",
                 "movzx {w:e}, byte ptr fs:[{o}]",
                 "mov byte ptr fs:[{o}], 1",
-                o = out(reg) _,
+                o = out(reg) off,
                 w = out(reg) was,
                 options(nostack, preserves_flags),
             )
         };
-        was != 0
+        (was != 0, off)
     }
 
-    /// Clear this thread's flag.
+    /// Clear this thread's flag, at the offset [`enter`] gave.
     #[inline(always)]
-    pub(crate) fn leave() {
-        // SAFETY: as in `enter`: this thread's own flag.
+    pub(crate) fn leave(off: usize) {
+        // SAFETY: as in `enter`: this thread's own flag, at the offset the
+        // loader gave (the same for every thread).
         unsafe {
             core::arch::asm!(
-                "mov {o}, qword ptr [rip + memplug_preload_in_call@GOTTPOFF]",
                 "mov byte ptr fs:[{o}], 0",
-                o = out(reg) _,
+                o = in(reg) off,
                 options(nostack, preserves_flags),
             )
         };
@@ -106,15 +106,16 @@ pub(crate) mod in_call {
         IN_CALL.with(Cell::as_ptr)
     }
 
-    /// Set this thread's flag; whether it was set already.
+    /// Set this thread's flag; whether it was set already (and 0: no
+    /// offset is needed here).
     #[inline(always)]
-    pub(crate) fn enter() -> bool {
-        IN_CALL.with(|c| c.replace(true))
+    pub(crate) fn enter() -> (bool, usize) {
+        (IN_CALL.with(|c| c.replace(true)), 0)
     }
 
     /// Clear this thread's flag.
     #[inline(always)]
-    pub(crate) fn leave() {
+    pub(crate) fn leave(_off: usize) {
         IN_CALL.with(|c| c.set(false))
     }
 }
