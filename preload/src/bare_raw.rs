@@ -34,7 +34,7 @@
 use crate::boot_raw::{MAPPED, ODD};
 use crate::call_raw::{call, in_call};
 use crate::plugin_raw::setup;
-use crate::setup::{FAST_C, Plugin, mode};
+use crate::setup::{FAST, FAST_C, Plugin, mode};
 use crate::stats;
 use crate::symbols_raw::{plain, plain_usable};
 use core::ffi::c_void;
@@ -76,48 +76,36 @@ fn handler_usable(p: *const c_void) -> usize {
 }
 
 /// The fast `malloc` of a thread-safe headerless handler in a run that
-/// does not count (`C`: a manifest's C function); `None` when this thread
-/// is inside a plugin call (the bootstrap heap serves).
+/// does not count (a manifest's C function, or the handler's through
+/// `plugin_raw`'s plain function); `None` when this thread is inside a
+/// plugin call (the bootstrap heap serves).
 #[inline(always)]
-pub(crate) fn fast_malloc<const C: bool>(size: usize) -> Option<*mut c_void> {
+pub(crate) fn fast_malloc(size: usize) -> Option<*mut c_void> {
     let (inside, off) = in_call::enter();
     if inside {
         return None;
     }
     let n = size + (size == 0) as usize;
-    let p = match C {
-        // SAFETY: the manifest's malloc (the mode is FAST_C); n > 0.
-        true => unsafe { (plain().malloc)(n) },
-        false => {
-            let pl = plugin();
-            // SAFETY: the handler's malloc with its ctx; n > 0.
-            unsafe { (pl.malloc)(pl.ctx, n) }
-        }
-    };
+    // SAFETY: the table is filled before a fast mode is set; n > 0.
+    let p = unsafe { (plain().malloc)(n) };
     in_call::leave(off);
     // A C library's malloc sets errno itself (POSIX); a handler's may not.
-    Some(if !C && p.is_null() { nomem() } else { p })
+    Some(if p.is_null() && mode() == FAST { nomem() } else { p })
 }
 
-/// The fast `free` of `p` (not the bootstrap region's; null only when `C`,
-/// whose C `free` takes it) for a thread-safe headerless handler in a run
-/// that does not count, while no block recorded by address is live;
-/// `false` for a free from inside a plugin call.
+/// The fast `free` of `p` (not the bootstrap region's; the plain function
+/// takes NULL) for a thread-safe headerless handler in a run that does not
+/// count, while no block recorded by address is live; `false` for a free
+/// from inside a plugin call.
 #[inline(always)]
-pub(crate) fn fast_free<const C: bool>(p: *mut c_void) -> bool {
+pub(crate) fn fast_free(p: *mut c_void) -> bool {
     let (inside, off) = in_call::enter();
     if inside {
         return false;
     }
-    match C {
-        // SAFETY: the manifest's free with a pointer the program holds.
-        true => unsafe { (plain().free)(p) },
-        false => {
-            let pl = plugin();
-            // SAFETY: the handler's free; it needs no size (headerless).
-            unsafe { (pl.free)(pl.ctx, p, 0) }
-        }
-    }
+    // SAFETY: the table is filled before a fast mode is set; a pointer the
+    // program holds.
+    unsafe { (plain().free)(p) };
     in_call::leave(off);
     true
 }

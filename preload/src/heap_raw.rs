@@ -26,10 +26,10 @@ const MAX_ALIGN: usize = 1 << 31;
 /// [`alloc`].
 #[inline(always)]
 pub(crate) fn malloc(size: usize) -> *mut c_void {
-    // The table's gate is open only in FAST_C mode (while no block recorded
-    // by address is live: then `alloc` takes the same path).
+    // The table's gate is open only in the fast modes (while no block
+    // recorded by address is live: then `alloc` takes the same path).
     if boot::ODD.open_and_empty()
-        && let Some(p) = bare::fast_malloc::<true>(size)
+        && let Some(p) = bare::fast_malloc(size)
     {
         return p;
     }
@@ -50,8 +50,7 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
     let mode = mode();
     if align == HEADER && !zero {
         let fast = match mode {
-            FAST_C => bare::fast_malloc::<true>(size),
-            FAST => bare::fast_malloc::<false>(size),
+            FAST | FAST_C => bare::fast_malloc(size),
             _ => None,
         };
         if let Some(p) = fast {
@@ -209,10 +208,10 @@ fn libc_alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
 /// Release `p` (any pointer a program may pass to `free`).
 #[inline(always)]
 pub(crate) fn free(p: *mut c_void) {
-    // The table's gate is open only in FAST_C mode, while no block recorded
-    // by address is live. The library's C free takes NULL; the region is
-    // never at 0.
-    if boot::ODD.open_and_empty() && !boot::contains(p.cast()) && bare::fast_free::<true>(p) {
+    // The table's gate is open only in the fast modes, while no block
+    // recorded by address is live. The fast path's free takes NULL; the
+    // region is never at 0.
+    if boot::ODD.open_and_empty() && !boot::contains(p.cast()) && bare::fast_free(p) {
         return;
     }
     free_slow(p);
@@ -225,7 +224,11 @@ fn free_slow(p: *mut c_void) {
         return;
     }
     let mode = mode();
-    if mode == FAST && boot::ODD.quiet(p as usize) && !boot::contains(p.cast()) && bare::fast_free::<false>(p) {
+    if (mode == FAST || mode == FAST_C)
+        && boot::ODD.quiet(p as usize)
+        && !boot::contains(p.cast())
+        && bare::fast_free(p)
+    {
         return;
     }
     if boot::contains(p.cast()) {

@@ -105,8 +105,13 @@ pub(crate) unsafe fn init() -> Option<c_int> {
                 (true, true, false) => FAST,
                 (true, true, true) => FAST_C,
             };
-            if mode == FAST_C {
-                // The fast free asks the table's gate alone (see heap_raw).
+            if mode == FAST {
+                // SAFETY: once, single-threaded (the caller's promise), before
+                // the mode is set.
+                unsafe { crate::symbols_raw::install_fast(fast_malloc, fast_free) };
+            }
+            if mode == FAST || mode == FAST_C {
+                // The fast path asks the table's gate alone (see heap_raw).
                 crate::boot_raw::ODD.open();
             }
             set_mode(mode);
@@ -131,6 +136,27 @@ pub(crate) unsafe fn init() -> Option<c_int> {
             None
         }
     }
+}
+
+/// The handler's `malloc` as a plain function, for the fast path (mode
+/// `FAST`: set only once `SETUP.plugin` is filled).
+unsafe extern "C" fn fast_malloc(size: usize) -> *mut c_void {
+    // SAFETY: the mode FAST is set after the plugin is; never written again.
+    let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
+    // SAFETY: the handler's malloc with its ctx.
+    unsafe { (p.malloc)(p.ctx, size) }
+}
+
+/// The handler's `free` as a plain function, for the fast path: it needs
+/// no size (the handler is headerless); NULL is not passed on.
+unsafe extern "C" fn fast_free(ptr: *mut c_void) {
+    if ptr.is_null() {
+        return;
+    }
+    // SAFETY: as in `fast_malloc`.
+    let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
+    // SAFETY: the handler's free of a pointer the program holds.
+    unsafe { (p.free)(p.ctx, ptr, 0) }
 }
 
 /// Record why the plugin is not used; `Err(())`.

@@ -74,6 +74,20 @@ pub(crate) unsafe fn plain() -> &'static Table {
     unsafe { (*TABLE.0.get()).as_ref().unwrap_unchecked() }
 }
 
+/// Make the fast path call `malloc` and `free` (a handler with `ctx`, served
+/// fast through two plain functions): fills the table when no manifest did.
+///
+/// # Safety
+/// Called once, single-threaded (from the constructor), before the mode
+/// that reads the table is set.
+pub(crate) unsafe fn install_fast(malloc: CMalloc, free: CFree) {
+    // SAFETY: the caller's promise; nothing reads TABLE yet.
+    let t = unsafe { &mut *TABLE.0.get() };
+    if t.is_none() {
+        *t = Some(Table { malloc, calloc: None, realloc: None, free, sized_free: None, aligned: None, usable: None });
+    }
+}
+
 /// The usable size of `p`, a block of the library's.
 ///
 /// # Safety
