@@ -34,7 +34,7 @@
 use crate::boot_raw::{MAPPED, ODD};
 use crate::call_raw::{call, in_call};
 use crate::plugin_raw::setup;
-use crate::setup::{FAST, FAST_C, Plugin, mode};
+use crate::setup::{FAST_C, Plugin, mode};
 use crate::stats;
 use crate::symbols_raw::{plain, plain_usable};
 use core::ffi::c_void;
@@ -89,8 +89,9 @@ pub(crate) fn fast_malloc(size: usize) -> Option<*mut c_void> {
     // SAFETY: the table is filled before a fast mode is set; n > 0.
     let p = unsafe { (plain().malloc)(n) };
     in_call::leave(off);
-    // A C library's malloc sets errno itself (POSIX); a handler's may not.
-    Some(if p.is_null() && mode() == FAST { nomem() } else { p })
+    // A C library's malloc sets errno itself (POSIX); the plain function
+    // over a handler's sets it (plugin_raw).
+    Some(p)
 }
 
 /// The fast `free` of `p` (not the bootstrap region's; the plain function

@@ -139,12 +139,18 @@ pub(crate) unsafe fn init() -> Option<c_int> {
 }
 
 /// The handler's `malloc` as a plain function, for the fast path (mode
-/// `FAST`: set only once `SETUP.plugin` is filled).
+/// `FAST`: set only once `SETUP.plugin` is filled); NULL with `errno =
+/// ENOMEM` on failure, as a C library's `malloc`.
 unsafe extern "C" fn fast_malloc(size: usize) -> *mut c_void {
     // SAFETY: the mode FAST is set after the plugin is; never written again.
     let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
     // SAFETY: the handler's malloc with its ctx.
-    unsafe { (p.malloc)(p.ctx, size) }
+    let got = unsafe { (p.malloc)(p.ctx, size) };
+    if got.is_null() {
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = libc::ENOMEM };
+    }
+    got
 }
 
 /// The handler's `free` as a plain function, for the fast path: it needs
