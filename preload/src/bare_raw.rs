@@ -7,7 +7,7 @@
 //! - `malloc(0)` asks for 1 byte (a unique pointer); a failure is NULL with
 //!   `errno = ENOMEM`.
 //! - Aligned requests go to the handler's `aligned_alloc`. A handler without
-//!   one gets `size + align - 16` bytes from its `malloc`, the program the
+//!   one gets `size + align` bytes from its `malloc`, the program the
 //!   first aligned address in them, recorded by address in
 //!   `boot_raw::ODD` (so that `free` gives the handler back its own
 //!   pointer); when that table is full the request fails (ENOMEM).
@@ -134,7 +134,7 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> Option<*mut c_void
         let (p, raw) = unsafe {
             match (align > 16, pl.aligned_alloc, zero, pl.calloc) {
                 (true, Some(a), _, _) => (a(pl.ctx, align, n), None),
-                (true, None, _, _) => match n.checked_add(align - 16) {
+                (true, None, _, _) => match n.checked_add(align) {
                     Some(total) => {
                         let raw = (pl.malloc)(pl.ctx, total);
                         let user = (raw as usize).next_multiple_of(align) as *mut c_void;
