@@ -12,7 +12,7 @@
 # libtcmalloc-minimal4 (allocators by symbol name), python3-venv (the NumPy
 # benchmarks' environment, made by scripts/py-env.sh) and valgrind (the
 # instruction count, full run only; guard vs memcheck in `memplug run`'s
-# section). Runs every benchmark even if one fails,
+# section; the interposer's instructions per malloc+free pair, both runs). Runs every benchmark even if one fails,
 # then exits 1 naming the ones that failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -160,6 +160,13 @@ run_programs() {
     python3 scripts/bench_run.py --memplug "$target/release/memplug" --rounds "$(pick 9 3)" "${quick_flag[@]}"
 }
 section "memplug run: real programs on the interposer" run_programs
+
+# memplug run: the interposer's instructions per malloc+free pair, headerless
+# and with headers, over mimalloc preloaded plainly (valgrind's callgrind).
+run_instructions() {
+    scripts/bench_instructions.sh "$target/release/memplug" "$(pick 1000000 100000)"
+}
+section "memplug run: instructions per malloc+free pair" run_instructions
 
 # ---- libmemplug: the C API and the C++ layer (capi/) ----------------------
 # One allocation + free through the C API vs the Rust Handler and libc

@@ -7,19 +7,27 @@ ratios to the table's baseline, of CPU time (user + system of the program
 and its children: on a loaded machine, wall time mostly measures waiting for
 a CPU), wall time beside it. Prints Markdown tables.
 
-  scripts/bench_run.py --memplug target/release/memplug --rounds 9 [--quick]
+  scripts/bench_run.py --memplug target/release/memplug --rounds 9 [--quick] [--lines N]
   scripts/bench_run.py --write-c-file FILE --lines N   # only write the large C file (tests use it)
 
 Tables:
-- a malloc-heavy Python program (a dict of lists built and dropped) and `cc`
-  compiling a generated C file: alone vs `memplug run --handler system`
-  (goal <= 1.05);
-- the same programs on mimalloc: `memplug run` by symbol name (the manifest
-  in examples/manifests) vs `LD_PRELOAD=libmimalloc.so.2` (goal <= 1.05);
+- the acceptance programs — a malloc-heavy Python program (a dict of lists
+  built and dropped) and `gcc -O2 -c` of a generated C file of 100 000 lines
+  — alone vs `memplug run --handler system` (goal <= 1.02 CPU time), and on
+  mimalloc: `memplug run` by symbol name (the manifest of examples/manifests
+  with its usable-size function: the headerless path) vs
+  `LD_PRELOAD=libmimalloc.so.2` (goal <= 1.02 CPU time and max RSS); when
+  this memplug does not know the manifest's `usable_size` key yet, the
+  headerless run starts the interposer with the environment `memplug run`
+  gives it (named so), beside `memplug run` on the manifest as shipped (the
+  header path);
 - a smaller Python program: `memplug run --handler guard` vs valgrind's
   memcheck (the ratio is reported, no goal);
-- `gcc -O2 -c` of a generated C file of 100 000 lines: alone vs
+- `gcc -O2 -c` of the same file: alone vs
   `memplug run --handler guard:sample=1000` (goal <= 1.3).
+
+Max RSS is the largest resident set of the program and its children
+(`ru_maxrss` of `wait4`); its ratio is the median of the per-round ratios.
 """
 
 from __future__ import annotations
@@ -46,23 +54,6 @@ def dict_program(n: int) -> str:
         "s = sum(len(v) for v in d.values())\n"
         "del d\n"
     )
-
-
-def c_file(path: Path, functions: int) -> None:
-    """Write a C file of `functions` small functions and a main calling them."""
-    with path.open("w") as f:
-        f.write("#include <stdio.h>\n#include <string.h>\n")
-        for i in range(functions):
-            f.write(
-                f"struct s{i} {{ int a[{i % 7 + 1}]; char name[{i % 13 + 8}]; }};\n"
-                f"int f{i}(int x) {{ struct s{i} v; memset(&v, 0, sizeof v); "
-                f"for (int k = 0; k < {i % 5 + 2}; k++) x = x * {i % 11 + 3} + v.a[0] + k; "
-                f"snprintf(v.name, sizeof v.name, \"f{i}_%d\", x); return x + (int)strlen(v.name); }}\n"
-            )
-        f.write("int main(void) { int x = 1;\n")
-        for i in range(functions):
-            f.write(f"x ^= f{i}(x);\n")
-        f.write('printf("%d\\n", x); return 0; }\n')
 
 
 def large_c_file(path: Path, lines: int) -> None:
@@ -96,9 +87,10 @@ def large_c_file(path: Path, lines: int) -> None:
         f.write('    printf("%d\\n", x);\n    return 0;\n}\n')
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and CPU seconds (user + system, the program's children
-    included) of one run of `argv`; it must succeed."""
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system, the program's children
+    included) and max RSS (KiB, the largest of the program and its children)
+    of one run of `argv`; it must succeed."""
     t0 = time.perf_counter()
     p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err = p.stderr.read() if p.stderr else b""
@@ -107,37 +99,75 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
         sys.exit(f"{' '.join(argv[:6])}...: exit {p.returncode}: {err.decode(errors='replace')[-2000:]}")
-    return dt, usage.ru_utime + usage.ru_stime
+    return dt, usage.ru_utime + usage.ru_stime, float(usage.ru_maxrss)
 
 
 def table(title: str, variants: list[tuple[str, list[str], dict[str, str]]], rounds: int, goal: str) -> None:
     """Run `variants` (name, argv, env) interleaved; the first is the baseline."""
     wall: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     cpu: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    rss: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     for _, argv, env in variants:  # warm-up: caches, the verdict cache, page cache
         timed(argv, env)
     for r in range(rounds):
         order = variants[r % len(variants):] + variants[: r % len(variants)]
         for name, argv, env in order:
-            w, c = timed(argv, env)
+            w, c, m = timed(argv, env)
             wall[name].append(w)
             cpu[name].append(c)
+            rss[name].append(m)
     base = variants[0][0]
     print(f"```text\n{title}: {rounds} interleaved rounds; ratio = median of per-round variant / {base}, "
-          "of CPU time (user + system, children included)\n```\n")
-    print(f"| variant | median wall s | median CPU s | CPU ratio to {base} | ratio p10–p90 | wall ratio |")
-    print("|---|---:|---:|---:|---:|---:|")
+          "of CPU time (user + system, children included) and of max RSS\n```\n")
+    print(f"| variant | median wall s | median CPU s | CPU ratio to {base} | ratio p10–p90 | wall ratio "
+          "| max RSS MiB | RSS ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, _, _ in variants:
         ratios = sorted(t / b for t, b in zip(cpu[name], cpu[base]))
         walls = sorted(t / b for t, b in zip(wall[name], wall[base]))
+        rss_ratios = sorted(t / b for t, b in zip(rss[name], rss[base]))
         lo = ratios[len(ratios) // 10]
         hi = ratios[min(len(ratios) - 1, (len(ratios) * 9) // 10)]
         spread = "—" if name == base else f"{lo:.2f}–{hi:.2f}"
         print(
             f"| {name} | {statistics.median(wall[name]):.3f} | {statistics.median(cpu[name]):.3f} "
-            f"| {statistics.median(ratios):.3f} | {spread} | {statistics.median(walls):.3f} |"
+            f"| {statistics.median(ratios):.3f} | {spread} | {statistics.median(walls):.3f} "
+            f"| {statistics.median(rss[name]) / 1024:.1f} | {statistics.median(rss_ratios):.3f} |"
         )
     print(f"\n**Goal**: {goal}\n" if goal else "")
+
+
+def mimalloc_headerless(memplug: str, tmp: Path, env: dict[str, str]) -> tuple[str, list[str], dict[str, str]]:
+    """The headerless mimalloc variant: `memplug run` on the manifest with
+    `usable_size = "mi_usable_size"` when this memplug takes the key, else
+    the interposer with the environment `memplug run` gives it."""
+    src = (ROOT / "examples/manifests/mimalloc.memplug.toml").read_text()
+    manifest_dir = tmp / "headerless-manifest"
+    manifest_dir.mkdir(exist_ok=True)
+    manifest = manifest_dir / "mimalloc.memplug.toml"
+    if "usable_size" not in src:
+        src = src.replace('sized_free = "mi_free_size"', 'sized_free = "mi_free_size"\nusable_size = "mi_usable_size"')
+    manifest.write_text(src)
+    check = subprocess.run([memplug, "check", str(manifest_dir)], env=env, capture_output=True)
+    if check.returncode == 0:
+        run = [memplug, "run", "--plugin-path", str(manifest_dir), "--handler", "mimalloc", "--"]
+        return ("memplug run --handler mimalloc (+ usable_size: headerless)", run, env)
+    preload = str(Path(memplug).parent / "libmemplug_preload.so")
+    direct = {
+        **env,
+        "LD_PRELOAD": preload,
+        "MEMPLUG_RUN_PLUGIN": str(manifest),
+        "MEMPLUG_RUN_LIBRARY": "libmimalloc.so.2",
+        "MEMPLUG_RUN_NAME": "mimalloc",
+        "MEMPLUG_RUN_THREAD_SAFE": "1",
+        "MEMPLUG_RUN_SYM_MALLOC": "mi_malloc",
+        "MEMPLUG_RUN_SYM_CALLOC": "mi_calloc",
+        "MEMPLUG_RUN_SYM_REALLOC": "mi_realloc",
+        "MEMPLUG_RUN_SYM_FREE": "mi_free",
+        "MEMPLUG_RUN_SYM_SIZED_FREE": "mi_free_size",
+        "MEMPLUG_RUN_SYM_USABLE_SIZE": "mi_usable_size",
+    }
+    return ("interposer, mimalloc + usable_size, environment of memplug run (headerless)", [], direct)
 
 
 def main() -> None:
@@ -146,10 +176,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--quick", action="store_true", help="small sizes (CI)")
     ap.add_argument("--write-c-file", type=Path, metavar="FILE", help="only write the large C file to FILE")
-    ap.add_argument("--lines", type=int, default=100_000, help="with --write-c-file: at least this many lines")
+    ap.add_argument("--lines", type=int, help="the generated C file's lines (default 100 000; 3 000 with --quick)")
     a = ap.parse_args()
     if a.write_c_file:
-        large_c_file(a.write_c_file, a.lines)
+        large_c_file(a.write_c_file, a.lines or 100_000)
         return
     if not a.memplug:
         ap.error("--memplug is required")
@@ -162,13 +192,15 @@ def main() -> None:
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("MEMPLUG_RUN_")}
     run = [memplug, "run", "--plugin-path", plugins, "--plugin-path", str(ROOT / "examples/manifests")]
     with tempfile.TemporaryDirectory() as tmp:
-        src = Path(tmp) / "big.c"
-        c_file(src, 100 if a.quick else 600)
+        big = Path(tmp) / "large.c"
+        lines = a.lines or (3_000 if a.quick else 100_000)
+        large_c_file(big, lines)
+        gcc = shutil.which("gcc") or cc
+        compile_big = [gcc, "-O2", "-c", str(big), "-o", str(Path(tmp) / "large.o")]
         programs = [
             (f"python3 -c: a dict of {'20 000' if a.quick else '100 000'} lists built and dropped",
              [python, "-c", dict_program(20_000 if a.quick else 100_000)]),
-            (f"cc -O1 -c: a generated C file of {100 if a.quick else 600} functions",
-             [cc, "-O1", "-c", str(src), "-o", str(Path(tmp) / "big.o")]),
+            (f"gcc -O2 -c: a generated C file of {lines:_} lines".replace("_", " "), compile_big),
         ]
         for what, argv in programs:
             table(
@@ -178,21 +210,24 @@ def main() -> None:
                     ("memplug run --handler system", run + ["--handler", "system", "--"] + argv, env),
                 ],
                 a.rounds,
-                "memplug run --handler system within 1.05 of the program alone",
+                "memplug run --handler system within 1.02 of the program alone (CPU time)",
             )
         mi = next((p for p in MIMALLOC if Path(p).exists()), None)
         if mi is None:
             print("mimalloc tables SKIPPED: libmimalloc.so.2 is not installed (apt-get install libmimalloc2.0)\n")
         else:
+            name, prefix, hl_env = mimalloc_headerless(memplug, Path(tmp), env)
             for what, argv in programs:
                 table(
                     f"mimalloc by symbol name vs preloaded: {what}",
                     [
                         ("LD_PRELOAD=libmimalloc.so.2", argv, {**env, "LD_PRELOAD": mi}),
-                        ("memplug run --handler mimalloc", run + ["--handler", "mimalloc", "--"] + argv, env),
+                        (name, prefix + argv, hl_env),
+                        ("memplug run --handler mimalloc (manifest as shipped)",
+                         run + ["--handler", "mimalloc", "--"] + argv, env),
                     ],
                     a.rounds,
-                    "memplug run with mimalloc by symbol name within 1.05 of LD_PRELOAD=libmimalloc.so.2",
+                    "the headerless run within 1.02 of LD_PRELOAD=libmimalloc.so.2 (CPU time and max RSS)",
                 )
         small = [python, "-c", dict_program(2_000 if a.quick else 10_000)]
         if shutil.which("valgrind") is None:
@@ -208,11 +243,6 @@ def main() -> None:
                 max(1, a.rounds // 3),
                 "",
             )
-        big = Path(tmp) / "large.c"
-        lines = 3_000 if a.quick else 100_000
-        large_c_file(big, lines)
-        gcc = shutil.which("gcc") or cc
-        compile_big = [gcc, "-O2", "-c", str(big), "-o", str(Path(tmp) / "large.o")]
         table(
             f"guard sampling one allocation in 1000: gcc -O2 -c, a generated C file of {lines:_} lines".replace("_", " "),
             [

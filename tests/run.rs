@@ -9,6 +9,8 @@
 //! when the plugin cannot be loaded in the program.
 
 mod support;
+#[path = "support/handlers.rs"]
+mod handlers;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -19,13 +21,14 @@ fn mimalloc() -> Option<&'static str> {
     ["/lib/x86_64-linux-gnu/libmimalloc.so.2", "/usr/lib/libmimalloc.so.2"].into_iter().find(|p| Path::new(p).exists())
 }
 
-/// A directory of bundled plugins the tests run on, and mimalloc's
-/// manifest when mimalloc is installed.
+/// A directory of bundled plugins the tests run on, the headerless C
+/// fixtures, and mimalloc's manifest when mimalloc is installed.
 fn plugin_dir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     for p in ["tracking", "arena", "system", "guard", "hugepage"] {
         std::fs::copy(support::plugin(p), dir.path().join(format!("libmemplug_{p}.so"))).unwrap();
     }
+    handlers::build_headerless(dir.path());
     if mimalloc().is_some() {
         let manifest = "mimalloc.memplug.toml";
         std::fs::copy(support::root().join("examples/manifests").join(manifest), dir.path().join(manifest)).unwrap();
@@ -361,9 +364,10 @@ struct Case {
 }
 
 /// Every handler of the matrix: the bundled thread-safe plugins, `arena`
-/// (not thread-safe: called under the interposer's lock), and mimalloc by
-/// symbol name (a manifest).
-const EVERY: &[&str] = &["tracking", "arena", "guard", "hugepage", "mimalloc"];
+/// (not thread-safe: called under the interposer's lock), the headerless
+/// fixtures (thread-safe, and not), and mimalloc by symbol name (a
+/// manifest).
+const EVERY: &[&str] = &["tracking", "arena", "guard", "hugepage", "headerless", "headerless_locked", "mimalloc"];
 
 /// The whole output.
 fn all(s: &str) -> String {

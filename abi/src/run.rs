@@ -61,8 +61,7 @@ pub const SYM_FREE: &CStr = c"MEMPLUG_RUN_SYM_FREE";
 /// For an allocator manifest: the library's sized free, if it has one.
 pub const SYM_SIZED_FREE: &CStr = c"MEMPLUG_RUN_SYM_SIZED_FREE";
 /// For an allocator manifest: the library's `aligned_alloc`, if it has one
-/// (the interposer serves aligned requests with `malloc` and a header, so it
-/// does not read this one).
+/// (the interposer serves aligned requests with it).
 pub const SYM_ALIGNED_ALLOC: &CStr = c"MEMPLUG_RUN_SYM_ALIGNED_ALLOC";
 /// For an allocator manifest: the library's usable-size function
 /// (`malloc_usable_size`, `mi_usable_size`, …), if it has one.

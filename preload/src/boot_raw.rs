@@ -10,20 +10,24 @@
 //!   allocate and free there forever in bounded memory. Blocks of the region
 //!   are recognised by address.
 //! - Larger requests, and any the region cannot serve, are mapped with
-//!   `mmap` and unmapped when freed; their headers are sealed with the key
-//!   of mapped blocks ([`block::write_mapped`]), which is how a `free` tells
-//!   them from the plugin's.
+//!   `mmap` and unmapped when freed. They are recognised by address: each
+//!   is recorded in [`ODD`], a lock-free table a `free` asks only while it
+//!   holds something, so that no memory before a plugin's pointer is ever
+//!   read to tell the two apart (a handler may put a block right after an
+//!   unmapped page). Their headers are sealed with the key of mapped blocks
+//!   ([`block::write_mapped`]) and read once the table has said the block
+//!   is one.
 //!
 //! Nothing here takes a lock or calls anything but `mmap` and `munmap`
 //! (system calls, safe in a signal handler in practice), so every path works
 //! in a signal handler, on any thread, and in a forked child.
 
+use crate::addr_table::Table;
 use crate::block_raw::{self as block, HEADER};
 use crate::boot_class::{GRAIN, chunk_of, class_of, class_size, place};
 use crate::boot_lists::Lists;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
-use core::sync::atomic::{AtomicUsize, Ordering};
 
 /// Bytes of the static region.
 pub(crate) const SIZE: usize = 8 << 20;
@@ -42,9 +46,14 @@ static REGION: Region = Region(UnsafeCell::new([0; SIZE]));
 /// The region's bookkeeping.
 static LISTS: Lists<{ SIZE / GRAIN }> = Lists::new();
 
-/// Mapped blocks live now: while there are none, a `free` reads no header
-/// to look for one.
-static MAPPED: AtomicUsize = AtomicUsize::new(0);
+/// The live blocks recognised by address: this heap's mapped blocks (with
+/// the value [`MAPPED`]), and the aligned blocks a headerless handler
+/// without `aligned_alloc` serves (with the handler's own pointer).
+pub(crate) static ODD: Table<{ 1 << 14 }> = Table::new();
+
+/// The value of this heap's mapped blocks in [`ODD`] (handlers' pointers
+/// are 16-byte aligned, never 1).
+pub(crate) const MAPPED: usize = 1;
 
 /// The region's first address.
 fn base() -> *mut u8 {
@@ -114,7 +123,11 @@ fn map(size: usize, align: usize, total: usize) -> *mut c_void {
     let user = m.cast::<u8>().wrapping_add(offset);
     // SAFETY: the header's bytes lie in the mapping, before `user`.
     unsafe { block::write_mapped(user, len, offset) };
-    MAPPED.fetch_add(1, Ordering::Relaxed);
+    if !ODD.insert(user as usize, MAPPED) {
+        // SAFETY: the mapping made just above, not handed out.
+        unsafe { libc::munmap(m, len) };
+        return core::ptr::null_mut();
+    }
     user.cast()
 }
 
@@ -144,30 +157,25 @@ pub(crate) fn release_in_region(p: *mut c_void) -> bool {
 }
 
 /// The header `(total, offset)` of the mapped block at `p`, if it is one.
-///
-/// # Safety
-/// The 16 bytes before `p` are readable (true of every pointer a
-/// malloc-compatible allocator hands out).
-unsafe fn mapped_block(p: *const u8) -> Option<(usize, usize)> {
-    if MAPPED.load(Ordering::Relaxed) == 0 {
+fn mapped_block(p: *const u8) -> Option<(usize, usize)> {
+    if ODD.get(p as usize) != Some(MAPPED) {
         return None;
     }
-    // SAFETY: the caller's promise.
+    // SAFETY: the table says p is a live block this heap mapped: its header
+    // lies in the mapping, before p.
     let (len, offset) = unsafe { block::read_mapped(p) }?;
     let start = (p as usize).wrapping_sub(offset);
     (start.is_multiple_of(page()) && len.is_multiple_of(page())).then_some((len, offset))
 }
 
 /// Unmap `p` if it is a block this heap mapped; `false` otherwise.
-///
-/// # Safety
-/// As [`usable`].
-pub(crate) unsafe fn release_mapped(p: *mut c_void) -> bool {
-    // SAFETY: the caller's promise.
-    let Some((len, offset)) = (unsafe { mapped_block(p.cast()) }) else { return false };
+pub(crate) fn release_mapped(p: *mut c_void) -> bool {
+    let Some((len, offset)) = mapped_block(p.cast()) else { return false };
+    if ODD.remove(p as usize) != Some(MAPPED) {
+        return false;
+    }
     // SAFETY: the header is live and ours.
     unsafe { block::clear(p.cast()) };
-    MAPPED.fetch_sub(1, Ordering::Relaxed);
     // SAFETY: the mapping of `len` bytes this heap made, `offset` before p;
     // the program has given it back.
     unsafe { libc::munmap(p.cast::<u8>().sub(offset).cast(), len) };
@@ -175,17 +183,12 @@ pub(crate) unsafe fn release_mapped(p: *mut c_void) -> bool {
 }
 
 /// The usable size of `p` if it is a block of this heap (of the region or
-/// mapped).
-///
-/// # Safety
-/// The 16 bytes before `p` are readable (true of every pointer a
-/// malloc-compatible allocator hands out).
-pub(crate) unsafe fn usable(p: *const u8) -> Option<usize> {
+/// mapped). Reads no memory outside the region and this heap's mappings.
+pub(crate) fn usable(p: *const u8) -> Option<usize> {
     if contains(p) {
         return region_block(p).map(|(_, _, total, offset)| total - offset);
     }
-    // SAFETY: the caller's promise.
-    unsafe { mapped_block(p) }.map(|(total, offset)| total - offset)
+    mapped_block(p).map(|(total, offset)| total - offset)
 }
 
 #[cfg(test)]
@@ -198,8 +201,7 @@ mod tests {
             let p = alloc(100, align, false);
             assert!(!p.is_null() && contains(p.cast()));
             assert_eq!(p as usize % align, 0);
-            // SAFETY: a block of this heap.
-            assert!(unsafe { usable(p.cast()) }.unwrap() >= 100);
+            assert!(usable(p.cast()).unwrap() >= 100);
             assert!(release_in_region(p));
             assert!(!release_in_region(p), "a second free is refused");
         }
@@ -226,16 +228,13 @@ mod tests {
     fn large_blocks_are_mapped_and_unmapped() {
         let p = alloc(1 << 20, 16, true);
         assert!(!p.is_null() && !contains(p.cast()));
-        // SAFETY: a block of this heap.
-        assert!(unsafe { usable(p.cast()) }.unwrap() >= 1 << 20);
-        // SAFETY: as above.
-        assert!(unsafe { release_mapped(p) });
+        assert!(usable(p.cast()).unwrap() >= 1 << 20);
+        assert!(release_mapped(p));
+        assert!(!release_mapped(p), "a second free is refused");
         let mut buf = [0u64; 8];
-        // SAFETY: 16 readable bytes before it, in `buf`.
-        assert!(!unsafe { release_mapped(buf.as_mut_ptr().add(4).cast()) }, "not a mapped block");
+        assert!(!release_mapped(buf.as_mut_ptr().wrapping_add(4).cast()), "not a mapped block");
         let q = alloc(200 << 10, 1 << 16, false);
         assert_eq!(q as usize % (1 << 16), 0);
-        // SAFETY: a block of this heap.
-        assert!(unsafe { release_mapped(q) });
+        assert!(release_mapped(q));
     }
 }

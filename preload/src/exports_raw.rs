@@ -20,8 +20,8 @@
 use crate::cxx::{new_or_null, new_or_throw};
 use crate::cxx_raw::Nothrow;
 use crate::env_raw::pid;
-use crate::heap_raw::{alloc, free as release, realloc as resize, usable};
-use crate::setup::{LIBC, READY, mode};
+use crate::heap_raw::{alloc, free as release, malloc as fast_malloc, realloc as resize, usable};
+use crate::setup::{LIBC, mode, plugin_serves};
 use crate::{glibc, plugin_raw, report, text::Text};
 use core::ffi::{c_int, c_void};
 
@@ -35,7 +35,7 @@ fn page() -> usize {
 /// C's `malloc`.
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn malloc(size: usize) -> *mut c_void {
-    alloc(size, 0, false)
+    fast_malloc(size)
 }
 
 /// C's `calloc`: NULL with ENOMEM when `n * size` overflows.
@@ -146,8 +146,8 @@ pub(crate) extern "C" fn malloc_usable_size(p: *mut c_void) -> usize {
     usable(p)
 }
 
-/// C23's `free_sized`: `free(p)`. The header knows the block's size, so
-/// `size` is neither needed nor trusted.
+/// C23's `free_sized`: `free(p)`. The header knows the block's size (and a
+/// headerless handler needs none), so `size` is neither needed nor trusted.
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn free_sized(p: *mut c_void, size: usize) {
     let _ = size;
@@ -173,7 +173,7 @@ pub(crate) extern "C" fn free_aligned_sized(p: *mut c_void, align: usize, size: 
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn malloc_trim(pad: usize) -> c_int {
     let mode = mode();
-    if mode != LIBC && mode != READY {
+    if mode != LIBC && !plugin_serves(mode) {
         return 0;
     }
     let setup = plugin_raw::setup();
@@ -334,8 +334,9 @@ macro_rules! nothrow_new {
     )*};
 }
 
-/// The `operator delete` family: the header knows the size and alignment,
-/// so the extra arguments are not needed.
+/// The `operator delete` family: the header knows the size and alignment
+/// (and a headerless handler needs neither), so the extra arguments are not
+/// needed.
 macro_rules! delete {
     ($($name:ident($($arg:ident: $t:ty),*);)*) => {$(
         /// C++'s `operator delete` (this mangled form).

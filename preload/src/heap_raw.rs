@@ -1,34 +1,44 @@
 //! The allocator itself: every entry point of lib.rs comes down to
-//! [`alloc`], [`free`], [`realloc`] and [`usable`], which route a request to
-//! the plugin (with a header before the block), to libc (when the plugin
-//! could not be used), or to the bootstrap heap (before the plugin is
-//! ready, and for requests made from inside a plugin call), and route each
-//! free back to whichever made the block.
+//! [`malloc`], [`alloc`], [`free`], [`realloc`] and [`usable`], which route
+//! a request to the plugin (headerless, `bare_raw`, or with a header before
+//! the block), to libc (when the plugin could not be used), or to the
+//! bootstrap heap (before the plugin is ready, and for requests made from
+//! inside a plugin call), and route each free back to whichever made the
+//! block.
+//!
+//! On the header path an aligned request goes to the handler's
+//! `aligned_alloc` when it has one (`align + size` bytes, the header in the
+//! `align` bytes before the program's block); otherwise to its `malloc`,
+//! `align` bytes more than asked, the block at the first aligned address
+//! after a header.
 
+use crate::bare_raw::{self as bare, nomem};
 use crate::block_raw::{self as block, HEADER};
 use crate::plugin_raw as plugin;
-use crate::setup::{LIBC, READY, mode};
+use crate::setup::{BARE, FAST, FAST_C, LIBC, READY, mode};
 use crate::{boot_raw as boot, stats};
 use core::ffi::c_void;
 
 /// The largest alignment served: the header keeps the offset in 32 bits.
 const MAX_ALIGN: usize = 1 << 31;
 
-/// Set `errno`.
-fn set_errno(e: i32) {
-    // SAFETY: __errno_location is this thread's errno, always valid.
-    unsafe { *libc::__errno_location() = e };
-}
-
-/// Fail a request: NULL, `errno = ENOMEM`.
-fn nomem() -> *mut c_void {
-    stats::FAILED.add(1);
-    set_errno(libc::ENOMEM);
-    core::ptr::null_mut()
+/// `malloc(size)`: the fast path of a thread-safe headerless handler, else
+/// [`alloc`].
+#[inline(always)]
+pub(crate) fn malloc(size: usize) -> *mut c_void {
+    // The table's gate is open only in the fast modes (while no block
+    // recorded by address is live: then `alloc` takes the same path).
+    if boot::ODD.open_and_empty()
+        && let Some(p) = bare::fast_malloc(size)
+    {
+        return p;
+    }
+    alloc(size, 0, false)
 }
 
 /// A block of `size` bytes aligned to `align` (a power of two; at most 16
 /// means the default), zeroed if `zero`.
+#[inline(never)]
 pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
     let align = align.max(HEADER);
     if align > MAX_ALIGN {
@@ -38,9 +48,33 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
         stats::ALIGNED.add(1);
     }
     let mode = mode();
+    if align == HEADER && !zero {
+        let fast = match mode {
+            FAST | FAST_C => bare::fast_malloc(size),
+            _ => None,
+        };
+        if let Some(p) = fast {
+            return p;
+        }
+    }
+    if mode == READY && align == HEADER && !zero {
+        return header_malloc(size);
+    }
     if mode == LIBC {
         return libc_alloc(size, align, zero);
     }
+    if mode >= BARE {
+        if let Some(p) = bare::alloc(size, align, zero) {
+            return p;
+        }
+        return boot_alloc(size, align, zero);
+    }
+    alloc_header(size, align, zero, mode)
+}
+
+/// [`alloc`] on the header path (or the bootstrap heap's, before the
+/// plugin is ready), `align` at least 16.
+fn alloc_header(size: usize, align: usize, zero: bool, mode: u8) -> *mut c_void {
     // Plain blocks: header, then the block. Aligned ones: `align` extra
     // bytes, the block at the first aligned address after a header.
     let extra = if align > HEADER { align } else { HEADER };
@@ -65,6 +99,9 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
                 // never 0 (total includes the header).
                 unsafe {
                     match (zero && align == HEADER, p.calloc) {
+                        _ if align > HEADER && p.aligned_alloc.is_some() => {
+                            p.aligned_alloc.map_or(core::ptr::null_mut(), |a| a(p.ctx, align, total))
+                        }
                         (true, Some(c)) => c(p.ctx, 1, total),
                         (true, None) => {
                             let b = (p.malloc)(p.ctx, total);
@@ -89,14 +126,7 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
                 if at_end { total - size } else { ((raw as usize + HEADER + align - 1) & !(align - 1)) - raw as usize };
             (raw.cast::<u8>(), offset)
         }
-        None => {
-            let p = boot::alloc(size, align, zero);
-            if p.is_null() {
-                return nomem();
-            }
-            stats::BOOT_BLOCKS.add(1);
-            return p;
-        }
+        None => return boot_alloc(size, align, zero),
     };
     if zero && align > HEADER {
         // SAFETY: the block is `total` bytes from `raw`.
@@ -109,6 +139,46 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
     unsafe { block::write(user, total, offset) };
     stats::made(total - offset);
     user.cast()
+}
+
+/// A plain block on the header path: the handler's `malloc` of the size
+/// and the header (rounded up to its guard page's alignment when blocks
+/// end against one).
+fn header_malloc(size: usize) -> *mut c_void {
+    let Some(p) = plugin::setup().plugin.as_ref().filter(|p| p.end_align == 0) else {
+        return header_general(size);
+    };
+    let Some(total) = size.checked_add(HEADER).filter(|&t| t <= isize::MAX as usize) else { return nomem() };
+    // SAFETY: the handler's malloc with its ctx; total > 0.
+    match plugin::call(p, |p| unsafe { (p.malloc)(p.ctx, total) }) {
+        Some(raw) if raw.is_null() => nomem(),
+        Some(raw) => {
+            // SAFETY: the block holds total = HEADER + size bytes from raw.
+            let user = unsafe { raw.cast::<u8>().add(HEADER) };
+            // SAFETY: as above: the header lies in the block, before user.
+            unsafe { block::write(user, total, HEADER) };
+            stats::made(size);
+            user.cast()
+        }
+        None => boot_alloc(size, HEADER, false),
+    }
+}
+
+/// [`alloc`]'s general header path for a plain block (blocks placed
+/// against a guard page).
+#[inline(never)]
+fn header_general(size: usize) -> *mut c_void {
+    alloc_header(size, HEADER, false, READY)
+}
+
+/// The bootstrap heap's answer to an allocation.
+fn boot_alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
+    let p = boot::alloc(size, align, zero);
+    if p.is_null() {
+        return nomem();
+    }
+    stats::BOOT_BLOCKS.add(1);
+    p
 }
 
 /// libc's answer to an allocation.
@@ -136,8 +206,29 @@ fn libc_alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
 }
 
 /// Release `p` (any pointer a program may pass to `free`).
+#[inline(always)]
 pub(crate) fn free(p: *mut c_void) {
+    // The table's gate is open only in the fast modes, while no block
+    // recorded by address is live. The fast path's free takes NULL; the
+    // region is never at 0.
+    if boot::ODD.open_and_empty() && !boot::contains(p.cast()) && bare::fast_free(p) {
+        return;
+    }
+    free_slow(p);
+}
+
+/// Release `p` off the fast path.
+#[inline(never)]
+fn free_slow(p: *mut c_void) {
     if p.is_null() {
+        return;
+    }
+    let mode = mode();
+    if (mode == FAST || mode == FAST_C)
+        && boot::ODD.quiet(p as usize)
+        && !boot::contains(p.cast())
+        && bare::fast_free(p)
+    {
         return;
     }
     if boot::contains(p.cast()) {
@@ -147,11 +238,16 @@ pub(crate) fn free(p: *mut c_void) {
         }
         return;
     }
-    let mode = mode();
+    if mode >= BARE {
+        if boot::release_mapped(p) {
+            stats::BOOT_FREES.add(1);
+        } else if !bare::free(p) {
+            stats::FOREIGN.add(1);
+        }
+        return;
+    }
     if mode == LIBC {
-        // SAFETY: p is a pointer the program got from an allocator; the 16
-        // bytes before it are readable.
-        if unsafe { boot::release_mapped(p) } {
+        if boot::release_mapped(p) {
             stats::BOOT_FREES.add(1);
         } else if let Some(f) = plugin::setup().libc.free {
             // SAFETY: in libc mode every block but the bootstrap heap's is libc's.
@@ -186,8 +282,7 @@ pub(crate) fn free(p: *mut c_void) {
 /// Free `p`, which is not the plugin's (or was freed from inside a plugin
 /// call): unmapped if the bootstrap heap mapped it, else leaked.
 fn free_foreign(p: *mut c_void) {
-    // SAFETY: as in `free`.
-    match unsafe { boot::release_mapped(p) } {
+    match boot::release_mapped(p) {
         true => stats::BOOT_FREES.add(1),
         false => stats::FOREIGN.add(1),
     }
@@ -204,11 +299,13 @@ pub(crate) fn usable(p: *mut c_void) -> usize {
     if p.is_null() {
         return 0;
     }
-    // SAFETY: as in `free`.
-    match unsafe { boot::usable(p.cast()) } {
+    match boot::usable(p.cast()) {
         Some(n) => return n,
         None if boot::contains(p.cast()) => return 0,
         None => {}
+    }
+    if mode() >= BARE {
+        return bare::usable(p);
     }
     if mode() == LIBC {
         // SAFETY: in libc mode, blocks but the bootstrap heap's are libc's.
@@ -227,8 +324,7 @@ pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         free(p);
         return core::ptr::null_mut();
     }
-    // SAFETY: as in `free`.
-    match unsafe { boot::usable(p.cast()) } {
+    match boot::usable(p.cast()) {
         // A block of the bootstrap heap moves (to the plugin when it serves).
         Some(old) => return moved(p, old, size, false),
         None if boot::contains(p.cast()) => {
@@ -238,6 +334,12 @@ pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         None => {}
     }
     let mode = mode();
+    if mode >= BARE {
+        return match bare::realloc(p, size) {
+            Ok(q) => q,
+            Err(old) => moved(p, old, size, true),
+        };
+    }
     if mode == LIBC {
         // SAFETY: in libc mode, blocks but the bootstrap heap's are libc's.
         return match plugin::setup().libc.realloc.map(|r| unsafe { r(p, size) }) {

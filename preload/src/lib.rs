@@ -10,9 +10,20 @@
 //! asked before that (the loader, `dlopen`, the plugin's constructor) and
 //! while this thread is inside a plugin call (the plugin's own requests
 //! through libc, a signal handler that interrupted the call), and takes its
-//! blocks back for reuse. Each block the plugin serves has a 16-byte header
-//! before it, sealed so that a pointer this library did not make is counted
-//! as a foreign free and never reaches the plugin.
+//! blocks back for reuse; its blocks are recognised by address.
+//!
+//! Two paths serve the plugin's blocks:
+//! - **headerless**, for a handler whose `free` needs no size
+//!   (`FLAG_SIZELESS_FREE`) and that has `usable_size` (ABI 1.3), or a
+//!   manifest that names a usable-size function: `malloc`, `free`,
+//!   `realloc`, `calloc` and the aligned forms go straight to the handler
+//!   and `malloc_usable_size` asks it (`bare_raw` says what that means for
+//!   foreign pointers and for the report);
+//! - **with a header**, for every other handler: each block has a 16-byte
+//!   header before it, which keeps the size its `free` wants, sealed so
+//!   that a pointer this library did not make is counted as a foreign free
+//!   and never reaches the plugin. Aligned requests go to the handler's
+//!   `aligned_alloc` when it has one.
 //!
 //! # Layers
 //! One module per concern. Each imports only from modules above it in this
@@ -24,20 +35,24 @@
 //!    `nothrow` forms), found with `dlsym`, and the calls into them; each
 //!    imports nothing;
 //! 1. `boot_lists` — the bootstrap heap's lock-free free lists (atomics
-//!    only); `block_raw` — the sealed header before each block;
+//!    only); `addr_table` — a lock-free table of live blocks recognised by
+//!    address (atomics only); `block_raw` — the sealed header before each
+//!    block;
 //! 2. `boot_raw` — the bootstrap heap's memory: a static region, and `mmap`
-//!    for large blocks;
+//!    for large blocks (recorded in the address table);
 //! 3. `stats` — the counts of the report, kept with relaxed atomics;
 //! 4. `setup` — what the constructor sets up, as plain data: the mode
 //!    (which allocator serves), the handler's functions, libc's;
 //! 5. `env_raw` — what `memplug run` put in the environment (its names are
 //!    `memplug_abi::run`'s), read without allocating: which process writes
 //!    the report, `--no-children`, whether the plugin file is unchanged;
-//! 6. `symbols_raw` — a handler made of a library's plain C functions (an
+//! 6. `call_raw` — every call into the plugin: marked as inside a call (a
+//!    thread-local flag), under a lock when it is not thread-safe;
+//!    `symbols_raw` — a handler made of a library's plain C functions (an
 //!    allocator manifest);
 //! 7. `plugin_raw` — the constructor's work (load the handler, or fall back
-//!    to libc), the one setup, and every call into the plugin (under a lock
-//!    when it is not thread-safe, marked as inside a call);
+//!    to libc; choose the headerless or the header path), the one setup;
+//!    `bare_raw` — the headerless path, and its fast `malloc` and `free`;
 //! 8. `heap_raw` — route each request to the plugin, libc or the bootstrap
 //!    heap, and each free back to whichever made the block;
 //! 9. `cxx` — `operator new`'s logic: the `std::new_handler` loop,
@@ -55,7 +70,7 @@
 //! The crate denies `unsafe` code; the modules whose names end in `_raw`
 //! allow it (in lib.rs, on their `mod` lines), and every `unsafe` block in
 //! them argues why it holds in a `// SAFETY:` comment. `text`, `boot_class`,
-//! `boot_lists`, `stats`, `setup`, `cxx`, `report` and `glibc` have none. An
+//! `boot_lists`, `addr_table`, `stats`, `setup`, `cxx`, `report` and `glibc` have none. An
 //! interposed allocator is unsafe code at its edges by nature: reading the
 //! environment and writing into it in place, opening a library and giving
 //! its addresses types, calling a plugin's functions, and reading the
@@ -76,6 +91,7 @@ mod boot_class;
 #[allow(unsafe_code)]
 mod cxx_raw;
 mod boot_lists;
+mod addr_table;
 #[allow(unsafe_code)]
 mod block_raw;
 #[allow(unsafe_code)]
@@ -85,9 +101,13 @@ mod setup;
 #[allow(unsafe_code)]
 mod env_raw;
 #[allow(unsafe_code)]
+mod call_raw;
+#[allow(unsafe_code)]
 mod symbols_raw;
 #[allow(unsafe_code)]
 mod plugin_raw;
+#[allow(unsafe_code)]
+mod bare_raw;
 #[allow(unsafe_code)]
 mod heap_raw;
 mod cxx;

@@ -1,18 +1,21 @@
 //! The handler the program runs on: loaded once, in this library's
 //! constructor, from what `memplug run` put in the environment; or, when
-//! that fails, libc's allocator (found with `dlsym(RTLD_NEXT, ...)`). The
-//! calls into the plugin, under a lock when it is not thread-safe (taken and
-//! released around `fork()`).
+//! that fails, libc's allocator (found with `dlsym(RTLD_NEXT, ...)`). Which
+//! way it serves (the mode): with a header before each block, or
+//! headerless (see `bare_raw`).
 
+pub(crate) use crate::call_raw::call;
+use crate::call_raw::{after_fork_child, after_fork_parent, before_fork};
 use crate::env_raw::{claim_report, env, flag, remove_from_preload, same_file, write_c};
-use crate::setup::{LIBC, Libc, Plugin, READY, Setup, set_mode};
+use crate::setup::{BARE, FAST, FAST_C, LIBC, Libc, Plugin, READY, Setup, set_mode};
 use crate::text::Text;
 use core::cell::UnsafeCell;
 use core::ffi::{CStr, c_char, c_int, c_void};
 use core::fmt::Write;
 use memplug_abi::run as var;
 use memplug_abi::{
-    CallocFn, CreateFn, EntryFn, FreeFn, MallocFn, MemplugHandler, MemplugInstance, MemplugStats, ReallocFn, StatsFn,
+    AlignedAllocFn, CallocFn, CreateFn, EntryFn, FreeFn, MallocFn, MemplugHandler, MemplugInstance, MemplugStats,
+    ReallocFn, StatsFn, UsableSizeFn,
 };
 
 /// Exit status of the program when the plugin cannot be used under
@@ -33,115 +36,6 @@ pub(crate) fn setup() -> &'static Setup {
     // SAFETY: the constructor's writes happened before MODE left BOOT; the
     // callers check the mode (Acquire) first, and nothing writes after.
     unsafe { &*SETUP.0.get() }
-}
-
-/// The lock for handlers that are not thread-safe: a pthread mutex, which
-/// allocates nothing.
-struct Lock(UnsafeCell<libc::pthread_mutex_t>);
-
-// SAFETY: a pthread mutex is made to be shared between threads.
-unsafe impl Sync for Lock {}
-
-static LOCK: Lock = Lock(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
-
-/// Whether this thread is inside a plugin call (its re-entrant requests go
-/// to the bootstrap heap instead of recursing): one byte of thread-local
-/// storage. On x86-64 Linux it sits in the static TLS block and is reached
-/// with the initial-exec model, two instructions (this library is always
-/// preloaded, so its TLS is static); `thread_local!` in a shared library
-/// would call `__tls_get_addr` and std's accessor on every `malloc` and
-/// `free` (about 35 instructions, a quarter of the interposer's cost).
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-mod in_call {
-    core::arch::global_asm!(
-        ".pushsection .tbss.memplug_preload_in_call,\"awT\",@nobits",
-        ".globl memplug_preload_in_call",
-        ".hidden memplug_preload_in_call",
-        ".type memplug_preload_in_call, @object",
-        ".size memplug_preload_in_call, 1",
-        "memplug_preload_in_call:",
-        ".zero 1",
-        ".popsection",
-    );
-
-    /// This thread's flag.
-    #[inline(always)]
-    pub(super) fn flag() -> *mut bool {
-        let p: *mut bool;
-        // SAFETY: reads the thread pointer (`fs:0`, the TCB's self pointer)
-        // and the GOT entry the loader filled with the variable's offset in
-        // the static TLS block; writes nothing but the output register.
-        unsafe {
-            core::arch::asm!(
-                "mov {p}, qword ptr fs:[0]",
-                "add {p}, qword ptr [rip + memplug_preload_in_call@GOTTPOFF]",
-                p = out(reg) p,
-                options(nostack, readonly, pure),
-            )
-        };
-        p
-    }
-}
-
-/// The same flag through `thread_local!`, elsewhere.
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-mod in_call {
-    use core::cell::Cell;
-
-    thread_local! {
-        static IN_CALL: Cell<bool> = const { Cell::new(false) };
-    }
-
-    /// This thread's flag.
-    #[inline(always)]
-    pub(super) fn flag() -> *mut bool {
-        IN_CALL.with(Cell::as_ptr)
-    }
-}
-
-/// Call into the plugin: under the lock unless it is thread-safe, marked as
-/// inside a call. `None`, without calling, when this thread is already
-/// inside one (a request the plugin's own code made through libc). One
-/// thread-local access per call: this is the hot path.
-#[inline]
-pub(crate) fn call<R>(p: &Plugin, f: impl FnOnce(&Plugin) -> R) -> Option<R> {
-    let inside = in_call::flag();
-    // SAFETY: this thread's own flag, which no other thread touches; valid
-    // for the thread's whole life.
-    if unsafe { inside.replace(true) } {
-        return None;
-    }
-    let r = if p.thread_safe {
-        f(p)
-    } else {
-        // SAFETY: LOCK is a valid, initialised mutex for the whole process.
-        unsafe { libc::pthread_mutex_lock(LOCK.0.get()) };
-        let r = f(p);
-        // SAFETY: this thread locked it just above.
-        unsafe { libc::pthread_mutex_unlock(LOCK.0.get()) };
-        r
-    };
-    // SAFETY: as above.
-    unsafe { inside.write(false) };
-    Some(r)
-}
-
-/// `fork()` prepare: hold the lock, so no thread is inside the plugin.
-extern "C" fn before_fork() {
-    // SAFETY: LOCK is a valid mutex.
-    unsafe { libc::pthread_mutex_lock(LOCK.0.get()) };
-}
-
-/// `fork()` in the parent: release it.
-extern "C" fn after_fork_parent() {
-    // SAFETY: `before_fork` locked it in this thread.
-    unsafe { libc::pthread_mutex_unlock(LOCK.0.get()) };
-}
-
-/// `fork()` in the child: a fresh, unlocked mutex (the child has one thread).
-extern "C" fn after_fork_child() {
-    // SAFETY: the child is single-threaded here; nobody else uses LOCK.
-    unsafe { LOCK.0.get().write(libc::PTHREAD_MUTEX_INITIALIZER) };
 }
 
 /// Write `bytes` to stderr.
@@ -199,10 +93,28 @@ pub(crate) unsafe fn init() -> Option<c_int> {
     // SAFETY: the caller runs this once, single-threaded.
     match unsafe { load(s) } {
         Ok(p) => {
+            let manifest = !env(var::LIBRARY).is_null();
             s.plugin = Some(p);
             // SAFETY: the three handlers are plain functions that stay valid.
             unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_parent), Some(after_fork_child)) };
-            set_mode(READY);
+            // The fast path counts nothing: a run that counts takes BARE.
+            let fast = p.thread_safe && s.report.is_null();
+            let mode = match (p.headerless, fast, manifest) {
+                (false, _, _) => READY,
+                (true, false, _) => BARE,
+                (true, true, false) => FAST,
+                (true, true, true) => FAST_C,
+            };
+            if mode == FAST {
+                // SAFETY: once, single-threaded (the caller's promise), before
+                // the mode is set.
+                unsafe { crate::symbols_raw::install_fast(fast_malloc, fast_free) };
+            }
+            if mode == FAST || mode == FAST_C {
+                // The fast path asks the table's gate alone (see heap_raw).
+                crate::boot_raw::ODD.open();
+            }
+            set_mode(mode);
             None
         }
         Err(()) => {
@@ -224,6 +136,33 @@ pub(crate) unsafe fn init() -> Option<c_int> {
             None
         }
     }
+}
+
+/// The handler's `malloc` as a plain function, for the fast path (mode
+/// `FAST`: set only once `SETUP.plugin` is filled); NULL with `errno =
+/// ENOMEM` on failure, as a C library's `malloc`.
+unsafe extern "C" fn fast_malloc(size: usize) -> *mut c_void {
+    // SAFETY: the mode FAST is set after the plugin is; never written again.
+    let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
+    // SAFETY: the handler's malloc with its ctx.
+    let got = unsafe { (p.malloc)(p.ctx, size) };
+    if got.is_null() {
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = libc::ENOMEM };
+    }
+    got
+}
+
+/// The handler's `free` as a plain function, for the fast path: it needs
+/// no size (the handler is headerless); NULL is not passed on.
+unsafe extern "C" fn fast_free(ptr: *mut c_void) {
+    if ptr.is_null() {
+        return;
+    }
+    // SAFETY: as in `fast_malloc`.
+    let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
+    // SAFETY: the handler's free of a pointer the program holds.
+    unsafe { (p.free)(p.ctx, ptr, 0) }
 }
 
 /// Record why the plugin is not used; `Err(())`.
@@ -250,12 +189,17 @@ struct Header {
     name: [u8; 128],
     /// As above.
     version: [u8; 64],
-    /// ABI 1.1 `alignment`, `create` and `stats`: 0 and none for a 1.0 header.
+    /// ABI 1.1 `alignment`, `aligned_alloc`, `create` and `stats`: 0 and
+    /// none for a 1.0 header.
     alignment: u64,
+    /// As above.
+    aligned_alloc: Option<AlignedAllocFn>,
     /// As above.
     create: Option<CreateFn>,
     /// As above.
     stats: Option<StatsFn>,
+    /// ABI 1.3 `usable_size`: none before 1.3.
+    usable_size: Option<UsableSizeFn>,
 }
 
 /// The fields of the header at `h`, read as its `struct_size` allows; an
@@ -278,12 +222,33 @@ unsafe fn read_header(h: *const MemplugHandler) -> Result<Header, &'static str> 
         unsafe { ((*h).ctx, (*h).malloc, (*h).free, (*h).calloc, (*h).realloc, (*h).flags, (*h).name, (*h).version) };
     let (ctx, malloc, free, calloc, realloc, flags, name, version) = v10;
     let (Some(malloc), Some(free)) = (malloc, free) else { return Err("its handler has no malloc or free") };
-    let (alignment, create, stats) = match size >= memplug_abi::SIZE_V1_1 {
+    let (alignment, aligned_alloc, create, stats) = match size >= memplug_abi::SIZE_V1_1 {
         // SAFETY: struct_size covers the 1.1 fields.
-        true => unsafe { ((*h).alignment, (*h).create, (*h).stats) },
-        false => (0, None, None),
+        true => unsafe { ((*h).alignment, (*h).aligned_alloc, (*h).create, (*h).stats) },
+        false => (0, None, None, None),
     };
-    Ok(Header { ctx, malloc, free, calloc, realloc, flags, name, version, alignment, create, stats })
+    // SAFETY: the first 12 bytes are readable (as above).
+    let minor = unsafe { (*h).abi_minor };
+    let usable_size = match minor >= 3 && size >= memplug_abi::SIZE_V1_3 {
+        // SAFETY: struct_size covers the 1.3 field.
+        true => unsafe { (*h).usable_size },
+        false => None,
+    };
+    Ok(Header {
+        ctx,
+        malloc,
+        free,
+        calloc,
+        realloc,
+        flags,
+        name,
+        version,
+        alignment,
+        aligned_alloc,
+        create,
+        stats,
+        usable_size,
+    })
 }
 
 /// The handler of the manifest's library `library` (its name from the
@@ -371,6 +336,10 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
         realloc: header.realloc,
         free: header.free,
         stats,
+        aligned_alloc: header.aligned_alloc,
+        usable_size: header.usable_size,
+        headerless: header.flags & memplug_abi::FLAG_SIZELESS_FREE != 0 && header.usable_size.is_some(),
+        knows_foreign: header.flags & memplug_abi::FLAG_KNOWS_FOREIGN != 0,
         thread_safe: header.flags & memplug_abi::FLAG_THREAD_SAFE != 0,
         end_align: 0,
     };
@@ -399,6 +368,7 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
     }
     if flag(var::EXACT_ENDS) && guards_block_ends(&s.name, opts) {
         plugin.end_align = alignment.max(crate::block_raw::HEADER).next_power_of_two();
+        plugin.headerless = false;
     }
     Ok(plugin)
 }

@@ -6,14 +6,29 @@
 use crate::text::Text;
 use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicU8, Ordering};
-use memplug_abi::{CallocFn, FreeFn, MallocFn, ReallocFn, StatsFn};
+use memplug_abi::{AlignedAllocFn, CallocFn, FreeFn, MallocFn, ReallocFn, StatsFn, UsableSizeFn};
 
 /// Before the constructor: the bootstrap heap serves.
 pub(crate) const BOOT: u8 = 0;
-/// The plugin is ready: it serves.
+/// The plugin is ready: it serves, a header before each block.
 pub(crate) const READY: u8 = 2;
 /// The plugin could not be used: libc serves.
 pub(crate) const LIBC: u8 = 3;
+/// The plugin is ready and serves headerless (see [`Plugin::headerless`]),
+/// through its handler's functions (under the lock when it is not
+/// thread-safe).
+pub(crate) const BARE: u8 = 4;
+/// As [`BARE`], for a thread-safe handler with `ctx`: `malloc` and `free`
+/// take the fast path (`bare_raw`).
+pub(crate) const FAST: u8 = 5;
+/// As [`FAST`], for a thread-safe manifest's plain C functions, called
+/// directly.
+pub(crate) const FAST_C: u8 = 6;
+
+/// Whether the plugin serves in `mode` (with or without headers).
+pub(crate) fn plugin_serves(mode: u8) -> bool {
+    mode == READY || mode >= BARE
+}
 
 /// Which allocator serves now.
 static MODE: AtomicU8 = AtomicU8::new(BOOT);
@@ -44,6 +59,17 @@ pub(crate) struct Plugin {
     pub(crate) free: FreeFn,
     /// Its statistics, if it keeps them.
     pub(crate) stats: Option<StatsFn>,
+    /// `aligned_alloc(ctx, align, size)`, if it has one (ABI 1.1).
+    pub(crate) aligned_alloc: Option<AlignedAllocFn>,
+    /// `usable_size(ctx, ptr)`, if it has one (ABI 1.3).
+    pub(crate) usable_size: Option<UsableSizeFn>,
+    /// Whether its blocks have no header: it declares that its `free` and
+    /// `realloc` need no size (`FLAG_SIZELESS_FREE`, or a manifest with a
+    /// usable-size function) and can say a block's usable size.
+    pub(crate) headerless: bool,
+    /// Whether its `usable_size` answers 0 for a pointer it did not make
+    /// (`FLAG_KNOWS_FOREIGN`).
+    pub(crate) knows_foreign: bool,
     /// Whether calls may run at the same time.
     pub(crate) thread_safe: bool,
     /// Under `memplug run --exact-ends` (`MEMPLUG_RUN_EXACT_ENDS=1`), for a

@@ -1,6 +1,8 @@
 //! Every handler `memplug run` can be tested on here: the bundled plugins,
-//! and the allocator manifests whose library is installed; a directory
-//! holding them, and the `memplug run` command for one of them.
+//! two C fixtures the interposer serves headerless (ABI 1.3,
+//! `FLAG_SIZELESS_FREE` and `usable_size`; one thread-safe, one not), and
+//! the allocator manifests whose library is installed; a directory holding
+//! them, and the `memplug run` command for one of them.
 
 #![allow(dead_code)]
 
@@ -9,6 +11,23 @@ use std::process::Command;
 
 /// The bundled plugins, each copied into the plugin directory.
 pub(crate) const BUNDLED: [&str; 7] = ["system", "aligned", "tracking", "arena", "hugepage", "guard", "shm"];
+
+/// The headerless fixtures: `headerless` (thread-safe: the fast path) and
+/// `headerless_locked` (not thread-safe: under the interposer's lock).
+pub(crate) const HEADERLESS: [&str; 2] = ["headerless", "headerless_locked"];
+
+/// Build the headerless fixtures into `dir` (as `lib{name}.so`).
+pub(crate) fn build_headerless(dir: &Path) {
+    for (name, flags) in [
+        ("headerless", "(MEMPLUG_FLAG_THREAD_SAFE|MEMPLUG_FLAG_SIZELESS_FREE)"),
+        ("headerless_locked", "MEMPLUG_FLAG_SIZELESS_FREE"),
+    ] {
+        let defines =
+            [format!("FIX_NAME=\"{name}\""), format!("FIX_FLAGS={flags}"), "FIX_USABLE".into(), "FIX_SIZELESS".into()];
+        let defines: Vec<&str> = defines.iter().map(String::as_str).collect();
+        crate::support::fixture(dir, &format!("lib{name}.so"), &defines);
+    }
+}
 
 /// The allocator manifests, each run when its library is installed.
 pub(crate) const MANIFESTS: [&str; 4] = ["libc", "mimalloc", "tcmalloc", "jemalloc"];
@@ -28,6 +47,8 @@ pub(crate) fn plugin_dir() -> (tempfile::TempDir, Vec<String>) {
         std::fs::copy(crate::support::plugin(p), dir.path().join(format!("libmemplug_{p}.so"))).unwrap();
         names.push(p.into());
     }
+    build_headerless(dir.path());
+    names.extend(HEADERLESS.iter().map(|n| (*n).to_string()));
     for name in MANIFESTS {
         let manifest = format!("{name}.memplug.toml");
         let source = crate::support::root().join("examples/manifests").join(&manifest);

@@ -1,0 +1,166 @@
+//! Every call into the plugin: marked as inside a call (one byte of
+//! thread-local storage, so that the plugin's own requests through libc,
+//! and a signal handler that interrupted the call, are served by the
+//! bootstrap heap instead of recursing), under a lock when the handler is
+//! not thread-safe (taken and released around `fork()`).
+
+use crate::setup::Plugin;
+use core::cell::UnsafeCell;
+
+/// The lock for handlers that are not thread-safe: a pthread mutex, which
+/// allocates nothing.
+struct Lock(UnsafeCell<libc::pthread_mutex_t>);
+
+// SAFETY: a pthread mutex is made to be shared between threads.
+unsafe impl Sync for Lock {}
+
+static LOCK: Lock = Lock(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+
+/// Whether this thread is inside a plugin call (its re-entrant requests go
+/// to the bootstrap heap instead of recursing): one byte of thread-local
+/// storage. On x86-64 Linux it sits in the static TLS block and is reached
+/// with the initial-exec model, two instructions (this library is always
+/// preloaded, so its TLS is static); `thread_local!` in a shared library
+/// would call `__tls_get_addr` and std's accessor on every `malloc` and
+/// `free` (about 35 instructions, a quarter of the interposer's cost).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub(crate) mod in_call {
+    core::arch::global_asm!(
+        ".pushsection .tbss.memplug_preload_in_call,\"awT\",@nobits",
+        ".globl memplug_preload_in_call",
+        ".hidden memplug_preload_in_call",
+        ".type memplug_preload_in_call, @object",
+        ".size memplug_preload_in_call, 1",
+        "memplug_preload_in_call:",
+        ".zero 1",
+        ".popsection",
+    );
+
+    /// This thread's flag.
+    #[inline(always)]
+    pub(crate) fn flag() -> *mut bool {
+        let p: *mut bool;
+        // SAFETY: reads the thread pointer (`fs:0`, the TCB's self pointer)
+        // and the GOT entry the loader filled with the variable's offset in
+        // the static TLS block; writes nothing but the output register.
+        unsafe {
+            core::arch::asm!(
+                "mov {p}, qword ptr fs:[0]",
+                "add {p}, qword ptr [rip + memplug_preload_in_call@GOTTPOFF]",
+                p = out(reg) p,
+                options(nostack, readonly, pure),
+            )
+        };
+        p
+    }
+
+    /// Set this thread's flag: whether it was set already, and the flag's
+    /// offset from the thread pointer for [`leave`]. Three instructions:
+    /// the GOT entry, then the flag read and written through `fs`.
+    #[inline(always)]
+    pub(crate) fn enter() -> (bool, usize) {
+        let (was, off): (u32, usize);
+        // SAFETY: reads the GOT entry the loader filled with the flag's
+        // offset in the static TLS block, then reads and writes this
+        // thread's flag (one byte of its own TLS) through `fs`.
+        unsafe {
+            core::arch::asm!(
+                "mov {o}, qword ptr [rip + memplug_preload_in_call@GOTTPOFF]",
+                "movzx {w:e}, byte ptr fs:[{o}]",
+                "mov byte ptr fs:[{o}], 1",
+                o = out(reg) off,
+                w = out(reg) was,
+                options(nostack, preserves_flags),
+            )
+        };
+        (was != 0, off)
+    }
+
+    /// Clear this thread's flag, at the offset [`enter`] gave.
+    #[inline(always)]
+    pub(crate) fn leave(off: usize) {
+        // SAFETY: as in `enter`: this thread's own flag, at the offset the
+        // loader gave (the same for every thread).
+        unsafe {
+            core::arch::asm!(
+                "mov byte ptr fs:[{o}], 0",
+                o = in(reg) off,
+                options(nostack, preserves_flags),
+            )
+        };
+    }
+}
+
+/// The same flag through `thread_local!`, elsewhere.
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+pub(crate) mod in_call {
+    use core::cell::Cell;
+
+    thread_local! {
+        static IN_CALL: Cell<bool> = const { Cell::new(false) };
+    }
+
+    /// This thread's flag.
+    #[inline(always)]
+    pub(crate) fn flag() -> *mut bool {
+        IN_CALL.with(Cell::as_ptr)
+    }
+
+    /// Set this thread's flag; whether it was set already (and 0: no
+    /// offset is needed here).
+    #[inline(always)]
+    pub(crate) fn enter() -> (bool, usize) {
+        (IN_CALL.with(|c| c.replace(true)), 0)
+    }
+
+    /// Clear this thread's flag.
+    #[inline(always)]
+    pub(crate) fn leave(_off: usize) {
+        IN_CALL.with(|c| c.set(false))
+    }
+}
+
+/// Call into the plugin: under the lock unless it is thread-safe, marked as
+/// inside a call. `None`, without calling, when this thread is already
+/// inside one (a request the plugin's own code made through libc). One
+/// thread-local access per call: this is the hot path.
+#[inline]
+pub(crate) fn call<R>(p: &Plugin, f: impl FnOnce(&Plugin) -> R) -> Option<R> {
+    let inside = in_call::flag();
+    // SAFETY: this thread's own flag, which no other thread touches; valid
+    // for the thread's whole life.
+    if unsafe { inside.replace(true) } {
+        return None;
+    }
+    let r = if p.thread_safe {
+        f(p)
+    } else {
+        // SAFETY: LOCK is a valid, initialised mutex for the whole process.
+        unsafe { libc::pthread_mutex_lock(LOCK.0.get()) };
+        let r = f(p);
+        // SAFETY: this thread locked it just above.
+        unsafe { libc::pthread_mutex_unlock(LOCK.0.get()) };
+        r
+    };
+    // SAFETY: as above.
+    unsafe { inside.write(false) };
+    Some(r)
+}
+
+/// `fork()` prepare: hold the lock, so no thread is inside the plugin.
+pub(crate) extern "C" fn before_fork() {
+    // SAFETY: LOCK is a valid mutex.
+    unsafe { libc::pthread_mutex_lock(LOCK.0.get()) };
+}
+
+/// `fork()` in the parent: release it.
+pub(crate) extern "C" fn after_fork_parent() {
+    // SAFETY: `before_fork` locked it in this thread.
+    unsafe { libc::pthread_mutex_unlock(LOCK.0.get()) };
+}
+
+/// `fork()` in the child: a fresh, unlocked mutex (the child has one thread).
+pub(crate) extern "C" fn after_fork_child() {
+    // SAFETY: the child is single-threaded here; nobody else uses LOCK.
+    unsafe { LOCK.0.get().write(libc::PTHREAD_MUTEX_INITIALIZER) };
+}
