@@ -12,7 +12,7 @@
 //! A failure's detail starts with its reason code, e.g.
 //! `usable-size-too-small: …` ([`USABLE_SIZE_CODES`]).
 
-use super::{alloc_failure, fill, verify};
+use super::{alloc_failure, pattern};
 use crate::handler::Handler;
 use std::ptr::NonNull;
 
@@ -32,6 +32,30 @@ pub const USABLE_SIZE_CODES: [&str; 5] = [
 ];
 
 const SIZES: [usize; 6] = [1, 16, 17, 100, 4096, 1 << 20];
+
+/// The bytes of a `len`-byte block these checks write and read back: the
+/// first 256 of every 4096 (every page of a large block is touched, at a
+/// sixteenth of the cost of all of it: the checks run in every worker),
+/// and with `tail` the last 64 as well.
+fn sampled(len: usize, tail: bool) -> impl Iterator<Item = usize> {
+    let pages = (0..len).step_by(4096).flat_map(move |start| start..(start + 256).min(len));
+    pages.chain(if tail { len.saturating_sub(64)..len } else { 0..0 })
+}
+
+/// Write the sampled bytes of `b` (see [`sampled`]).
+fn fill(b: &mut [u8], seed: usize, tail: bool) {
+    for i in sampled(b.len(), tail) {
+        b[i] = pattern(seed, i);
+    }
+}
+
+/// Read the sampled bytes of `b` back.
+fn verify(b: &[u8], seed: usize, tail: bool, what: &str) -> Result<(), String> {
+    match sampled(b.len(), tail).find(|&i| b[i] != pattern(seed, i)) {
+        None => Ok(()),
+        Some(i) => Err(format!("{what}: byte {i} is {:#04x}, expected {:#04x}", b[i], pattern(seed, i))),
+    }
+}
 
 /// A live block of the handler, freed with its size on drop.
 struct Live {
@@ -69,13 +93,14 @@ impl Live {
         }
     }
 
-    /// Write every usable byte, read them back.
+    /// Write the usable bytes (every page, and the very last ones), read
+    /// them back.
     fn write_usable(&mut self, usable: usize, seed: usize, when: &str) -> Result<(), String> {
         // SAFETY: the handler says `usable` bytes of the live block may be
         // used (checked at least `size` above); nothing else refers to them.
         let bytes = unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), usable) };
-        fill(bytes, seed);
-        verify(bytes, seed, &format!("the {usable} usable bytes of a {}-byte block {when}", self.size))
+        fill(bytes, seed, true);
+        verify(bytes, seed, true, &format!("the {usable} usable bytes of a {}-byte block {when}", self.size))
     }
 
     fn realloc(&mut self, new_size: usize) -> Result<(), String> {
@@ -145,7 +170,7 @@ pub(super) fn check_sizeless_free(h: Handler) -> Result<(), String> {
     for (i, size) in [1usize, 100, 4096, 1 << 20].into_iter().enumerate() {
         let p = h.alloc(size).map_err(alloc_failure)?;
         // SAFETY: a live block of `size` bytes, used only here.
-        fill(unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), size) }, i);
+        fill(unsafe { std::slice::from_raw_parts_mut(p.as_ptr(), size) }, i, false);
         let mut kept = (p, size);
         for new_size in [size * 2 + 8, (size / 2).max(1)] {
             // SAFETY: a live block of `h` (the handler declares
@@ -161,9 +186,9 @@ pub(super) fn check_sizeless_free(h: Handler) -> Result<(), String> {
             let keep = kept.1.min(new_size);
             // SAFETY: the resized block holds at least `keep` bytes.
             let bytes = unsafe { std::slice::from_raw_parts(q.as_ptr(), keep) };
-            let seen = verify(bytes, i, &format!("a {size}-byte block resized to {new_size} with old size 0"));
+            let seen = verify(bytes, i, false, &format!("a {size}-byte block resized to {new_size} with old size 0"));
             // SAFETY: a live block of `new_size` bytes, used only here.
-            fill(unsafe { std::slice::from_raw_parts_mut(q.as_ptr(), new_size) }, i);
+            fill(unsafe { std::slice::from_raw_parts_mut(q.as_ptr(), new_size) }, i, false);
             kept = (q, new_size);
             if let Err(e) = seen {
                 // SAFETY: a live block, not used again.
@@ -183,4 +208,21 @@ pub(super) fn check_sizeless_free(h: Handler) -> Result<(), String> {
         unsafe { h.free_sizeless(p) };
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sampled;
+
+    #[test]
+    fn the_sample_touches_every_page_and_the_tail() {
+        let len = 3 * 4096 + 100;
+        let at: Vec<usize> = sampled(len, true).collect();
+        for page in [0, 4096, 8192, 12288] {
+            assert!(at.contains(&page) && at.contains(&(page + 99)), "page at {page}");
+        }
+        assert!(at.contains(&(len - 1)) && !at.contains(&300));
+        assert!(sampled(len, false).all(|i| i % 4096 < 256), "without the tail, page heads only");
+        assert_eq!(sampled(10, true).max(), Some(9));
+    }
 }
