@@ -4,8 +4,10 @@
 //! straight to the handler's function and the program holds the handler's
 //! own pointer, as under a plain `LD_PRELOAD` of its library.
 //!
-//! - `malloc(0)` asks for 1 byte (a unique pointer); a failure is NULL with
-//!   `errno = ENOMEM`.
+//! - `malloc(0)` asks a handler for 1 byte (a unique pointer); a
+//!   manifest's C `malloc` gets 0, as under a plain preload of its library
+//!   (C's `malloc(0)`, a unique pointer from glibc, mimalloc, tcmalloc and
+//!   jemalloc alike); a failure is NULL with `errno = ENOMEM`.
 //! - Aligned requests go to the handler's `aligned_alloc`. A handler without
 //!   one gets `size + align` bytes from its `malloc`, the program the
 //!   first aligned address in them, recorded by address in
@@ -81,13 +83,12 @@ fn handler_usable(p: *const c_void) -> usize {
 /// plugin call (the bootstrap heap serves).
 #[inline(always)]
 pub(crate) fn fast_malloc(size: usize) -> Option<*mut c_void> {
-    let (inside, off) = in_call::enter();
-    if inside {
-        return None;
-    }
-    let n = size + (size == 0) as usize;
-    // SAFETY: the table is filled before a fast mode is set; n > 0.
-    let p = unsafe { (plain().malloc)(n) };
+    let off = in_call::try_enter()?;
+    // SAFETY: the table is filled before a fast mode is set. A manifest's
+    // C `malloc` takes any size, 0 included, as C's does (so the program
+    // gets what a plain preload of the library would give); the plain
+    // function over a handler's asks it for at least 1 byte (plugin_raw).
+    let p = unsafe { (plain().malloc)(size) };
     in_call::leave(off);
     // A C library's malloc sets errno itself (POSIX); the plain function
     // over a handler's sets it (plugin_raw).
@@ -100,10 +101,7 @@ pub(crate) fn fast_malloc(size: usize) -> Option<*mut c_void> {
 /// from inside a plugin call.
 #[inline(always)]
 pub(crate) fn fast_free(p: *mut c_void) -> bool {
-    let (inside, off) = in_call::enter();
-    if inside {
-        return false;
-    }
+    let Some(off) = in_call::try_enter() else { return false };
     // SAFETY: the table is filled before a fast mode is set; a pointer the
     // program holds.
     unsafe { (plain().free)(p) };

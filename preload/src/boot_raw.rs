@@ -28,6 +28,7 @@ use crate::boot_class::{GRAIN, chunk_of, class_of, class_size, place};
 use crate::boot_lists::Lists;
 use core::cell::UnsafeCell;
 use core::ffi::c_void;
+use core::sync::atomic::{AtomicUsize, Ordering};
 
 /// Bytes of the static region.
 pub(crate) const SIZE: usize = 8 << 20;
@@ -49,11 +50,19 @@ static LISTS: Lists<{ SIZE / GRAIN }> = Lists::new();
 /// The live blocks recognised by address: this heap's mapped blocks (with
 /// the value [`MAPPED`]), and the aligned blocks a headerless handler
 /// without `aligned_alloc` serves (with the handler's own pointer).
-pub(crate) static ODD: Table<{ 1 << 14 }> = Table::new();
+pub(crate) static ODD: Table<ODD_SLOTS> = Table::new();
+
+/// Slots of [`ODD`].
+const ODD_SLOTS: usize = 1 << 14;
 
 /// The value of this heap's mapped blocks in [`ODD`] (handlers' pointers
 /// are 16-byte aligned, never 1).
 pub(crate) const MAPPED: usize = 1;
+
+/// The region's first address, as a number in a variable: the fast path's
+/// range check subtracts it straight from memory, one instruction, where
+/// the address itself would cost one more to form (`lea`).
+static BASE: AtomicUsize = AtomicUsize::new(0);
 
 /// The region's first address.
 fn base() -> *mut u8 {
@@ -63,6 +72,47 @@ fn base() -> *mut u8 {
 /// Whether `p` points into the region.
 pub(crate) fn contains(p: *const u8) -> bool {
     (p as usize).wrapping_sub(base() as usize) < SIZE
+}
+
+/// One past the region's last byte, beside [`BASE`].
+static END: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether `free(p)` may take the fast path: the table of blocks known by
+/// address is open and empty ([`ODD`]'s gate is 0) and `p` is not in the
+/// region. Right only after [`publish_base`] (the fast modes are set after
+/// it). Six instructions, every operand compared straight from memory:
+/// the gate, then `p` against [`BASE`] and [`END`].
+#[inline(always)]
+pub(crate) fn fast_free_allowed(p: *const c_void) -> bool {
+    // SAFETY: reads three words of statics (atomics: the table's gate, and
+    // the bounds the constructor wrote once); the branches leave for the
+    // labels, and a pointer below the region goes on as one above it.
+    unsafe {
+        core::arch::asm!(
+            "cmp qword ptr [rip + {odd} + {gate}], 0",
+            "jne {no}",
+            "cmp {p}, qword ptr [rip + {base}]",
+            "jb {yes}",
+            "cmp {p}, qword ptr [rip + {end}]",
+            "jb {no}",
+            odd = sym ODD,
+            gate = const Table::<ODD_SLOTS>::GATE_OFFSET,
+            base = sym BASE,
+            end = sym END,
+            p = in(reg) p,
+            yes = label {},
+            no = label { return false },
+            options(nostack, readonly),
+        )
+    };
+    true
+}
+
+/// Put the region's address in [`BASE`], for the fast path: called by the
+/// constructor first, single-threaded.
+pub(crate) fn publish_base() {
+    BASE.store(base() as usize, Ordering::Relaxed);
+    END.store(base() as usize + SIZE, Ordering::Relaxed);
 }
 
 /// Bytes of the region carved into chunks so far (its high-water mark).

@@ -30,9 +30,10 @@ pub(crate) mod in_call {
         ".globl memplug_preload_in_call",
         ".hidden memplug_preload_in_call",
         ".type memplug_preload_in_call, @object",
-        ".size memplug_preload_in_call, 1",
+        ".size memplug_preload_in_call, 4",
+        ".p2align 2",
         "memplug_preload_in_call:",
-        ".zero 1",
+        ".zero 4",
         ".popsection",
     );
 
@@ -54,26 +55,66 @@ pub(crate) mod in_call {
         p
     }
 
-    /// Set this thread's flag: whether it was set already, and the flag's
-    /// offset from the thread pointer for [`leave`]. Three instructions:
-    /// the GOT entry, then the flag read and written through `fs`.
+    /// The flag's offset from the thread pointer (the same for every
+    /// thread): the GOT entry the loader filled, one instruction.
     #[inline(always)]
-    pub(crate) fn enter() -> (bool, usize) {
-        let (was, off): (u32, usize);
+    pub(crate) fn offset() -> usize {
+        let off: usize;
         // SAFETY: reads the GOT entry the loader filled with the flag's
-        // offset in the static TLS block, then reads and writes this
-        // thread's flag (one byte of its own TLS) through `fs`.
+        // offset in the static TLS block; writes only the output register.
         unsafe {
             core::arch::asm!(
                 "mov {o}, qword ptr [rip + memplug_preload_in_call@GOTTPOFF]",
-                "movzx {w:e}, byte ptr fs:[{o}]",
-                "mov byte ptr fs:[{o}], 1",
                 o = out(reg) off,
-                w = out(reg) was,
-                options(nostack, preserves_flags),
+                options(nostack, readonly, pure, preserves_flags),
             )
         };
-        (was != 0, off)
+        off
+    }
+
+    /// Set this thread's flag and give its offset for [`leave`]; `None`,
+    /// changing nothing, when it was set already (this thread is inside a
+    /// plugin call). The fast path's question: three instructions (the
+    /// GOT entry, then one `bts` that tests and sets bit 0 of the flag's
+    /// word, and a branch on its carry). Not atomic, and need not be: the
+    /// flag is this thread's own, and a signal handler that interrupts
+    /// this thread runs between two instructions, not inside one.
+    #[inline(always)]
+    pub(crate) fn try_enter() -> Option<usize> {
+        let off = offset();
+        // SAFETY: this thread's own flag word (4 bytes of its static TLS
+        // block, at the offset the loader gave); `bts` reads and writes
+        // only it, and the branch leaves for the label on a set flag.
+        unsafe {
+            core::arch::asm!(
+                "bts dword ptr fs:[{o}], 0",
+                "jc {busy}",
+                o = in(reg) off,
+                busy = label { return None },
+                options(nostack),
+            )
+        };
+        Some(off)
+    }
+
+    /// Whether a fast mode serves (`FAST` or `FAST_C`, the highest modes):
+    /// one compare of the mode byte in memory and a branch. The mode is
+    /// written once, by the constructor, before any other thread runs.
+    #[inline(always)]
+    pub(crate) fn fast_mode() -> bool {
+        // SAFETY: reads one byte of a static (the mode, an atomic that
+        // only the constructor writes); the branch leaves for the label.
+        unsafe {
+            core::arch::asm!(
+                "cmp byte ptr [rip + {mode}], {fast}",
+                "jb {no}",
+                mode = sym crate::setup::MODE,
+                fast = const crate::setup::FAST,
+                no = label { return false },
+                options(nostack, readonly),
+            )
+        };
+        true
     }
 
     /// Clear this thread's flag, at the offset [`enter`] gave.
@@ -111,6 +152,21 @@ pub(crate) mod in_call {
     #[inline(always)]
     pub(crate) fn enter() -> (bool, usize) {
         (IN_CALL.with(|c| c.replace(true)), 0)
+    }
+
+    /// Whether a fast mode serves.
+    #[inline(always)]
+    pub(crate) fn fast_mode() -> bool {
+        crate::setup::mode() >= crate::setup::FAST
+    }
+
+    /// Set this thread's flag; `None` when it was set already.
+    #[inline(always)]
+    pub(crate) fn try_enter() -> Option<usize> {
+        match enter() {
+            (true, _) => None,
+            (false, off) => Some(off),
+        }
     }
 
     /// Clear this thread's flag.

@@ -14,6 +14,7 @@
 
 use crate::bare_raw::{self as bare, nomem};
 use crate::block_raw::{self as block, HEADER};
+use crate::call_raw::in_call;
 use crate::plugin_raw as plugin;
 use crate::setup::{BARE, FAST, FAST_C, LIBC, READY, mode};
 use crate::{boot_raw as boot, stats};
@@ -26,9 +27,8 @@ const MAX_ALIGN: usize = 1 << 31;
 /// [`alloc`].
 #[inline(always)]
 pub(crate) fn malloc(size: usize) -> *mut c_void {
-    // The table's gate is open only in the fast modes (while no block
-    // recorded by address is live: then `alloc` takes the same path).
-    if boot::ODD.open_and_empty()
+    // The fast modes are the highest: one compare of the mode.
+    if in_call::fast_mode()
         && let Some(p) = bare::fast_malloc(size)
     {
         return p;
@@ -211,7 +211,7 @@ pub(crate) fn free(p: *mut c_void) {
     // The table's gate is open only in the fast modes, while no block
     // recorded by address is live. The fast path's free takes NULL; the
     // region is never at 0.
-    if boot::ODD.open_and_empty() && !boot::contains(p.cast()) && bare::fast_free(p) {
+    if boot::fast_free_allowed(p) && bare::fast_free(p) {
         return;
     }
     free_slow(p);

@@ -111,7 +111,9 @@ pub(crate) unsafe fn init() -> Option<c_int> {
                 unsafe { crate::symbols_raw::install_fast(fast_malloc, fast_free) };
             }
             if mode == FAST || mode == FAST_C {
-                // The fast path asks the table's gate alone (see heap_raw).
+                // The fast path asks the table's gate and the region's
+                // range through BASE (see heap_raw).
+                crate::boot_raw::publish_base();
                 crate::boot_raw::ODD.open();
             }
             set_mode(mode);
@@ -144,8 +146,8 @@ pub(crate) unsafe fn init() -> Option<c_int> {
 unsafe extern "C" fn fast_malloc(size: usize) -> *mut c_void {
     // SAFETY: the mode FAST is set after the plugin is; never written again.
     let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
-    // SAFETY: the handler's malloc with its ctx.
-    let got = unsafe { (p.malloc)(p.ctx, size) };
+    // SAFETY: the handler's malloc with its ctx; never asked for 0 bytes.
+    let got = unsafe { (p.malloc)(p.ctx, size.max(1)) };
     if got.is_null() {
         // SAFETY: this thread's errno.
         unsafe { *libc::__errno_location() = libc::ENOMEM };

@@ -24,14 +24,17 @@ pub(crate) const FAST: u8 = 5;
 /// As [`FAST`], for a thread-safe manifest's plain C functions, called
 /// directly.
 pub(crate) const FAST_C: u8 = 6;
+// `malloc`'s fast path asks `mode() >= FAST`: the fast modes stay the highest.
+const _: () = assert!(FAST_C > FAST && FAST > BARE && BARE > LIBC && LIBC > READY && READY > BOOT);
 
 /// Whether the plugin serves in `mode` (with or without headers).
 pub(crate) fn plugin_serves(mode: u8) -> bool {
     mode == READY || mode >= BARE
 }
 
-/// Which allocator serves now.
-static MODE: AtomicU8 = AtomicU8::new(BOOT);
+/// Which allocator serves now (read by `call_raw::fast_mode`'s one
+/// compare as well as by [`mode`]).
+pub(crate) static MODE: AtomicU8 = AtomicU8::new(BOOT);
 
 /// Which allocator serves now.
 pub(crate) fn mode() -> u8 {
