@@ -10,15 +10,13 @@
 # `valgrind --tool=callgrind` with 0 and with PAIRS pairs; the difference
 # over PAIRS is the instructions per pair, start-up left out. Three ways:
 #   - LD_PRELOAD=libmimalloc.so.2: the baseline;
-#   - mimalloc by symbol name with its usable-size function (mi_usable_size):
-#     the interposer's headerless path;
-#   - mimalloc by symbol name without it: the header path.
+#   - `memplug run` on the mimalloc manifest of examples/manifests as
+#     shipped (it names its usable-size function, mi_usable_size): the
+#     interposer's headerless path;
+#   - `memplug run` on the same manifest without its `usable_size` line:
+#     the header path.
 # The same mimalloc serves all three, so the difference to the baseline is
-# the interposer's own cost. Both mimalloc runs are `memplug run` with the
-# manifest of examples/manifests (plus `usable_size` for the headerless
-# one); when this memplug does not know the manifest's `usable_size` key
-# yet, the headerless run starts the interposer with the environment
-# `memplug run` gives it (named so in the table).
+# the interposer's own cost.
 set -euo pipefail
 
 memplug=$(realpath "$1")
@@ -50,11 +48,11 @@ int main(int argc, char **argv) {
 EOF
 cc -O2 -o "$tmp/loop" "$tmp/loop.c"
 
-# The manifests: as shipped (header path), and with the usable-size function.
+# The manifests: as shipped (headerless), and without the usable-size
+# function (header path).
 mkdir -p "$tmp/header" "$tmp/headerless"
-cp "$root/examples/manifests/mimalloc.memplug.toml" "$tmp/header/"
-sed 's/^sized_free = .*/&\nusable_size = "mi_usable_size"/' "$root/examples/manifests/mimalloc.memplug.toml" \
-    >"$tmp/headerless/mimalloc.memplug.toml"
+cp "$root/examples/manifests/mimalloc.memplug.toml" "$tmp/headerless/"
+grep -v '^usable_size *=' "$root/examples/manifests/mimalloc.memplug.toml" >"$tmp/header/mimalloc.memplug.toml"
 export MEMPLUG_CACHE=off MEMPLUG_PRELOAD=$preload
 unset LD_PRELOAD
 
@@ -65,19 +63,21 @@ instructions() {
     awk '/^summary:/ {print $2; exit}' "$tmp/cg.out"
 }
 
-# The environment `memplug run` gives the interposer for the mimalloc
-# manifest with a usable-size function.
-direct_env=(env LD_PRELOAD="$preload" MEMPLUG_RUN_PLUGIN="$tmp/headerless/mimalloc.memplug.toml"
-    MEMPLUG_RUN_LIBRARY=libmimalloc.so.2 MEMPLUG_RUN_NAME=mimalloc MEMPLUG_RUN_THREAD_SAFE=1
-    MEMPLUG_RUN_SYM_MALLOC=mi_malloc MEMPLUG_RUN_SYM_CALLOC=mi_calloc MEMPLUG_RUN_SYM_REALLOC=mi_realloc
-    MEMPLUG_RUN_SYM_FREE=mi_free MEMPLUG_RUN_SYM_SIZED_FREE=mi_free_size MEMPLUG_RUN_SYM_USABLE_SIZE=mi_usable_size)
-headerless_name="memplug run, mimalloc manifest + usable_size (headerless)"
+# Each way's manifest must pass `memplug check`: a refused one stops here.
+for way in headerless header; do
+    "$memplug" check "$tmp/$way" >"$tmp/check.out" 2>&1 ||
+        { echo "memplug check of the $way mimalloc manifest failed:" >&2; cat "$tmp/check.out" >&2; exit 1; }
+done
 headerless=("$memplug" run --plugin-path "$tmp/headerless" --handler mimalloc --)
-if ! "$memplug" check "$tmp/headerless" >/dev/null 2>&1; then
-    headerless_name="interposer, mimalloc + usable_size, environment of memplug run (headerless)"
-    headerless=("${direct_env[@]}")
-fi
 header=("$memplug" run --plugin-path "$tmp/header" --handler mimalloc --)
+# And each runs on the path its name says (the report's `headerless` count).
+for way in headerless header; do
+    want=1
+    [[ $way == header ]] && want=0
+    "$memplug" run --plugin-path "$tmp/$way" --handler mimalloc --report-json "$tmp/report.json" -- "$tmp/loop" 1 64
+    grep -q "\"headerless\": $want\b" "$tmp/report.json" ||
+        { echo "the $way run does not report headerless $want:" >&2; cat "$tmp/report.json" >&2; exit 1; }
+done
 
 echo '```text'
 echo "instructions per malloc+free pair: callgrind totals of $pairs pairs minus 0 pairs, over $pairs"
@@ -94,10 +94,10 @@ for kind in 64 mix; do
     echo "| $what | LD_PRELOAD=libmimalloc.so.2 | $base | — |"
     for way in headerless header; do
         if [[ $way == headerless ]]; then
-            name=$headerless_name
+            name="memplug run, mimalloc manifest as shipped (headerless)"
             run=("${headerless[@]}")
         else
-            name="memplug run, mimalloc manifest as shipped (header path)"
+            name="memplug run, mimalloc manifest without usable_size (header path)"
             run=("${header[@]}")
         fi
         a=$("${run[@]}" valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.out" "$tmp/loop" 0 "$kind" \

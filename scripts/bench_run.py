@@ -15,12 +15,11 @@ Tables:
   built and dropped) and `gcc -O2 -c` of a generated C file of 100 000 lines
   — alone vs `memplug run --handler system` (goal <= 1.02 CPU time), and on
   mimalloc: `memplug run` by symbol name (the manifest of examples/manifests
-  with its usable-size function: the headerless path) vs
-  `LD_PRELOAD=libmimalloc.so.2` (goal <= 1.02 CPU time and max RSS); when
-  this memplug does not know the manifest's `usable_size` key yet, the
-  headerless run starts the interposer with the environment `memplug run`
-  gives it (named so), beside `memplug run` on the manifest as shipped (the
-  header path);
+  as shipped, which names its usable-size function: the headerless path) vs
+  `LD_PRELOAD=libmimalloc.so.2` (goal <= 1.02 CPU time and max RSS), beside
+  `memplug run` on the same manifest without its `usable_size` line (the
+  header path); each run's path is checked first (the report's `headerless`
+  count);
 - a smaller Python program: `memplug run --handler guard` vs valgrind's
   memcheck (the ratio is reported, no goal);
 - `gcc -O2 -c` of the same file: alone vs
@@ -33,6 +32,7 @@ Max RSS is the largest resident set of the program and its children
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -137,37 +137,29 @@ def table(title: str, variants: list[tuple[str, list[str], dict[str, str]]], rou
     print(f"\n**Goal**: {goal}\n" if goal else "")
 
 
-def mimalloc_headerless(memplug: str, tmp: Path, env: dict[str, str]) -> tuple[str, list[str], dict[str, str]]:
-    """The headerless mimalloc variant: `memplug run` on the manifest with
-    `usable_size = "mi_usable_size"` when this memplug takes the key, else
-    the interposer with the environment `memplug run` gives it."""
+def mimalloc_runs(memplug: str, tmp: Path, env: dict[str, str]) -> list[tuple[str, list[str]]]:
+    """`memplug run` on mimalloc by symbol name, twice: the manifest as
+    shipped (headerless) and without its `usable_size` line (header path);
+    each checked first to run on the path its name says."""
     src = (ROOT / "examples/manifests/mimalloc.memplug.toml").read_text()
-    manifest_dir = tmp / "headerless-manifest"
-    manifest_dir.mkdir(exist_ok=True)
-    manifest = manifest_dir / "mimalloc.memplug.toml"
-    if "usable_size" not in src:
-        src = src.replace('sized_free = "mi_free_size"', 'sized_free = "mi_free_size"\nusable_size = "mi_usable_size"')
-    manifest.write_text(src)
-    check = subprocess.run([memplug, "check", str(manifest_dir)], env=env, capture_output=True)
-    if check.returncode == 0:
-        run = [memplug, "run", "--plugin-path", str(manifest_dir), "--handler", "mimalloc", "--"]
-        return ("memplug run --handler mimalloc (+ usable_size: headerless)", run, env)
-    preload = str(Path(memplug).parent / "libmemplug_preload.so")
-    direct = {
-        **env,
-        "LD_PRELOAD": preload,
-        "MEMPLUG_RUN_PLUGIN": str(manifest),
-        "MEMPLUG_RUN_LIBRARY": "libmimalloc.so.2",
-        "MEMPLUG_RUN_NAME": "mimalloc",
-        "MEMPLUG_RUN_THREAD_SAFE": "1",
-        "MEMPLUG_RUN_SYM_MALLOC": "mi_malloc",
-        "MEMPLUG_RUN_SYM_CALLOC": "mi_calloc",
-        "MEMPLUG_RUN_SYM_REALLOC": "mi_realloc",
-        "MEMPLUG_RUN_SYM_FREE": "mi_free",
-        "MEMPLUG_RUN_SYM_SIZED_FREE": "mi_free_size",
-        "MEMPLUG_RUN_SYM_USABLE_SIZE": "mi_usable_size",
-    }
-    return ("interposer, mimalloc + usable_size, environment of memplug run (headerless)", [], direct)
+    runs = []
+    for way, text, want in [
+        ("headerless", src, 1),
+        ("header path", "".join(l for l in src.splitlines(True) if not l.startswith("usable_size")), 0),
+    ]:
+        manifest_dir = tmp / f"mimalloc-{way.replace(' ', '-')}"
+        manifest_dir.mkdir(exist_ok=True)
+        (manifest_dir / "mimalloc.memplug.toml").write_text(text)
+        run = [memplug, "run", "--plugin-path", str(manifest_dir), "--handler", "mimalloc"]
+        report = tmp / "mimalloc-report.json"
+        p = subprocess.run(run + ["--report-json", str(report), "--", "true"], env=env, capture_output=True)
+        got = json.loads(report.read_text())["heap"]["counts"].get("headerless") if p.returncode == 0 else None
+        if got != want:
+            sys.exit(f"memplug run on the mimalloc manifest ({way}): exit {p.returncode}, headerless {got}, "
+                     f"not {want}: {p.stderr.decode(errors='replace')[-2000:]}")
+        shipped = "as shipped" if want else "without usable_size"
+        runs.append((f"memplug run --handler mimalloc (manifest {shipped}: {way})", run + ["--"]))
+    return runs
 
 
 def main() -> None:
@@ -216,16 +208,12 @@ def main() -> None:
         if mi is None:
             print("mimalloc tables SKIPPED: libmimalloc.so.2 is not installed (apt-get install libmimalloc2.0)\n")
         else:
-            name, prefix, hl_env = mimalloc_headerless(memplug, Path(tmp), env)
+            runs = mimalloc_runs(memplug, Path(tmp), env)
             for what, argv in programs:
                 table(
                     f"mimalloc by symbol name vs preloaded: {what}",
-                    [
-                        ("LD_PRELOAD=libmimalloc.so.2", argv, {**env, "LD_PRELOAD": mi}),
-                        (name, prefix + argv, hl_env),
-                        ("memplug run --handler mimalloc (manifest as shipped)",
-                         run + ["--handler", "mimalloc", "--"] + argv, env),
-                    ],
+                    [("LD_PRELOAD=libmimalloc.so.2", argv, {**env, "LD_PRELOAD": mi})]
+                    + [(name, prefix + argv, env) for name, prefix in runs],
                     a.rounds,
                     "the headerless run within 1.02 of LD_PRELOAD=libmimalloc.so.2 (CPU time and max RSS)",
                 )

@@ -5,15 +5,16 @@
 //! says which path served and stays exact (live blocks and bytes from the
 //! handler's usable sizes); aligned and odd requests (a handler without
 //! `aligned_alloc` included) give aligned, usable, freeable blocks on both
-//! paths; a manifest with a usable-size function serves real programs with
-//! their own output, with and without the report's counting.
+//! paths; every installed allocator manifest (each names its usable-size
+//! function) runs headerless through `memplug run` and serves real programs
+//! with their own output, with and without the report's counting; the
+//! bundled `system` plugin is headerless, `tracking` and `arena` are not.
 
 mod support;
 #[path = "support/handlers.rs"]
 mod handlers;
 
 use serde_json::Value;
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -98,97 +99,122 @@ fn aligned_and_odd_requests_are_served_on_both_paths() {
     }
 }
 
-/// The interposer on its own, as `memplug run` starts it for the manifest
-/// `name` (its library and functions in the environment) with the
-/// usable-size function `usable` named: `program`'s output, and the
-/// report's lines when `report` is given.
-fn manifest_run(
-    name: &str,
-    usable: &str,
-    program: &[&str],
-    report: Option<&Path>,
-) -> (Output, BTreeMap<String, String>) {
+/// The value of `key = "..."` in a manifest's text.
+fn manifest_value(source: &str, key: &str) -> Option<String> {
+    source.lines().find_map(|l| {
+        let (k, v) = l.split_once('=')?;
+        (k.trim() == key).then(|| v.split('"').nth(1).unwrap_or("").to_string())
+    })
+}
+
+/// The usable size the allocator of the manifest `name` gives a block of
+/// `size` bytes: its `malloc` and its usable-size function called in a
+/// separate Python process (ctypes), so that the report's bytes can be
+/// asserted exactly.
+fn usable_size_of(name: &str, size: usize) -> u64 {
     let manifest = support::root().join(format!("examples/manifests/{name}.memplug.toml"));
     let source = std::fs::read_to_string(&manifest).unwrap();
-    let value = |key: &str| {
-        source.lines().find_map(|l| {
-            let (k, v) = l.split_once('=')?;
-            (k.trim() == key).then(|| v.split('"').nth(1).unwrap_or("").to_string())
-        })
-    };
-    let mut cmd = Command::new(program[0]);
-    cmd.args(&program[1..])
-        .env("LD_PRELOAD", support::plugin("preload"))
-        .env("MEMPLUG_RUN_PLUGIN", &manifest)
-        .env("MEMPLUG_RUN_LIBRARY", value("library").unwrap())
-        .env("MEMPLUG_RUN_NAME", name)
-        .env("MEMPLUG_RUN_THREAD_SAFE", "1")
-        .env("MEMPLUG_RUN_SYM_USABLE_SIZE", usable);
-    for (role, var) in [
-        ("malloc", "MALLOC"),
-        ("calloc", "CALLOC"),
-        ("realloc", "REALLOC"),
-        ("free", "FREE"),
-        ("sized_free", "SIZED_FREE"),
-        ("aligned_alloc", "ALIGNED_ALLOC"),
-    ] {
-        if let Some(symbol) = value(role) {
-            cmd.env(format!("MEMPLUG_RUN_SYM_{var}"), symbol);
-        }
+    let [lib, malloc, usable] = ["library", "malloc", "usable_size"].map(|k| manifest_value(&source, k).unwrap());
+    let code = format!(
+        "import ctypes\nl = ctypes.CDLL({lib:?})\nm = getattr(l, {malloc:?}); m.restype = ctypes.c_void_p\n\
+         u = getattr(l, {usable:?}); u.restype = ctypes.c_size_t; u.argtypes = [ctypes.c_void_p]\n\
+         print(u(m(ctypes.c_size_t({size}))))"
+    );
+    let out = Command::new("python3")
+        .args(["-c", &code])
+        .env_remove("LD_PRELOAD")
+        .env("GLIBC_TUNABLES", "glibc.rtld.optional_static_tls=16384")
+        .output()
+        .expect("run python3");
+    assert!(out.status.success(), "{name}: {}", text(&out.stderr));
+    text(&out.stdout).trim().parse().unwrap()
+}
+
+/// `program` under `memplug run --handler NAME` (only `dir` on the search
+/// path): its output, and the JSON report when `report` names its file.
+fn run_handler(dir: &Path, name: &str, program: &[&str], report: Option<&Path>) -> (Output, Value) {
+    let extra: Vec<&str> = report.map(|f| vec!["--report-json", f.to_str().unwrap()]).unwrap_or_default();
+    if let Some(f) = report {
+        let _ = std::fs::remove_file(f);
     }
-    if let Some(file) = report {
-        std::fs::write(file, "").unwrap();
-        cmd.env("MEMPLUG_RUN_REPORT", file);
-    }
-    let out = cmd.output().unwrap();
-    let lines = report
-        .map(|f| std::fs::read_to_string(f).unwrap())
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split_once(' '))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    (out, lines)
+    let out = handlers::memplug_run(dir, name, &extra).args(program).output().unwrap();
+    let v = report.map(|f| serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap()).unwrap_or(Value::Null);
+    (out, v)
+}
+
+/// The live blocks and bytes of `handler`'s run of `run_program leaks N`,
+/// asserting that it ran on the plugin, on the path `headerless` says, with
+/// no foreign free.
+fn leaks(dir: &Path, handler: &str, prog: &str, n: &str, headerless: u64) -> (u64, u64) {
+    let report = dir.join(format!("{handler}-leaks.json"));
+    let (out, v) = run_handler(dir, handler, &[prog, "leaks", n], Some(&report));
+    assert_eq!(out.status.code(), Some(0), "{handler}: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("leaked {n}\n"), "{handler}");
+    let h = &v["heap"];
+    assert_eq!(h["served_by"], "plugin", "{handler}: {v}");
+    assert_eq!(h["counts"]["headerless"], headerless, "{handler}: {v}");
+    assert_eq!(h["counts"]["foreign_frees"], 0, "{handler}: {v}");
+    assert_eq!(h["counts"]["failed_requests"], 0, "{handler}: {v}");
+    (h["counts"]["live_blocks"].as_u64().unwrap(), h["counts"]["live_bytes"].as_u64().unwrap())
 }
 
 #[test]
-fn a_manifest_with_a_usable_size_function_serves_headerless() {
+fn every_installed_manifest_runs_headerless_through_memplug_run() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
+        return;
+    }
+    let (dir, names) = handlers::plugin_dir();
+    let prog = program(dir.path(), "run_program");
+    let aligned = program(dir.path(), "run_aligned");
+    let p = prog.to_str().unwrap();
+    let manifests: Vec<&str> = handlers::MANIFESTS.into_iter().filter(|m| names.iter().any(|n| n == m)).collect();
+    assert!(manifests.contains(&"libc"), "libc's manifest always runs: {names:?}");
+    let dict = "d = {i: list(range(i % 50)) for i in range(100000)}\nprint(len(d))\ndel d";
+    for name in manifests {
+        // Counting (the report): the general headerless path, exact.
+        let (b0, bytes0) = leaks(dir.path(), name, p, "0", 1);
+        let (b2, bytes2) = leaks(dir.path(), name, p, "2", 1);
+        assert_eq!(b2 - b0, 2, "{name}: two leaked blocks");
+        assert_eq!(bytes2 - bytes0, 2 * usable_size_of(name, 1000), "{name}: their usable sizes");
+        // Not counting (the fast path) and counting: the program's own output.
+        let report = dir.path().join(format!("{name}.json"));
+        for report in [None, Some(report.as_path())] {
+            for argv in [&[p, "threads"][..], &["python3", "-c", dict][..], &[aligned.to_str().unwrap()][..]] {
+                let want = Command::new(argv[0]).args(&argv[1..]).env_remove("LD_PRELOAD").output().unwrap();
+                let (got, v) = run_handler(dir.path(), name, argv, report);
+                assert_eq!(got.status.code(), Some(0), "{name} {argv:?}: {}", text(&got.stderr));
+                assert_eq!(text(&got.stdout), text(&want.stdout), "{name} {argv:?}");
+                assert_eq!(text(&got.stderr), "", "{name} {argv:?}");
+                if report.is_some() {
+                    assert_eq!(v["heap"]["counts"]["headerless"], 1, "{name} {argv:?}: {v}");
+                    assert_eq!(v["heap"]["counts"]["foreign_frees"], 0, "{name} {argv:?}: {v}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn the_bundled_system_plugin_runs_headerless_and_header_path_plugins_do_not() {
     if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let prog = program(dir.path(), "run_program");
-    let aligned = program(dir.path(), "run_aligned");
-    let p = prog.to_str().unwrap();
-    let mut manifests = vec![("libc", "malloc_usable_size")];
-    if Path::new("/lib/x86_64-linux-gnu/libmimalloc.so.2").exists() {
-        manifests.push(("mimalloc", "mi_usable_size"));
+    for p in ["system", "tracking", "arena"] {
+        std::fs::copy(support::plugin(p), dir.path().join(format!("libmemplug_{p}.so"))).unwrap();
     }
-    let dict = "d = {i: list(range(i % 50)) for i in range(100000)}\nprint(len(d))\ndel d";
-    for (name, usable) in manifests {
-        let report = dir.path().join(format!("{name}.report"));
-        // Counting (the report): the general headerless path.
-        let leaks = |n: &str| {
-            let (out, r) = manifest_run(name, usable, &[p, "leaks", n], Some(&report));
-            assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
-            assert_eq!((r["served_by"].as_str(), r["headerless"].as_str()), ("plugin", "1"), "{name}: {r:?}");
-            assert_eq!(r["foreign_frees"], "0", "{name}: {r:?}");
-            let n = |k: &str| r[k].parse::<u64>().unwrap();
-            (n("live_blocks"), n("live_bytes"))
-        };
-        let (b0, bytes0) = leaks("0");
-        let (b2, bytes2) = leaks("2");
-        assert_eq!(b2 - b0, 2, "{name}: two leaked blocks");
-        assert!((2000..2200).contains(&(bytes2 - bytes0)), "{name}: their usable sizes: {}", bytes2 - bytes0);
-        // Not counting: the fast path; and counting: the same output.
-        for report in [None, Some(report.as_path())] {
-            for argv in [&[p, "threads"][..], &["python3", "-c", dict][..], &[aligned.to_str().unwrap()][..]] {
-                let want = Command::new(argv[0]).args(&argv[1..]).env_remove("LD_PRELOAD").output().unwrap();
-                let (got, _) = manifest_run(name, usable, argv, report);
-                assert_eq!(got.status.code(), Some(0), "{name} {argv:?}: {}", text(&got.stderr));
-                assert_eq!(text(&got.stdout), text(&want.stdout), "{name} {argv:?}");
-                assert_eq!(text(&got.stderr), "", "{name} {argv:?}");
-            }
-        }
+    let prog = program(dir.path(), "run_program");
+    let p = prog.to_str().unwrap();
+    // `system`: libc's malloc, headerless; a block's bytes are glibc's
+    // usable size of it.
+    let (b0, bytes0) = leaks(dir.path(), "system", p, "0", 1);
+    let (b3, bytes3) = leaks(dir.path(), "system", p, "3", 1);
+    assert_eq!(b3 - b0, 3, "system: three leaked blocks");
+    assert_eq!(bytes3 - bytes0, 3 * usable_size_of("libc", 1000), "system: their usable sizes");
+    // The header path: the bytes asked, exactly.
+    for handler in ["tracking", "arena"] {
+        let (b0, bytes0) = leaks(dir.path(), handler, p, "0", 0);
+        let (b3, bytes3) = leaks(dir.path(), handler, p, "3", 0);
+        assert_eq!((b3 - b0, bytes3 - bytes0), (3, 3000), "{handler}: three leaked blocks of 1000 bytes");
     }
 }
