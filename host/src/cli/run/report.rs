@@ -135,6 +135,15 @@ impl RunReport {
                     "served by",
                     h.served_by.clone() + &h.why.as_ref().map(|w| format!(" ({})", esc(w))).unwrap_or_default(),
                 );
+                if h.served_by == "plugin" {
+                    row(
+                        "blocks",
+                        match n("headerless") {
+                            0 => "with a 16-byte header (the handler needs sizes)".to_string(),
+                            _ => "headerless (the handler's own pointers; bytes are its usable sizes)".to_string(),
+                        },
+                    );
+                }
                 row("allocated", format!("{} blocks, {} bytes", n("allocated_blocks"), n("allocated_bytes")));
                 row("freed", format!("{} blocks, {} bytes", n("freed_blocks"), n("freed_bytes")));
                 row("live at exit", format!("{} blocks, {} bytes", n("live_blocks"), n("live_bytes")));
