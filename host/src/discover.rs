@@ -11,8 +11,9 @@
 //! [`crate::symbols`]), in name order; subdirectories are not entered. The
 //! entry symbol is [`memplug_abi::ENTRY_SYMBOL`] unless told otherwise.
 //! memplug's own interposer ([`INTERPOSER_FILE`], which `memplug run`
-//! preloads and which cargo builds beside the bundled plugins) is not a
-//! plugin and is never a candidate of a directory.
+//! preloads and which cargo builds beside the bundled plugins) and its C
+//! library ([`HOST_LIBRARY_FILES`], libmemplug) are not plugins and are
+//! never candidates of a directory.
 //!
 //! Imports `dirs` and `symbols` (the manifest file-name rule).
 
@@ -74,6 +75,11 @@ impl fmt::Display for Candidate {
 /// plugin, so a directory scan passes it by.
 pub const INTERPOSER_FILE: &str = "libmemplug_preload.so";
 
+/// The file names of libmemplug, the host as a C library (as cargo builds
+/// it beside the bundled plugins, and as installed): not plugins, so a
+/// directory scan passes them by.
+pub const HOST_LIBRARY_FILES: [&str; 2] = ["libmemplug_c.so", "libmemplug.so"];
+
 /// Whether a file name looks like a shared library (any bytes before the
 /// suffix).
 pub(crate) fn is_library_name(name: &OsStr) -> bool {
@@ -97,7 +103,7 @@ pub fn scan_dir(dir: &Path) -> std::io::Result<Vec<Candidate>> {
         if !is_library_name(&name) && !crate::symbols::is_manifest_name(&name.to_string_lossy()) {
             continue;
         }
-        if name == INTERPOSER_FILE {
+        if name == INTERPOSER_FILE || HOST_LIBRARY_FILES.iter().any(|f| name == *f) {
             continue;
         }
         if entry.file_type()?.is_dir() {
@@ -157,5 +163,18 @@ mod tests {
         assert!(is_library_name(OsStr::from_bytes(b"lib\xffx.so")));
         assert!(!is_library_name(OsStr::new("libx.so.toml")));
         assert!(!is_library_name(OsStr::new("x.txt")));
+    }
+
+    #[test]
+    fn a_directory_scan_passes_by_the_interposer_and_libmemplug() {
+        let dir = std::env::temp_dir().join(format!("memplug-discover-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in [INTERPOSER_FILE, HOST_LIBRARY_FILES[0], HOST_LIBRARY_FILES[1], "libplugin.so"] {
+            std::fs::write(dir.join(f), b"").unwrap();
+        }
+        let found = scan_dir(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let names: Vec<_> = found.iter().map(|c| c.path.file_name().unwrap().to_owned()).collect();
+        assert_eq!(names, [OsStr::new("libplugin.so")]);
     }
 }
