@@ -7,7 +7,8 @@ ratios to the table's baseline, of CPU time (user + system of the program
 and its children: on a loaded machine, wall time mostly measures waiting for
 a CPU), wall time beside it. Prints Markdown tables.
 
-  scripts/bench_run.py --memplug target/release/memplug --rounds 9 [--quick] [--lines N]
+  scripts/bench_run.py --memplug target/release/memplug --rounds 9 [--quick] [--lines N] [--sequential]
+  scripts/bench_run.py --memplug target/release/memplug --rounds 9 --acceptance   # the goal tables only
   scripts/bench_run.py --write-c-file FILE --lines N   # only write the large C file (tests use it)
 
 Tables:
@@ -27,6 +28,16 @@ Tables:
 
 Max RSS is the largest resident set of the program and its children
 (`ru_maxrss` of `wait4`); its ratio is the median of the per-round ratios.
+
+Paired rounds (the default on a machine with two CPUs or more; `--sequential`
+turns them off): in each round every variant runs at the same time as the
+baseline, one pinned to each of two CPUs (`sched_setaffinity`, inherited
+by the children), the CPUs swapped every round. What the machine does
+meanwhile (another tenant, a frequency change) then falls on both runs of a
+pair alike, and the pair's ratio keeps the difference between the
+variants: on a shared 2-CPU machine this narrows the per-round spread of
+CPU-time ratios several-fold against running the variants one after the
+other.
 """
 
 from __future__ import annotations
@@ -87,12 +98,18 @@ def large_c_file(path: Path, lines: int) -> None:
         f.write('    printf("%d\\n", x);\n    return 0;\n}\n')
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+def start(argv: list[str], env: dict[str, str], cpu: int | None) -> tuple[subprocess.Popen, float]:
+    """Start `argv`, pinned to `cpu` (with its children) when given."""
+    pin = (lambda: os.sched_setaffinity(0, {cpu})) if cpu is not None else None
+    t0 = time.perf_counter()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=pin)
+    return p, t0
+
+
+def finish(p: subprocess.Popen, t0: float, argv: list[str]) -> tuple[float, float, float]:
     """Wall seconds, CPU seconds (user + system, the program's children
     included) and max RSS (KiB, the largest of the program and its children)
-    of one run of `argv`; it must succeed."""
-    t0 = time.perf_counter()
-    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    of a run `start` began; it must succeed."""
     err = p.stderr.read() if p.stderr else b""
     _, status, usage = os.wait4(p.pid, 0)
     dt = time.perf_counter() - t0
@@ -102,30 +119,96 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
     return dt, usage.ru_utime + usage.ru_stime, float(usage.ru_maxrss)
 
 
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
+    """One run of `argv` on its own (see `finish`)."""
+    p, t0 = start(argv, env, None)
+    return finish(p, t0, argv)
+
+
+def timed_pair(a: tuple[list[str], dict[str, str]], b: tuple[list[str], dict[str, str]], cpus: tuple[int, int]):
+    """`a` and `b` run at the same time, `a` pinned to `cpus[0]`, `b` to
+    `cpus[1]`; their `finish` figures. Each one's stderr is read on its own
+    thread, so that neither can fill its pipe and stall."""
+    import threading
+
+    runs = [start(argv, env, cpu) for (argv, env), cpu in zip((a, b), cpus)]
+    out: list = [None, None]
+
+    def reap(i: int) -> None:
+        out[i] = finish(runs[i][0], runs[i][1], (a, b)[i][0])
+
+    threads = [threading.Thread(target=reap, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if None in out:
+        sys.exit("a paired run failed (see above)")
+    return out[0], out[1]
+
+
+def pair_cpus() -> tuple[int, int] | None:
+    """Two CPUs this process may run on, for paired rounds; None when it has
+    fewer than two or `--sequential` was asked for."""
+    if PAIRED is False:
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    return (cpus[0], cpus[1]) if len(cpus) >= 2 else None
+
+
+PAIRED: bool | None = None  # set by main(): False for --sequential
+
+
 def table(title: str, variants: list[tuple[str, list[str], dict[str, str]]], rounds: int, goal: str) -> None:
-    """Run `variants` (name, argv, env) interleaved; the first is the baseline."""
+    """Run `variants` (name, argv, env), the first the baseline: paired
+    with it (see the module's doc) on two CPUs, else interleaved one after
+    the other."""
     wall: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     cpu: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     rss: dict[str, list[float]] = {name: [] for name, _, _ in variants}
+    # The baseline's own figures for the pair each variant's round ran in.
+    base_of: dict[str, dict[str, list[float]]] = {name: {"wall": [], "cpu": [], "rss": []} for name, _, _ in variants}
+    cpus = pair_cpus()
     for _, argv, env in variants:  # warm-up: caches, the verdict cache, page cache
         timed(argv, env)
+    base = variants[0][0]
     for r in range(rounds):
+        if cpus is not None:
+            pins = cpus if r % 2 == 0 else (cpus[1], cpus[0])
+            for name, argv, env in variants[1:]:
+                (bw, bc, bm), (w, c, m) = timed_pair((variants[0][1], variants[0][2]), (argv, env), pins)
+                for key, v in (("wall", bw), ("cpu", bc), ("rss", bm)):
+                    base_of[name][key].append(v)
+                wall[name].append(w)
+                cpu[name].append(c)
+                rss[name].append(m)
+                wall[base].append(bw)
+                cpu[base].append(bc)
+                rss[base].append(bm)
+            continue
         order = variants[r % len(variants):] + variants[: r % len(variants)]
         for name, argv, env in order:
             w, c, m = timed(argv, env)
             wall[name].append(w)
             cpu[name].append(c)
             rss[name].append(m)
-    base = variants[0][0]
-    print(f"```text\n{title}: {rounds} interleaved rounds; ratio = median of per-round variant / {base}, "
+        for name, _, _ in variants[1:]:
+            for key, v in (("wall", wall[base][-1]), ("cpu", cpu[base][-1]), ("rss", rss[base][-1])):
+                base_of[name][key].append(v)
+    how = (f"paired rounds: each variant at the same time as {base}, one on CPU {cpus[0]} and one on CPU {cpus[1]}, "
+           "swapped every round" if cpus is not None else "interleaved rounds, one run after another")
+    print(f"```text\n{title}: {rounds} {how}; ratio = median of per-round variant / {base}, "
           "of CPU time (user + system, children included) and of max RSS\n```\n")
     print(f"| variant | median wall s | median CPU s | CPU ratio to {base} | ratio p10–p90 | wall ratio "
           "| max RSS MiB | RSS ratio |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, _, _ in variants:
-        ratios = sorted(t / b for t, b in zip(cpu[name], cpu[base]))
-        walls = sorted(t / b for t, b in zip(wall[name], wall[base]))
-        rss_ratios = sorted(t / b for t, b in zip(rss[name], rss[base]))
+        if name == base:
+            ratios = walls = rss_ratios = [1.0]
+        else:
+            ratios = sorted(t / b for t, b in zip(cpu[name], base_of[name]["cpu"]))
+            walls = sorted(t / b for t, b in zip(wall[name], base_of[name]["wall"]))
+            rss_ratios = sorted(t / b for t, b in zip(rss[name], base_of[name]["rss"]))
         lo = ratios[len(ratios) // 10]
         hi = ratios[min(len(ratios) - 1, (len(ratios) * 9) // 10)]
         spread = "—" if name == base else f"{lo:.2f}–{hi:.2f}"
@@ -167,6 +250,8 @@ def main() -> None:
     ap.add_argument("--memplug", help="the memplug executable (release build)")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--quick", action="store_true", help="small sizes (CI)")
+    ap.add_argument("--acceptance", action="store_true", help="only the tables with a 1.02 goal (system, mimalloc)")
+    ap.add_argument("--sequential", action="store_true", help="run the variants one after another, never paired")
     ap.add_argument("--write-c-file", type=Path, metavar="FILE", help="only write the large C file to FILE")
     ap.add_argument("--lines", type=int, help="the generated C file's lines (default 100 000; 3 000 with --quick)")
     a = ap.parse_args()
@@ -175,6 +260,8 @@ def main() -> None:
         return
     if not a.memplug:
         ap.error("--memplug is required")
+    global PAIRED
+    PAIRED = not a.sequential
     memplug = str(Path(a.memplug).resolve())
     plugins = str(Path(memplug).parent)
     python = subprocess.run(
@@ -217,6 +304,8 @@ def main() -> None:
                     a.rounds,
                     "the headerless run within 1.02 of LD_PRELOAD=libmimalloc.so.2 (CPU time and max RSS)",
                 )
+        if a.acceptance:
+            return
         small = [python, "-c", dict_program(2_000 if a.quick else 10_000)]
         if shutil.which("valgrind") is None:
             print("guard vs valgrind SKIPPED: valgrind is not installed\n")

@@ -44,7 +44,7 @@ pub use crate::dirs::CACHE_ENV;
 pub use key::{FileId, Key};
 
 /// The format version of the cache file (a file of another is ignored).
-const FORMAT: u32 = 2;
+const FORMAT: u32 = 3;
 /// The version of this host and of its checks (the ABI minor, whose
 /// conformance checks it runs): entries of another are ignored, so a
 /// handler checked before the `usable-size` checks existed is checked again.
@@ -109,7 +109,7 @@ type EntryKey = (PathBuf, String, String);
 #[derive(Debug)]
 pub struct VerdictCache {
     file: PathBuf,
-    entries: BTreeMap<EntryKey, Entry>,
+    entries: BTreeMap<EntryKey, store::Slot>,
     /// Keys changed since opening, written by [`save`](VerdictCache::save).
     changed: Vec<EntryKey>,
     /// What this process has seen of files and libraries.
@@ -145,7 +145,12 @@ impl VerdictCache {
         if let Some(e) = self.usable(candidate, key("")) {
             return Lookup::KnownBad(Box::new(e));
         }
-        if self.entries.get(&key(context)).is_none_or(|e| e.checker.is_none() || e.checker != checker) {
+        if self
+            .entries
+            .get_mut(&key(context))
+            .and_then(store::Slot::entry)
+            .is_none_or(|e| e.checker.is_none() || e.checker != checker)
+        {
             return Lookup::Miss;
         }
         match self.usable(candidate, key(context)) {
@@ -156,7 +161,7 @@ impl VerdictCache {
 
     /// The entry at `at` if its key still holds (renewing the key).
     fn usable(&mut self, candidate: &Candidate, at: EntryKey) -> Option<Entry> {
-        let entry = self.entries.get_mut(&at)?;
+        let entry = self.entries.get_mut(&at)?.entry()?;
         let now = self.state.verify(candidate, &entry.key)?;
         if now != entry.key {
             entry.key = now;
@@ -223,7 +228,7 @@ impl VerdictCache {
                 self.changed.push(bad_at);
             }
         }
-        self.entries.insert(at.clone(), entry);
+        self.entries.insert(at.clone(), store::Slot::Entry(Box::new(entry)));
         self.changed.push(at);
     }
 
@@ -235,7 +240,10 @@ impl VerdictCache {
         if self.changed.is_empty() {
             return Ok(());
         }
-        let changed: Vec<_> = self.changed.drain(..).map(|k| (self.entries.get(&k).cloned(), k)).collect();
+        let changed: Vec<_> = std::mem::take(&mut self.changed)
+            .into_iter()
+            .map(|k| (self.entries.get_mut(&k).and_then(store::Slot::entry).cloned(), k))
+            .collect();
         store::merge(&self.file, changed)
     }
 }
