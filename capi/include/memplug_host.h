@@ -8,10 +8,11 @@
  * statistics. Link with `pkg-config --cflags --libs memplug-host`.
  *
  * Conventions
- * - Handles are opaque. A `memplug_host_handler` lives for the rest of the
- *   process: it is never freed, two pointers to it compare equal exactly when
- *   they are the same handler, and it stays valid after the registry that
- *   loaded it is freed. Everything else a function returns is owned by the
+ * - Handles are opaque, but for a handler's first fields (its fast-call
+ *   prefix, see "Allocation"). A `memplug_host_handler` lives for the rest
+ *   of the process: it is never freed, two pointers to it compare equal
+ *   exactly when they are the same handler, and it stays valid after the
+ *   registry that loaded it is freed. Everything else a function returns is owned by the
  *   caller when its comment says "owned: free with ...", and borrowed (valid
  *   as long as the object it came from) otherwise.
  * - A function that can fail takes `memplug_host_error **err` last. On

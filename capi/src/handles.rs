@@ -259,7 +259,7 @@ mod tests {
     }
 
     #[test]
-    fn a_direct_handler_fills_the_prefix_and_an_instance_leaves_it_null() {
+    fn a_direct_handler_fills_the_prefix_and_any_other_leaves_it_null() {
         let builtin = Entry::of(memplug::current::builtin());
         let direct = builtin.handler.direct_calls();
         assert_eq!(builtin.fast.parts().is_some(), direct.is_some());
