@@ -169,8 +169,10 @@ run_instructions() {
 section "memplug run: instructions per malloc+free pair" run_instructions
 
 # ---- libmemplug: the C API and the C++ layer (capi/) ----------------------
-# One allocation + free through the C API vs the Rust Handler and libc
-# (benches/capi.rs, goal: the C API within 1.02x of the Handler), and
+# One allocation + free through the C API as C calls it (a loop compiled
+# from capi/bench/capi_loop.c against memplug_host.h when the bench runs)
+# vs the Rust Handler and libc (benches/capi.rs, goal: the C API within
+# 1.02x of the Handler of the same run), and
 # std::pmr::vector pushed to 1e6 on memplug::memory_resource(system) vs
 # std::allocator (capi/bench/pmr_bench.cpp, goal: at most 1.05x).
 capi_dispatch() {

@@ -8,7 +8,8 @@
 # The workspace is built first (cargo build --release --workspace: the
 # bundled plugins are not built by `cargo deb` itself), the pkg-config file
 # for prefix /usr is written to target/deb/memplug.pc (and libmemplug's to
-# target/deb/memplug-host.pc, its links to target/deb/lib/), the man pages,
+# target/deb/memplug-host.pc, its links to target/deb/lib/, the library
+# stripped of debug info to target/deb/stripped/), the man pages,
 # completions and Debian copyright file under target/deb/, then
 # `cargo deb -p memplug --no-build --strip` packs the assets listed under
 # [package.metadata.deb] in Cargo.toml.
@@ -20,7 +21,7 @@ build=1
 case ${1:-} in
     "") ;;
     --no-build) build=0 ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "deb.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
 esac
 
@@ -47,6 +48,13 @@ scripts/install.sh --prefix /usr --print-host-pc >target/deb/memplug-host.pc
 version=$(sed -n '/^\[workspace\.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
 rm -rf target/deb/lib
 mkdir -p target/deb/lib
+# libmemplug.so is packed from target/deb/stripped/ without its debug info
+# (cargo-deb's --strip leaves it, renamed to its versioned name); not in
+# target/deb/lib/, whose links cargo-deb packs as links only while their
+# target is absent there.
+rm -rf target/deb/stripped
+mkdir -p target/deb/stripped
+strip --strip-debug -o "target/deb/stripped/libmemplug.so.$version" target/release/libmemplug_c.so
 ln -s "libmemplug.so.$version" target/deb/lib/libmemplug.so.0
 ln -s libmemplug.so.0 target/deb/lib/libmemplug.so
 

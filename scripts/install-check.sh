@@ -172,6 +172,8 @@ done
 for f in share/bash-completion/completions/memplug share/zsh/site-functions/_memplug share/fish/vendor_completions.d/memplug.fish; do
     [[ -s $prefix/$f ]] || fail "$prefix/$f (a shell completion) was not installed"
 done
+readelf -S "$prefix/lib/libmemplug.so.0" | grep -q '\.debug_' && fail "lib/libmemplug.so.0 was installed with debug info"
+echo "lib/libmemplug.so.0: no debug info, $(stat -L -c %s "$prefix/lib/libmemplug.so.0") bytes"
 scripts/install.sh --prefix "$prefix" --no-build >/dev/null || fail "installing again over the same prefix"
 
 step "the installed man pages render; bash completion offers the subcommands"
@@ -254,6 +256,8 @@ scripts/deb.sh | tee "$work/deb.out"
 deb=$(tail -n 1 "$work/deb.out")
 [[ -f $deb ]] || fail "scripts/deb.sh did not print a .deb path"
 dpkg-deb -c "$deb"
+dpkg-deb -x "$deb" "$work/deb-root"
+readelf -S "$work/deb-root/usr/lib/libmemplug.so.0" | grep -q '\.debug_' && fail "the .deb's libmemplug.so.0 carries debug info"
 
 step "dpkg -i, /usr/bin/memplug check, pkg-config from /usr"
 deb_installed=1

@@ -47,7 +47,8 @@ Options:
   --prefix DIR    where memplug lives (default /usr/local); written into memplug.pc
   --destdir DIR   staging root: files go to DIR/PREFIX/... (as make DESTDIR=)
   --no-build      install what target/release holds; do not run cargo
-  --strip         strip the installed executable and plugins
+  --strip         strip the installed executable, plugins and libmemplug.so
+                  (without it, libmemplug.so is installed without debug info)
   --uninstall     remove the files an install put under PREFIX, and the
                   directories it created when they are empty (no build)
   --print-pc      print the memplug.pc for PREFIX and exit (scripts/deb.sh
@@ -295,6 +296,9 @@ done
 install -m 0644 "${strip[@]}" "$release/libmemplug_preload.so" "$dest/lib/memplug/"
 install -m 0644 "$root/abi/include/memplug.h" "$dest/include/memplug.h"
 install -m 0644 "${strip[@]}" "$release/libmemplug_c.so" "$dest/lib/libmemplug.so.$version"
+# The shared library other programs link is installed without its debug
+# info (most of its size) even without --strip; its symbol table stays.
+if ((${#strip[@]} == 0)); then strip --strip-debug "$dest/lib/libmemplug.so.$version"; fi
 ln -sfn "libmemplug.so.$version" "$dest/lib/libmemplug.so.0"
 ln -sfn libmemplug.so.0 "$dest/lib/libmemplug.so"
 install -m 0644 "$release/libmemplug_c.a" "$dest/lib/libmemplug.a"

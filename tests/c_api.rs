@@ -187,6 +187,107 @@ fn the_c_api_loads_allocates_scopes_and_refuses_as_the_rust_library_does() {
     for (name, code) in expected {
         assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
     }
+    fast_path_codes(&codes);
+}
+
+/// The codes of `host_test.c`'s `fast_path`: the inline (or, under
+/// `MEMPLUG_HOST_NO_INLINE`, exported) `memplug_host_alloc` reports a
+/// failure as the Rust library does, whether the handler has a fast-call
+/// prefix or not.
+fn fast_path_codes(codes: &BTreeMap<String, String>) {
+    let expected = [
+        ("direct-failed", "allocation-failed"),
+        ("unsafe-failed", "allocation-failed"),
+        ("instance-failed", "allocation-failed"),
+        ("instance-gone", "instance-gone"),
+        ("null-handler", "null-argument"),
+    ];
+    for (name, code) in expected {
+        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
+    }
+}
+
+/// The symbols of libmemplug that `exe` leaves undefined.
+fn undefined(exe: &Path) -> Vec<String> {
+    let out = Command::new("nm").args(["-u", "-D"]).arg(exe).output().expect("run nm (binutils)");
+    assert!(out.status.success(), "nm -u -D {}", exe.display());
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().last())
+        .filter(|s| s.starts_with("memplug_host_"))
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn alloc_and_free_are_inline_in_the_header_and_exported_under_no_inline() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    let inline = s.build(&c_test(), "host_test", false, &[]);
+    let calls = undefined(&inline);
+    for sym in ["memplug_host_alloc_call", "memplug_host_free_call"] {
+        assert!(calls.iter().any(|c| c == sym), "the inline functions call {sym}: {calls:?}");
+    }
+    for sym in ["memplug_host_alloc", "memplug_host_free"] {
+        assert!(!calls.iter().any(|c| c == sym), "{sym} is inline: {calls:?}");
+    }
+    let plain = s.build(&c_test(), "host_test_no_inline", false, &["-DMEMPLUG_HOST_NO_INLINE"]);
+    let calls = undefined(&plain);
+    for sym in ["memplug_host_alloc", "memplug_host_free"] {
+        assert!(calls.iter().any(|c| c == sym), "MEMPLUG_HOST_NO_INLINE calls the exported {sym}: {calls:?}");
+    }
+    for sym in ["memplug_host_alloc_call", "memplug_host_free_call"] {
+        assert!(!calls.iter().any(|c| c == sym), "{sym} is not called: {calls:?}");
+    }
+    let codes = codes("the C test built with MEMPLUG_HOST_NO_INLINE", &s.run(&[], &plain));
+    fast_path_codes(&codes);
+}
+
+#[test]
+fn the_header_compiles_as_c89_c99_c11_and_cpp() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("include.c");
+    std::fs::write(
+        &src,
+        "#include \"memplug_host.h\"\n\
+         void *f(const memplug_host_handler *h) { void *p = memplug_host_alloc(h, 8, NULL); \
+         memplug_host_free(h, p, 8); return p; }\n",
+    )
+    .unwrap();
+    let runs: [(String, &str, &[&str]); 7] = [
+        (support::cc(), "-std=c89", &[]),
+        (support::cc(), "-std=c89", &["-DMEMPLUG_HOST_NO_INLINE"]),
+        (support::cc(), "-std=c99", &[]),
+        (support::cc(), "-std=c11", &[]),
+        (std::env::var("CXX").unwrap_or_else(|_| "c++".into()), "-std=c++11", &["-x", "c++"]),
+        (std::env::var("CXX").unwrap_or_else(|_| "c++".into()), "-std=c++17", &["-x", "c++"]),
+        (
+            std::env::var("CXX").unwrap_or_else(|_| "c++".into()),
+            "-std=c++17",
+            &["-x", "c++", "-DMEMPLUG_HOST_NO_INLINE"],
+        ),
+    ];
+    for (compiler, std, extra) in runs {
+        let out = Command::new(&compiler)
+            .args([std, "-pedantic", "-Wall", "-Wextra", "-Werror", "-c"])
+            .args(extra)
+            .arg("-I")
+            .arg(support::root().join("abi/include"))
+            .arg("-I")
+            .arg(support::root().join("capi/include"))
+            .arg(&src)
+            .arg("-o")
+            .arg(dir.path().join("include.o"))
+            .output()
+            .expect("run the compiler (are `cc` and `c++` installed?)");
+        assert!(
+            out.status.success(),
+            "{compiler} {std} {extra:?}: memplug_host.h does not compile:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]

@@ -8,10 +8,11 @@
  * statistics. Link with `pkg-config --cflags --libs memplug-host`.
  *
  * Conventions
- * - Handles are opaque. A `memplug_host_handler` lives for the rest of the
- *   process: it is never freed, two pointers to it compare equal exactly when
- *   they are the same handler, and it stays valid after the registry that
- *   loaded it is freed. Everything else a function returns is owned by the
+ * - Handles are opaque, but for a handler's first fields (its fast-call
+ *   prefix, see "Allocation"). A `memplug_host_handler` lives for the rest
+ *   of the process: it is never freed, two pointers to it compare equal
+ *   exactly when they are the same handler, and it stays valid after the
+ *   registry that loaded it is freed. Everything else a function returns is owned by the
  *   caller when its comment says "owned: free with ...", and borrowed (valid
  *   as long as the object it came from) otherwise.
  * - A function that can fail takes `memplug_host_error **err` last. On
@@ -232,18 +233,83 @@ void memplug_host_instance_free(memplug_host_instance *instance);
 
 /* ---- Allocation --------------------------------------------------------- */
 
+/* How the header defines its inline functions: `static inline` in C99 and
+ * later and in C++, `static __inline__` in GNU C89, plain `static` otherwise. */
+#if defined(__cplusplus) || (defined(__STDC_VERSION__) && __STDC_VERSION__ >= 199901L)
+#define MEMPLUG_HOST_INLINE static inline
+#elif defined(__GNUC__)
+#define MEMPLUG_HOST_INLINE static __inline__
+#else
+#define MEMPLUG_HOST_INLINE static
+#endif
+
+/* The fast-call prefix. Every handler begins with a memplug_host_direct: a
+ * `const memplug_host_handler *` may be read as a `const memplug_host_direct *`
+ * (ctx at offset 0, malloc at sizeof(void *), free at 2 * sizeof(void *)).
+ * For a handler whose calls need nothing around them (thread-safe, not an
+ * instance) it holds its plugin's own ctx, malloc and free; for any other
+ * handler all three are NULL. It is set when the handler is made and never
+ * changes. This layout is part of libmemplug's ABI for the soname
+ * libmemplug.so.0. Blocks made through it are the handler's blocks, as if made
+ * by memplug_host_alloc (and the other way round). */
+typedef struct memplug_host_direct {
+    void *ctx;
+    memplug_malloc_fn malloc;
+    memplug_free_fn free;
+} memplug_host_direct;
+
+/* The out-of-line calls memplug_host_alloc and memplug_host_free make when the
+ * prefix is NULL (an instance, a not-thread-safe handler, a NULL handler) or
+ * the plugin returned NULL: the full call, which locks a not-thread-safe
+ * handler, counts an instance's blocks and reports why an allocation failed.
+ * Same arguments and results as memplug_host_alloc and memplug_host_free; call
+ * those. */
+void *memplug_host_alloc_call(const memplug_host_handler *handler, size_t size, memplug_host_error **err);
+void memplug_host_free_call(const memplug_host_handler *handler, void *ptr, size_t size);
+
 /* A block of `handler`, freed by that handler with the size it has. Sizes of
  * 0 are served as 1. Not-thread-safe handlers are locked for each call.
- * NULL on failure ("allocation-failed", "size-overflow", ...). */
+ * NULL on failure ("allocation-failed", "size-overflow", ...).
+ *
+ * memplug_host_alloc and memplug_host_free are inline: for a handler with a
+ * fast-call prefix they call its plugin directly (no call into libmemplug),
+ * otherwise memplug_host_alloc_call and memplug_host_free_call. The library
+ * exports memplug_host_alloc and memplug_host_free too, doing the same out of
+ * line, for callers that bind symbols rather than include this header. Define
+ * MEMPLUG_HOST_NO_INLINE before including the header to declare those exported
+ * functions instead of the inline ones (e.g. for binding generators). */
+#ifdef MEMPLUG_HOST_NO_INLINE
 void *memplug_host_alloc(const memplug_host_handler *handler, size_t size, memplug_host_error **err);
+#else
+MEMPLUG_HOST_INLINE void *memplug_host_alloc(const memplug_host_handler *handler, size_t size,
+                                             memplug_host_error **err) {
+    const memplug_host_direct *fast = (const memplug_host_direct *)(const void *)handler;
+    if (fast && fast->malloc) {
+        void *p = fast->malloc(fast->ctx, size ? size : 1);
+        if (p) return p;
+    }
+    return memplug_host_alloc_call(handler, size, err);
+}
+#endif
 void *memplug_host_calloc(const memplug_host_handler *handler, size_t nelem, size_t elsize, memplug_host_error **err);
 /* Resize a block of `handler` of `old_size` bytes; on failure the old block
  * is untouched. `ptr` NULL allocates. */
 void *memplug_host_realloc(const memplug_host_handler *handler, void *ptr, size_t old_size, size_t new_size,
                            memplug_host_error **err);
 /* Free a block of `handler` of `size` bytes (its allocation or last realloc
- * size). NULL is ignored. */
+ * size). NULL is ignored. Inline, as memplug_host_alloc. */
+#ifdef MEMPLUG_HOST_NO_INLINE
 void memplug_host_free(const memplug_host_handler *handler, void *ptr, size_t size);
+#else
+MEMPLUG_HOST_INLINE void memplug_host_free(const memplug_host_handler *handler, void *ptr, size_t size) {
+    const memplug_host_direct *fast = (const memplug_host_direct *)(const void *)handler;
+    if (fast && fast->free) {
+        if (ptr) fast->free(fast->ctx, ptr, size ? size : 1);
+    } else {
+        memplug_host_free_call(handler, ptr, size);
+    }
+}
+#endif
 /* `size` bytes aligned to `alignment` (a power of two); free with
  * memplug_host_free_aligned and the same size and alignment. */
 void *memplug_host_alloc_aligned(const memplug_host_handler *handler, size_t size, size_t alignment,
@@ -252,25 +318,18 @@ void memplug_host_free_aligned(const memplug_host_handler *handler, void *ptr, s
 
 /* ---- Direct calls ------------------------------------------------------- */
 
-/* A handler whose calls need nothing around them (thread-safe, not an
- * instance) can be called with no call into libmemplug: its plugin's own
- * functions. Blocks made this way are the handler's blocks, as if made by
- * memplug_host_alloc (and the other way round). */
-typedef struct memplug_host_direct {
-    void *ctx;
-    memplug_malloc_fn malloc;
-    memplug_free_fn free;
-} memplug_host_direct;
-
-/* Fill `*out` and return 1 for such a handler; 0 for any other (use
+/* A handler's fast-call prefix as a copy: what memplug_host_alloc and
+ * memplug_host_free use on their own. Fill `*out` and return 1 for a handler
+ * whose calls need nothing around them; 0 for any other (use
  * memplug_host_alloc and memplug_host_free); -1 for a NULL argument. */
 int memplug_host_direct_calls(const memplug_host_handler *handler, memplug_host_direct *out);
-/* `size` bytes (0 served as 1), or NULL. */
-static inline void *memplug_host_direct_alloc(const memplug_host_direct *d, size_t size) {
+/* `size` bytes (0 served as 1), or NULL (with no error object: to learn why,
+ * ask memplug_host_alloc). */
+MEMPLUG_HOST_INLINE void *memplug_host_direct_alloc(const memplug_host_direct *d, size_t size) {
     return d->malloc(d->ctx, size ? size : 1);
 }
 /* Free a block of the handler of `size` bytes. NULL is ignored. */
-static inline void memplug_host_direct_free(const memplug_host_direct *d, void *ptr, size_t size) {
+MEMPLUG_HOST_INLINE void memplug_host_direct_free(const memplug_host_direct *d, void *ptr, size_t size) {
     if (ptr) d->free(d->ctx, ptr, size ? size : 1);
 }
 

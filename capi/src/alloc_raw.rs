@@ -1,6 +1,6 @@
 //! A handler's info and statistics, instances, allocation and guards: the
 //! exports of `memplug_host.h`'s "Handlers", "Instances", "Allocation" and
-//! "Guards" sections, each a thin call into [`memplug::Handler`] or
+//! "Guards" sections but the fast path's (`fast_raw`), each a thin call into [`memplug::Handler`] or
 //! [`memplug::HandlerGuard`] with their semantics: sizes of 0 served as 1,
 //! `free` and `realloc` told the size, not-thread-safe handlers locked per
 //! call (or once for a batch, through a guard).
@@ -135,33 +135,10 @@ fn c_ptr(p: NonNull<u8>) -> *mut c_void {
     p.as_ptr().cast()
 }
 
-/// `memplug_host_alloc`: `size` bytes (uninitialised) from `handler`.
-///
-/// # Safety
-/// `handler` a handler this library returned; `err` NULL or valid for a
-/// write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memplug_host_alloc(handler: *const Entry, size: usize, err: ErrOut) -> *mut c_void {
-    const F: &str = "memplug_host_alloc";
-    // The fast path, a direct handler: one call into the plugin, no Rust
-    // code that could panic. A NULL from it takes the full path, which
-    // asks again and reports why.
-    // SAFETY: the caller's contract: NULL or a handler this library returned.
-    if let Some(direct) = unsafe { handler.as_ref() }.and_then(|e| e.direct.as_ref()) {
-        // SAFETY: a direct handler's own malloc, with a non-zero size.
-        let p = unsafe { direct.malloc(size.max(1)) };
-        if !p.is_null() {
-            return p.cast();
-        }
-    }
-    // SAFETY: the caller's contract.
-    unsafe { guarded(F, err, null_mut(), || Ok(c_ptr(arg(handler, F, "handler")?.handler.alloc(size)?))) }
-}
-
 /// `memplug_host_calloc`: `nelem * elsize` zeroed bytes from `handler`.
 ///
 /// # Safety
-/// As for [`memplug_host_alloc`].
+/// As for `memplug_host_alloc`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memplug_host_calloc(
     handler: *const Entry,
@@ -181,7 +158,7 @@ pub unsafe extern "C" fn memplug_host_calloc(
 ///
 /// # Safety
 /// `ptr` is a live block of `handler` of `old_size` bytes; on success it is
-/// not used again. As for [`memplug_host_alloc`] otherwise.
+/// not used again. As for `memplug_host_alloc` otherwise.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memplug_host_realloc(
     handler: *const Entry,
@@ -204,30 +181,11 @@ pub unsafe extern "C" fn memplug_host_realloc(
     }
 }
 
-/// `memplug_host_free`: free a block of `handler`, told its size. NULL is
-/// ignored.
-///
-/// # Safety
-/// `ptr` is NULL or a live block of `handler` of `size` bytes (its
-/// allocation or last reallocation size), not used again.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memplug_host_free(handler: *const Entry, ptr: *mut c_void, size: usize) {
-    // SAFETY: the caller's contract.
-    let (Some(entry), Some(p)) = (unsafe { handler.as_ref() }, NonNull::new(ptr.cast::<u8>())) else { return };
-    match &entry.direct {
-        // SAFETY: the caller's contract: a live block of this direct
-        // handler of `size` bytes (a size of 0 was served as 1).
-        Some(direct) => unsafe { direct.free(p, size.max(1)) },
-        // SAFETY: the caller's contract, which is `Handler::free`'s.
-        None => quiet((), || unsafe { entry.handler.free(p, size) }),
-    }
-}
-
 /// `memplug_host_alloc_aligned`: `size` bytes aligned to `alignment` (a
 /// power of two); free with `memplug_host_free_aligned`.
 ///
 /// # Safety
-/// As for [`memplug_host_alloc`].
+/// As for `memplug_host_alloc`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memplug_host_alloc_aligned(
     handler: *const Entry,
@@ -261,46 +219,11 @@ pub unsafe extern "C" fn memplug_host_free_aligned(
     quiet((), || unsafe { entry.handler.free_aligned(p, size, alignment) })
 }
 
-/// `memplug_host_direct`: a direct handler's own `ctx`, `malloc` and `free`.
-#[repr(C)]
-#[derive(Debug)]
-pub struct Direct {
-    ctx: *mut c_void,
-    malloc: Option<memplug_abi::MallocFn>,
-    free: Option<memplug_abi::FreeFn>,
-}
-
-/// `memplug_host_direct_calls`: for a handler whose calls need nothing
-/// around them (thread-safe, not an instance), its plugin's own `ctx`,
-/// `malloc` and `free` into `out` and 1 — the header's inline
-/// `memplug_host_direct_alloc` / `_free` call them with no call into this
-/// library; 0 for any other handler (use `memplug_host_alloc`); −1 for a
-/// NULL argument.
-///
-/// # Safety
-/// `handler` is NULL or a handler this library returned; `out` is NULL or
-/// valid for a write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memplug_host_direct_calls(handler: *const Entry, out: *mut Direct) -> i32 {
-    quiet(-1, || {
-        // SAFETY: the caller's contract.
-        let Some(entry) = (unsafe { handler.as_ref() }) else { return -1 };
-        if out.is_null() {
-            return -1;
-        }
-        let Some(calls) = entry.handler.direct_calls() else { return 0 };
-        let (ctx, malloc, free) = calls.parts();
-        // SAFETY: the caller's contract: `out` is valid for a write.
-        unsafe { out.write(Direct { ctx, malloc: Some(malloc), free: Some(free) }) };
-        1
-    })
-}
-
 /// `memplug_host_lock`: hold `handler`'s lock (none for a thread-safe
 /// handler) until `memplug_host_unlock`, on this thread.
 ///
 /// # Safety
-/// As for [`memplug_host_alloc`].
+/// As for `memplug_host_alloc`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memplug_host_lock(handler: *const Entry, err: ErrOut) -> *mut HandlerGuard {
     const F: &str = "memplug_host_lock";
@@ -392,7 +315,7 @@ pub unsafe extern "C" fn memplug_host_guard_realloc(
 /// `memplug_host_guard_free`: as `memplug_host_free`, under the held lock.
 ///
 /// # Safety
-/// As for [`memplug_host_free`], with the guard's handler.
+/// As for `memplug_host_free`, with the guard's handler.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memplug_host_guard_free(guard: *const HandlerGuard, ptr: *mut c_void, size: usize) {
     // SAFETY: the caller's contract.

@@ -1,7 +1,9 @@
 //! What the C API's handles point to.
 //!
-//! - A `memplug_host_handler *` points to an [`Entry`]: the
-//!   [`Handler`](memplug::Handler) and its info as C strings. There is one
+//! - A `memplug_host_handler *` points to an [`Entry`]: its fast-call
+//!   prefix ([`FastCalls`], read by the header's inline
+//!   `memplug_host_alloc` / `_free`), the [`Handler`](memplug::Handler)
+//!   and its info as C strings. There is one
 //!   entry per handler, made the first time C sees the handler and kept for
 //!   the rest of the process, as the handler itself is — so handler
 //!   pointers are never freed, compare equal exactly when the handlers are
@@ -16,12 +18,68 @@
 use crate::error::{ErrorObject, c_string};
 use memplug::{Handler, Instance};
 use std::collections::HashMap;
-use std::ffi::{CStr, CString};
+use std::ffi::{CStr, CString, c_void};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Mutex, OnceLock};
 
+/// The fast-call prefix of a handler: laid out exactly as the header's
+/// `memplug_host_direct` (`void *ctx; memplug_malloc_fn malloc;
+/// memplug_free_fn free;`) at offset 0 of every [`Entry`], so that the
+/// header's inline `memplug_host_alloc` / `_free` call the plugin with no
+/// call into this library. Filled for a handler whose calls need nothing
+/// around them ([`memplug::DirectCalls`]: thread-safe, not an instance),
+/// all NULL for any other. Written once, when the entry is made, and
+/// never changed: part of libmemplug's ABI for soname 0.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct FastCalls {
+    /// The plugin's `ctx` (an `AtomicPtr` has the layout of `void *` and
+    /// lets the entry be shared between threads; it is never written).
+    ctx: AtomicPtr<c_void>,
+    /// The plugin's `malloc`, or NULL.
+    malloc: Option<memplug_abi::MallocFn>,
+    /// The plugin's `free`, or NULL.
+    free: Option<memplug_abi::FreeFn>,
+}
+
+impl FastCalls {
+    fn of(direct: Option<&memplug::DirectCalls>) -> FastCalls {
+        match direct.map(memplug::DirectCalls::parts) {
+            Some((ctx, malloc, free)) => FastCalls { ctx: AtomicPtr::new(ctx), malloc: Some(malloc), free: Some(free) },
+            None => FastCalls { ctx: AtomicPtr::new(std::ptr::null_mut()), malloc: None, free: None },
+        }
+    }
+
+    /// The plugin's `ctx`, `malloc` and `free`, for a handler that has
+    /// them filled.
+    pub(crate) fn parts(&self) -> Option<(*mut c_void, memplug_abi::MallocFn, memplug_abi::FreeFn)> {
+        Some((self.ctx.load(Ordering::Relaxed), self.malloc?, self.free?))
+    }
+}
+
+// The prefix's layout, as memplug_host.h declares `memplug_host_direct`
+// and documents the handler: at offset 0, three pointer-sized fields.
+const _: () = {
+    use std::mem::{align_of, offset_of, size_of};
+    const P: usize = size_of::<*const c_void>();
+    assert!(offset_of!(Entry, fast) == 0);
+    assert!(offset_of!(FastCalls, ctx) == 0);
+    assert!(offset_of!(FastCalls, malloc) == P);
+    assert!(offset_of!(FastCalls, free) == 2 * P);
+    assert!(size_of::<FastCalls>() == 3 * P && align_of::<FastCalls>() == align_of::<*const c_void>());
+    assert!(size_of::<Option<memplug_abi::MallocFn>>() == P && size_of::<Option<memplug_abi::FreeFn>>() == P);
+    assert!(size_of::<AtomicPtr<c_void>>() == P);
+};
+
 /// A handler as C sees it, with the strings its info hands out.
+///
+/// `#[repr(C)]` with [`FastCalls`] first: a `memplug_host_handler *` is a
+/// pointer to its fast-call prefix too.
+#[repr(C)]
 #[derive(Debug)]
 pub(crate) struct Entry {
+    /// The fast-call prefix (must stay the first field).
+    pub(crate) fast: FastCalls,
     /// The handler.
     pub(crate) handler: Handler,
     /// Its plugin's own functions, when a call needs nothing around them
@@ -66,9 +124,11 @@ impl Entry {
 
     fn new(handler: Handler) -> Entry {
         let info = handler.info();
+        let direct = handler.direct_calls();
         Entry {
+            fast: FastCalls::of(direct.as_ref()),
             handler,
-            direct: handler.direct_calls(),
+            direct,
             name: c_string(&info.name),
             version: c_string(&info.version.to_string()),
             kind: c_string(info.memory_kind_name()),
@@ -181,5 +241,34 @@ impl RegistryHandle {
             RegistryHandle::Global => memplug::Registry::global(),
             RegistryHandle::Owned(r) => r,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn the_fast_call_prefix_is_at_offsets_0_8_16_of_the_handler() {
+        use std::mem::offset_of;
+        assert_eq!(offset_of!(Entry, fast), 0);
+        assert_eq!(offset_of!(Entry, fast) + offset_of!(FastCalls, ctx), 0);
+        assert_eq!(offset_of!(Entry, fast) + offset_of!(FastCalls, malloc), 8);
+        assert_eq!(offset_of!(Entry, fast) + offset_of!(FastCalls, free), 16);
+    }
+
+    #[test]
+    fn a_direct_handler_fills_the_prefix_and_any_other_leaves_it_null() {
+        let builtin = Entry::of(memplug::current::builtin());
+        let direct = builtin.handler.direct_calls();
+        assert_eq!(builtin.fast.parts().is_some(), direct.is_some());
+        if let (Some((ctx, malloc, free)), Some(d)) = (builtin.fast.parts(), direct) {
+            let (c, m, f) = d.parts();
+            assert_eq!((ctx, malloc as usize, free as usize), (c, m as usize, f as usize));
+        }
+        let none = FastCalls::of(None);
+        assert!(none.parts().is_none() && none.malloc.is_none() && none.free.is_none());
+        assert!(none.ctx.load(Ordering::Relaxed).is_null());
     }
 }

@@ -13,7 +13,10 @@
 //! `internal-panic` (or a NULL or −1 return where the function has no error
 //! argument). The one path outside it is the allocation fast path of a
 //! direct handler (`memplug_host_alloc` / `_free`): a plain call into the
-//! plugin, with no Rust code that could panic.
+//! plugin, with no Rust code that could panic — made by the header's
+//! inline functions themselves, from the handler's fast-call prefix (the
+//! first fields of what a `memplug_host_handler *` points to), or by the
+//! exported functions of the same names.
 //!
 //! # Layers
 //! One module per concern. Each imports only from modules above it in this
@@ -21,9 +24,10 @@
 //! 0. `error` — the error object: a stable kebab-case code and a message,
 //!    made from any of the library's errors, and the codes of the C API's
 //!    own refusals;
-//! 1. `handles` — what a C handle points to: a handler's entry (the
-//!    handler and its info as C strings, one per handler for the rest of
-//!    the process), an instance's owner, the outcomes of a batch load;
+//! 1. `handles` — what a C handle points to: a handler's entry (its
+//!    fast-call prefix, the handler and its info as C strings, one per
+//!    handler for the rest of the process), an instance's owner, the
+//!    outcomes of a batch load;
 //! 2. `settings` — the policy a C caller builds, and the worker executable
 //!    a probe runs (`MEMPLUG_WORKER`, else the path fixed at install time);
 //! 3. `scope` — this thread's stack of scopes: push returns a token, pop
@@ -33,9 +37,12 @@
 //! 5. `meta_raw` — the version functions and the error object's accessors;
 //! 6. `policy_raw` — policies;
 //! 7. `load_raw` — registries, loading and looking up;
-//! 8. `alloc_raw` — a handler's info and statistics, instances,
-//!    allocation and guards;
-//! 9. `current_raw` — the process default and per-thread scopes.
+//! 8. `fast_raw` — the allocation fast path: `memplug_host_alloc` /
+//!    `_free` and the out-of-line calls the header's inline versions make,
+//!    and the direct calls;
+//! 9. `alloc_raw` — a handler's info and statistics, instances, the rest
+//!    of allocation, and guards;
+//! 10. `current_raw` — the process default and per-thread scopes.
 //!
 //! # Unsafe code
 //! The crate denies `unsafe` code; the modules whose names end in `_raw`
@@ -61,6 +68,8 @@ mod meta_raw;
 mod policy_raw;
 #[allow(unsafe_code)]
 mod load_raw;
+#[allow(unsafe_code)]
+mod fast_raw;
 #[allow(unsafe_code)]
 mod alloc_raw;
 #[allow(unsafe_code)]

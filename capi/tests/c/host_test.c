@@ -225,6 +225,79 @@ static void instances(const memplug_host_registry *r) {
     report("no-options", err);
 }
 
+/* The handler's fast-call prefix, as the header documents it. */
+static const memplug_host_direct *prefix(const memplug_host_handler *h) {
+    return (const memplug_host_direct *)(const void *)h;
+}
+
+/* An allocation too large for any plugin: NULL, with the error the full call
+ * reports. */
+#define HUGE_SIZE ((size_t)1 << 46)
+
+/* memplug_host_alloc / _free (inline unless MEMPLUG_HOST_NO_INLINE): the
+ * plugin called directly for a handler with a fast-call prefix, the
+ * out-of-line call for an instance and a not-thread-safe handler, and a
+ * failure reported with its code either way. */
+static void fast_path(const memplug_host_registry *r) {
+    const memplug_host_handler *all[16];
+    size_t n = memplug_host_registry_handlers(r, all, 16);
+    for (size_t i = 0; i < n; i++) {
+        memplug_host_direct d = {0};
+        int direct = memplug_host_direct_calls(all[i], &d);
+        const memplug_host_direct *fast = prefix(all[i]);
+        if (direct == 1) CHECK(fast->ctx == d.ctx && fast->malloc == d.malloc && fast->free == d.free);
+        else CHECK(direct == 0 && fast->ctx == NULL && fast->malloc == NULL && fast->free == NULL);
+    }
+    memplug_host_error *err = NULL;
+    /* A direct handler: its plugin's own calls; a failure goes the full way. */
+    const memplug_host_handler *tracking = memplug_host_registry_get(r, "tracking");
+    CHECK(prefix(tracking)->malloc != NULL);
+    memplug_stats_t s0, s1;
+    CHECK(memplug_host_stats(tracking, &s0, NULL) == 1);
+    void *p = memplug_host_alloc(tracking, 24, &err);
+    CHECK(p != NULL && err == NULL);
+    CHECK(memplug_host_stats(tracking, &s1, NULL) == 1 && s1.live_count == s0.live_count + 1);
+    memplug_host_free(tracking, p, 24);
+    memplug_host_free(tracking, NULL, 24);
+    CHECK(memplug_host_stats(tracking, &s1, NULL) == 1 && s1.live_count == s0.live_count && s1.size_mismatches == 0);
+    const memplug_host_handler *system = memplug_host_registry_get(r, "system");
+    CHECK(prefix(system)->malloc != NULL);
+    CHECK(memplug_host_alloc(system, HUGE_SIZE, &err) == NULL);
+    report("direct-failed", err);
+    err = NULL;
+    /* Not thread-safe: no prefix; the out-of-line call, locked. */
+    const memplug_host_handler *arena = memplug_host_registry_get(r, "arena");
+    CHECK(prefix(arena)->malloc == NULL && prefix(arena)->free == NULL);
+    unsigned char *b = memplug_host_alloc(arena, 300, &err);
+    CHECK(b != NULL && err == NULL);
+    memset(b, 7, 300);
+    memplug_host_free(arena, b, 300);
+    memplug_host_free(arena, NULL, 300);
+    CHECK(memplug_host_alloc(arena, HUGE_SIZE, &err) == NULL);
+    report("unsafe-failed", err);
+    err = NULL;
+    /* An instance: no prefix; the out-of-line call keeps it alive while a
+     * block is live, then refuses. */
+    memplug_host_instance *inst = NULL;
+    CHECK(memplug_host_instantiate(arena, "region_size=1m", &inst, NULL) == 0);
+    const memplug_host_handler *h = memplug_host_instance_handler(inst);
+    CHECK(prefix(h)->ctx == NULL && prefix(h)->malloc == NULL && prefix(h)->free == NULL);
+    b = memplug_host_alloc(h, 0, &err);
+    CHECK(b != NULL && err == NULL);
+    CHECK(memplug_host_alloc(h, HUGE_SIZE, &err) == NULL);
+    report("instance-failed", err);
+    err = NULL;
+    memplug_host_instance_free(inst);
+    memplug_host_free(h, b, 0);
+    CHECK(memplug_host_alloc(h, 8, &err) == NULL);
+    report("instance-gone", err);
+    /* A NULL handler: the out-of-line call refuses it. */
+    err = NULL;
+    CHECK(memplug_host_alloc(NULL, 8, &err) == NULL);
+    report("null-handler", err);
+    memplug_host_free(NULL, NULL, 8);
+}
+
 /* A block is freed by the handler that made it, after the scope changed. */
 static void scopes(const memplug_host_registry *r) {
     const memplug_host_handler *tracking = memplug_host_registry_get(r, "tracking");
@@ -404,6 +477,7 @@ int main(void) {
     refusals();
     search_path();
     instances(r);
+    fast_path(r);
     scopes(r);
     scopes_across_threads(r);
     not_thread_safe_from_four_threads(r);
