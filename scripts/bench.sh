@@ -168,6 +168,19 @@ run_instructions() {
 }
 section "memplug run: instructions per malloc+free pair" run_instructions
 
+# memplug run: the instructions the interposer adds to whole programs (the
+# acceptance programs under callgrind, every process counted; gcc on a
+# 10 000-line file, 1 000 in the quick run).
+run_program_instructions() {
+    if ! command -v valgrind >/dev/null; then
+        echo "SKIPPED: valgrind is not installed"
+        return 0
+    fi
+    python3 scripts/bench_run.py --memplug "$target/release/memplug" --instructions --lines "$(pick 10000 1000)" \
+        $( ((quick)) && echo --quick)
+}
+section "memplug run: instructions added to whole programs" run_program_instructions
+
 # ---- libmemplug: the C API and the C++ layer (capi/) ----------------------
 # One allocation + free through the C API as C calls it (a loop compiled
 # from capi/bench/capi_loop.c against memplug_host.h when the bench runs)

@@ -26,6 +26,15 @@ Tables:
 - `gcc -O2 -c` of the same file: alone vs
   `memplug run --handler guard:sample=1000` (goal <= 1.3).
 
+`--instructions` counts instead of timing: each acceptance program (the C
+file smaller, `--lines`, default 10 000) runs once per variant under
+`valgrind --tool=callgrind --trace-children=yes`, and a variant's figure is
+the instructions of every process it ran (gcc's `cc1` and `as` included),
+summed; `memplug run` starts valgrind, so its own check is not counted
+(its CPU time is measured beside). Instructions do not vary from run to
+run as time does, so the ratio shows what the interposer adds to the work
+whatever the machine is doing.
+
 Max RSS is the largest resident set of the program and its children
 (`ru_maxrss` of `wait4`); its ratio is the median of the per-round ratios.
 
@@ -159,6 +168,44 @@ def pair_cpus() -> tuple[int, int] | None:
 PAIRED: bool | None = None  # set by main(): False for --sequential
 
 
+def callgrind_total(argv: list[str], env: dict[str, str], prefix: list[str], out: Path) -> int:
+    """The instructions of one run of `argv` and every process it starts,
+    counted by callgrind (`prefix`, e.g. `memplug run ... --`, goes before
+    valgrind); it must succeed."""
+    out.mkdir(parents=True, exist_ok=True)
+    for f in out.glob("cg.*"):
+        f.unlink()
+    vg = ["valgrind", "--tool=callgrind", "--trace-children=yes", f"--callgrind-out-file={out}/cg.%p"]
+    p = subprocess.run(prefix + vg + argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if p.returncode != 0:
+        sys.exit(f"callgrind of {' '.join(argv[:4])}...: exit {p.returncode}: {p.stderr.decode(errors='replace')[-2000:]}")
+    total = 0
+    for f in out.glob("cg.*"):
+        for line in f.read_text(errors="replace").splitlines():
+            if line.startswith("summary:") or line.startswith("totals:"):
+                total += int(line.split()[1])
+                break
+    return total
+
+
+def instruction_table(title: str, variants: list[tuple[str, list[str], list[str], dict[str, str]]], tmp: Path,
+                      goal: str) -> None:
+    """Count `variants` (name, prefix, argv, env), the first the baseline,
+    two at a time (one per CPU)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=max(1, min(2, len(os.sched_getaffinity(0))))) as pool:
+        totals = list(pool.map(lambda iv: callgrind_total(iv[1][2], iv[1][3], iv[1][1], tmp / f"cg{iv[0]}"),
+                               enumerate(variants)))
+    base = totals[0]
+    print(f"```text\n{title}: instructions of every process (callgrind), one run each\n```\n")
+    print(f"| variant | instructions | ratio to {variants[0][0]} | added |")
+    print("|---|---:|---:|---:|")
+    for (name, *_), t in zip(variants, totals):
+        print(f"| {name} | {t:,} | {t / base:.5f} | {t - base:+,} |")
+    print(f"\n**Goal**: {goal}\n" if goal else "")
+
+
 def table(title: str, variants: list[tuple[str, list[str], dict[str, str]]], rounds: int, goal: str) -> None:
     """Run `variants` (name, argv, env), the first the baseline: paired
     with it (see the module's doc) on two CPUs, else interleaved one after
@@ -250,6 +297,10 @@ def main() -> None:
     ap.add_argument("--memplug", help="the memplug executable (release build)")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--quick", action="store_true", help="small sizes (CI)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count instructions under callgrind instead of timing (the acceptance programs)")
+    ap.add_argument("--short-factor", type=int, default=5, metavar="K",
+                    help="the Python program's tables run K times the rounds (default 5)")
     ap.add_argument("--acceptance", action="store_true", help="only the tables with a 1.02 goal (system, mimalloc)")
     ap.add_argument("--sequential", action="store_true", help="run the variants one after another, never paired")
     ap.add_argument("--write-c-file", type=Path, metavar="FILE", help="only write the large C file to FILE")
@@ -272,23 +323,42 @@ def main() -> None:
     run = [memplug, "run", "--plugin-path", plugins, "--plugin-path", str(ROOT / "examples/manifests")]
     with tempfile.TemporaryDirectory() as tmp:
         big = Path(tmp) / "large.c"
-        lines = a.lines or (3_000 if a.quick else 100_000)
+        lines = a.lines or (3_000 if a.quick else 10_000 if a.instructions else 100_000)
         large_c_file(big, lines)
         gcc = shutil.which("gcc") or cc
         compile_big = [gcc, "-O2", "-c", str(big), "-o", str(Path(tmp) / "large.o")]
+        # The Python program takes well under a second: it gets more rounds.
         programs = [
             (f"python3 -c: a dict of {'20 000' if a.quick else '100 000'} lists built and dropped",
-             [python, "-c", dict_program(20_000 if a.quick else 100_000)]),
-            (f"gcc -O2 -c: a generated C file of {lines:_} lines".replace("_", " "), compile_big),
+             [python, "-c", dict_program(20_000 if a.quick else 100_000)], a.rounds * a.short_factor),
+            (f"gcc -O2 -c: a generated C file of {lines:_} lines".replace("_", " "), compile_big, a.rounds),
         ]
-        for what, argv in programs:
+        if a.instructions:
+            mi = next((p for p in MIMALLOC if Path(p).exists()), None)
+            head = mimalloc_runs(memplug, Path(tmp), env)[0] if mi else None
+            for what, argv, _ in programs:
+                instruction_table(
+                    f"memplug run on system: {what}",
+                    [("alone", [], argv, env),
+                     ("memplug run --handler system", run + ["--handler", "system", "--"], argv, env)],
+                    Path(tmp), "")
+                if mi and head:
+                    instruction_table(
+                        f"mimalloc by symbol name vs preloaded: {what}",
+                        [("LD_PRELOAD=libmimalloc.so.2", [], argv, {**env, "LD_PRELOAD": mi}),
+                         (head[0], head[1], argv, env)],
+                        Path(tmp), "")
+            if not mi:
+                print("mimalloc tables SKIPPED: libmimalloc.so.2 is not installed (apt-get install libmimalloc2.0)\n")
+            return
+        for what, argv, rounds in programs:
             table(
                 f"memplug run on system: {what}",
                 [
                     ("alone", argv, env),
                     ("memplug run --handler system", run + ["--handler", "system", "--"] + argv, env),
                 ],
-                a.rounds,
+                rounds,
                 "memplug run --handler system within 1.02 of the program alone (CPU time)",
             )
         mi = next((p for p in MIMALLOC if Path(p).exists()), None)
@@ -296,12 +366,12 @@ def main() -> None:
             print("mimalloc tables SKIPPED: libmimalloc.so.2 is not installed (apt-get install libmimalloc2.0)\n")
         else:
             runs = mimalloc_runs(memplug, Path(tmp), env)
-            for what, argv in programs:
+            for what, argv, rounds in programs:
                 table(
                     f"mimalloc by symbol name vs preloaded: {what}",
                     [("LD_PRELOAD=libmimalloc.so.2", argv, {**env, "LD_PRELOAD": mi})]
                     + [(name, prefix + argv, env) for name, prefix in runs],
-                    a.rounds,
+                    rounds,
                     "the headerless run within 1.02 of LD_PRELOAD=libmimalloc.so.2 (CPU time and max RSS)",
                 )
         if a.acceptance:

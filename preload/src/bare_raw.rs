@@ -29,8 +29,9 @@
 //! requests made from inside a plugin call go to it as on the header path.
 //!
 //! For a thread-safe handler in a run that does not count (no `--report`),
-//! `malloc` and `free` take a fast path ([`fast_malloc`], [`fast_free`]):
-//! one load and branch on the mode, one check of the in-call flag and one
+//! `malloc`, `free` and `calloc` take a fast path ([`fast_malloc`],
+//! [`fast_free`], [`fast_calloc`] when the handler has a `calloc`): one
+//! load and branch on the mode, one check of the in-call flag and one
 //! indirect call (for a manifest, the library's C function itself).
 
 use crate::boot_raw::{MAPPED, ODD};
@@ -92,6 +93,22 @@ pub(crate) fn fast_malloc(size: usize) -> Option<*mut c_void> {
     in_call::leave(off);
     // A C library's malloc sets errno itself (POSIX); the plain function
     // over a handler's sets it (plugin_raw).
+    Some(p)
+}
+
+/// The fast `calloc` of `total` zeroed bytes (`n * size`, checked), as
+/// [`fast_malloc`]: the library's C `calloc` for a manifest (given 0 as is),
+/// the plain function over a handler's otherwise; `None` when there is no
+/// `calloc` or this thread is inside a plugin call.
+#[inline(always)]
+pub(crate) fn fast_calloc(total: usize) -> Option<*mut c_void> {
+    // SAFETY: the table is filled before a fast mode is set.
+    let c = unsafe { plain() }.calloc?;
+    let off = in_call::try_enter()?;
+    // SAFETY: a C calloc (or the plain function over the handler's), which
+    // takes any size; `1 * total` cannot overflow.
+    let p = unsafe { c(1, total) };
+    in_call::leave(off);
     Some(p)
 }
 

@@ -20,7 +20,7 @@
 use crate::cxx::{new_or_null, new_or_throw};
 use crate::cxx_raw::Nothrow;
 use crate::env_raw::pid;
-use crate::heap_raw::{alloc, free as release, malloc as fast_malloc, realloc as resize, usable};
+use crate::heap_raw::{alloc, calloc as zeroed, free as release, malloc as fast_malloc, realloc as resize, usable};
 use crate::setup::{LIBC, mode, plugin_serves};
 use crate::{glibc, plugin_raw, report, text::Text};
 use core::ffi::{c_int, c_void};
@@ -42,7 +42,7 @@ pub(crate) extern "C" fn malloc(size: usize) -> *mut c_void {
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn calloc(n: usize, size: usize) -> *mut c_void {
     match n.checked_mul(size) {
-        Some(total) => alloc(total, 0, true),
+        Some(total) => zeroed(total),
         None => {
             // SAFETY: this thread's errno.
             unsafe { *libc::__errno_location() = libc::ENOMEM };

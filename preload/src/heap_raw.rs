@@ -36,6 +36,19 @@ pub(crate) fn malloc(size: usize) -> *mut c_void {
     alloc(size, 0, false)
 }
 
+/// `calloc`'s `total` zeroed bytes (`n * size`, checked by the caller):
+/// the fast path of a thread-safe headerless handler with a `calloc`, else
+/// [`alloc`].
+#[inline(always)]
+pub(crate) fn calloc(total: usize) -> *mut c_void {
+    if in_call::fast_mode()
+        && let Some(p) = bare::fast_calloc(total)
+    {
+        return p;
+    }
+    alloc(total, 0, true)
+}
+
 /// A block of `size` bytes aligned to `align` (a power of two; at most 16
 /// means the default), zeroed if `zero`.
 #[inline(never)]

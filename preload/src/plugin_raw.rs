@@ -108,7 +108,9 @@ pub(crate) unsafe fn init() -> Option<c_int> {
             if mode == FAST {
                 // SAFETY: once, single-threaded (the caller's promise), before
                 // the mode is set.
-                unsafe { crate::symbols_raw::install_fast(fast_malloc, fast_free) };
+                let calloc = p.calloc.map(|_| fast_calloc as unsafe extern "C" fn(usize, usize) -> *mut c_void);
+                // SAFETY: as above.
+                unsafe { crate::symbols_raw::install_fast(fast_malloc, fast_free, calloc) };
             }
             if mode == FAST || mode == FAST_C {
                 // The fast path asks the table's gate and the region's
@@ -148,6 +150,23 @@ unsafe extern "C" fn fast_malloc(size: usize) -> *mut c_void {
     let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
     // SAFETY: the handler's malloc with its ctx; never asked for 0 bytes.
     let got = unsafe { (p.malloc)(p.ctx, size.max(1)) };
+    if got.is_null() {
+        // SAFETY: this thread's errno.
+        unsafe { *libc::__errno_location() = libc::ENOMEM };
+    }
+    got
+}
+
+/// The handler's `calloc` as a plain function, for the fast path (installed
+/// only when the handler has one): `n * size` zeroed bytes, at least 1;
+/// NULL with `errno = ENOMEM` on failure. The caller has checked that
+/// `n * size` does not overflow.
+unsafe extern "C" fn fast_calloc(n: usize, size: usize) -> *mut c_void {
+    // SAFETY: as in `fast_malloc`.
+    let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
+    // SAFETY: installed only for a handler with calloc; its ctx; never 0
+    // bytes (the product does not overflow: the caller checked it).
+    let got = unsafe { p.calloc.map_or(core::ptr::null_mut(), |c| c(p.ctx, 1, n.wrapping_mul(size).max(1))) };
     if got.is_null() {
         // SAFETY: this thread's errno.
         unsafe { *libc::__errno_location() = libc::ENOMEM };

@@ -34,7 +34,7 @@ pub(crate) struct Table {
     /// `malloc`.
     pub(crate) malloc: CMalloc,
     /// `calloc`, if named.
-    calloc: Option<CCalloc>,
+    pub(crate) calloc: Option<CCalloc>,
     /// `realloc`, if named.
     realloc: Option<CRealloc>,
     /// `free`.
@@ -74,17 +74,18 @@ pub(crate) unsafe fn plain() -> &'static Table {
     unsafe { (*TABLE.0.get()).as_ref().unwrap_unchecked() }
 }
 
-/// Make the fast path call `malloc` and `free` (a handler with `ctx`, served
-/// fast through two plain functions): fills the table when no manifest did.
+/// Make the fast path call `malloc`, `free` and, when the handler has one,
+/// `calloc` (a handler with `ctx`, served fast through plain functions):
+/// fills the table when no manifest did.
 ///
 /// # Safety
 /// Called once, single-threaded (from the constructor), before the mode
 /// that reads the table is set.
-pub(crate) unsafe fn install_fast(malloc: CMalloc, free: CFree) {
+pub(crate) unsafe fn install_fast(malloc: CMalloc, free: CFree, calloc: Option<CCalloc>) {
     // SAFETY: the caller's promise; nothing reads TABLE yet.
     let t = unsafe { &mut *TABLE.0.get() };
     if t.is_none() {
-        *t = Some(Table { malloc, calloc: None, realloc: None, free, sized_free: None, aligned: None, usable: None });
+        *t = Some(Table { malloc, calloc, realloc: None, free, sized_free: None, aligned: None, usable: None });
     }
 }
 
