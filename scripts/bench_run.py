@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """`memplug run`'s benchmark (scripts/bench.sh's "memplug run" section).
 
-Real programs, each variant of a table run once per round in a rotating
-order (interleaved); the ratio of a variant is the median of its per-round
-ratios to the table's baseline, of CPU time (user + system of the program
+Real programs, each variant of a table run once per round paired with the
+table's baseline (below); the ratio of a variant is the median of its
+per-round ratios to the baseline, of CPU time (user + system of the program
 and its children: on a loaded machine, wall time mostly measures waiting for
-a CPU), wall time beside it. Prints Markdown tables.
+a CPU), wall time beside it when the runs take turns (`--sequential`).
+Prints Markdown tables.
 
   scripts/bench_run.py --memplug target/release/memplug --rounds 9 [--quick] [--lines N] [--sequential]
   scripts/bench_run.py --memplug target/release/memplug --rounds 9 --acceptance   # the goal tables only
+  scripts/bench_run.py --memplug target/release/memplug --rounds 3 --guard        # the guard tables only
   scripts/bench_run.py --write-c-file FILE --lines N   # only write the large C file (tests use it)
 
 Tables:
@@ -38,15 +40,21 @@ whatever the machine is doing.
 Max RSS is the largest resident set of the program and its children
 (`ru_maxrss` of `wait4`); its ratio is the median of the per-round ratios.
 
-Paired rounds (the default on a machine with two CPUs or more; `--sequential`
-turns them off): in each round every variant runs at the same time as the
-baseline, one pinned to each of two CPUs (`sched_setaffinity`, inherited
-by the children), the CPUs swapped every round. What the machine does
-meanwhile (another tenant, a frequency change) then falls on both runs of a
-pair alike, and the pair's ratio keeps the difference between the
-variants: on a shared 2-CPU machine this narrows the per-round spread of
-CPU-time ratios several-fold against running the variants one after the
-other.
+Paired rounds (the default; `--sequential` turns them off): in each round
+every variant runs at the same time as the baseline, both pinned to the
+same CPU (`sched_setaffinity`, inherited by the children), so that the
+kernel gives them turns of a few milliseconds. Whatever the machine does
+meanwhile — another tenant on the host, a change of clock speed — then falls
+on both runs of the pair alike, down to the millisecond, and the pair's
+ratio keeps only the difference between the variants. Pairs of different
+variants (or rounds) run on different CPUs at once, one pair per CPU. Each
+table also runs the baseline paired with itself: its ratios are the
+method's noise floor, printed as a row of their own. On a shared 2-CPU
+virtual machine a pair's ratio of identical runs spreads by under 1% this
+way, against 4-10% for runs one after the other (ABBA order) and 10-20% for
+runs at the same time on different CPUs. A ratio's 95% interval is the
+distribution-free one for a median (two order statistics of the per-round
+ratios; printed from 6 rounds up).
 """
 
 from __future__ import annotations
@@ -134,17 +142,23 @@ def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, float]:
     return finish(p, t0, argv)
 
 
-def timed_pair(a: tuple[list[str], dict[str, str]], b: tuple[list[str], dict[str, str]], cpus: tuple[int, int]):
-    """`a` and `b` run at the same time, `a` pinned to `cpus[0]`, `b` to
-    `cpus[1]`; their `finish` figures. Each one's stderr is read on its own
-    thread, so that neither can fill its pipe and stall."""
+def timed_pair(a: tuple[list[str], dict[str, str]], b: tuple[list[str], dict[str, str]], cpu: int,
+               b_first: bool = False):
+    """`a` and `b` run at the same time, both pinned to `cpu` (the kernel
+    then gives them turns of a few milliseconds); their `finish` figures.
+    Each one's stderr is read on its own thread, so that neither can fill
+    its pipe and stall."""
     import threading
 
-    runs = [start(argv, env, cpu) for (argv, env), cpu in zip((a, b), cpus)]
+    order = (1, 0) if b_first else (0, 1)
+    started: dict[int, tuple[subprocess.Popen, float]] = {}
+    for i in order:
+        argv, env = (a, b)[i]
+        started[i] = start(argv, env, cpu)
     out: list = [None, None]
 
     def reap(i: int) -> None:
-        out[i] = finish(runs[i][0], runs[i][1], (a, b)[i][0])
+        out[i] = finish(started[i][0], started[i][1], (a, b)[i][0])
 
     threads = [threading.Thread(target=reap, args=(i,)) for i in (0, 1)]
     for t in threads:
@@ -156,13 +170,12 @@ def timed_pair(a: tuple[list[str], dict[str, str]], b: tuple[list[str], dict[str
     return out[0], out[1]
 
 
-def pair_cpus() -> tuple[int, int] | None:
-    """Two CPUs this process may run on, for paired rounds; None when it has
-    fewer than two or `--sequential` was asked for."""
+def pair_cpus() -> list[int] | None:
+    """The CPUs this process may run on, for paired rounds (one pair per
+    CPU at a time); None when `--sequential` was asked for."""
     if PAIRED is False:
         return None
-    cpus = sorted(os.sched_getaffinity(0))
-    return (cpus[0], cpus[1]) if len(cpus) >= 2 else None
+    return sorted(os.sched_getaffinity(0))
 
 
 PAIRED: bool | None = None  # set by main(): False for --sequential
@@ -206,10 +219,27 @@ def instruction_table(title: str, variants: list[tuple[str, list[str], list[str]
     print(f"\n**Goal**: {goal}\n" if goal else "")
 
 
+def median_interval(xs: list[float]) -> tuple[float, float] | None:
+    """A distribution-free 95% confidence interval for the median of the
+    sorted `xs`: the order statistics k and n-1-k (0-based) with k the
+    largest for which P(Binomial(n, 1/2) <= k) <= 0.025; None when `n` is
+    too small for one (fewer than 6)."""
+    from math import comb
+
+    n = len(xs)
+    k, tail = -1, 0.0
+    while True:
+        tail += comb(n, k + 1) / 2**n
+        if tail > 0.025:
+            break
+        k += 1
+    return None if k < 0 else (xs[k], xs[n - 1 - k])
+
+
 def table(title: str, variants: list[tuple[str, list[str], dict[str, str]]], rounds: int, goal: str) -> None:
-    """Run `variants` (name, argv, env), the first the baseline: paired
-    with it (see the module's doc) on two CPUs, else interleaved one after
-    the other."""
+    """Run `variants` (name, argv, env), the first the baseline: each
+    paired with it on one CPU (see the module's doc), else interleaved one
+    after the other (`--sequential`)."""
     wall: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     cpu: dict[str, list[float]] = {name: [] for name, _, _ in variants}
     rss: dict[str, list[float]] = {name: [] for name, _, _ in variants}
@@ -219,11 +249,33 @@ def table(title: str, variants: list[tuple[str, list[str], dict[str, str]]], rou
     for _, argv, env in variants:  # warm-up: caches, the verdict cache, page cache
         timed(argv, env)
     base = variants[0][0]
-    for r in range(rounds):
-        if cpus is not None:
-            pins = cpus if r % 2 == 0 else (cpus[1], cpus[0])
-            for name, argv, env in variants[1:]:
-                (bw, bc, bm), (w, c, m) = timed_pair((variants[0][1], variants[0][2]), (argv, env), pins)
+    # The baseline against itself: what the method reads when there is no
+    # difference to find (its ratios show the noise floor).
+    variants = variants + [(f"{base} (again: the method's noise floor)", variants[0][1], variants[0][2])]
+    for d in (wall, cpu, rss):
+        d[variants[-1][0]] = []
+    base_of[variants[-1][0]] = {"wall": [], "cpu": [], "rss": []}
+    if cpus is not None:
+        # Every (round, variant) pair is a job; the jobs run one per CPU at
+        # a time, each on a CPU no other job holds.
+        import queue
+        from concurrent.futures import ThreadPoolExecutor
+
+        free: queue.Queue[int] = queue.Queue()
+        for c in cpus:
+            free.put(c)
+        jobs = [(r, v) for r in range(rounds) for v in variants[1:]]
+
+        def job(rv):
+            r, (name, argv, env) = rv
+            cpu = free.get()
+            try:
+                return name, timed_pair((variants[0][1], variants[0][2]), (argv, env), cpu, b_first=r % 2 == 1)
+            finally:
+                free.put(cpu)
+
+        with ThreadPoolExecutor(max_workers=len(cpus)) as pool:
+            for name, ((bw, bc, bm), (w, c, m)) in pool.map(job, jobs):
                 for key, v in (("wall", bw), ("cpu", bc), ("rss", bm)):
                     base_of[name][key].append(v)
                 wall[name].append(w)
@@ -232,23 +284,25 @@ def table(title: str, variants: list[tuple[str, list[str], dict[str, str]]], rou
                 wall[base].append(bw)
                 cpu[base].append(bc)
                 rss[base].append(bm)
-            continue
-        order = variants[r % len(variants):] + variants[: r % len(variants)]
-        for name, argv, env in order:
-            w, c, m = timed(argv, env)
-            wall[name].append(w)
-            cpu[name].append(c)
-            rss[name].append(m)
-        for name, _, _ in variants[1:]:
-            for key, v in (("wall", wall[base][-1]), ("cpu", cpu[base][-1]), ("rss", rss[base][-1])):
-                base_of[name][key].append(v)
-    how = (f"paired rounds: each variant at the same time as {base}, one on CPU {cpus[0]} and one on CPU {cpus[1]}, "
-           "swapped every round" if cpus is not None else "interleaved rounds, one run after another")
+    else:
+        for r in range(rounds):
+            order = variants[r % len(variants):] + variants[: r % len(variants)]
+            for name, argv, env in order:
+                w, c, m = timed(argv, env)
+                wall[name].append(w)
+                cpu[name].append(c)
+                rss[name].append(m)
+            for name, _, _ in variants[1:]:
+                for key, v in (("wall", wall[base][-1]), ("cpu", cpu[base][-1]), ("rss", rss[base][-1])):
+                    base_of[name][key].append(v)
+    how = (f"paired rounds: each variant at the same time as {base}, both pinned to one CPU "
+           f"(pairs on CPUs {', '.join(map(str, cpus))}, one pair per CPU at a time)"
+           if cpus is not None else "interleaved rounds, one run after another")
     print(f"```text\n{title}: {rounds} {how}; ratio = median of per-round variant / {base}, "
           "of CPU time (user + system, children included) and of max RSS\n```\n")
-    print(f"| variant | median wall s | median CPU s | CPU ratio to {base} | ratio p10–p90 | wall ratio "
-          "| max RSS MiB | RSS ratio |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print(f"| variant | median wall s | median CPU s | CPU ratio to {base} | its 95% interval | ratio p10–p90 "
+          "| wall ratio | max RSS MiB | RSS ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, _, _ in variants:
         if name == base:
             ratios = walls = rss_ratios = [1.0]
@@ -258,10 +312,14 @@ def table(title: str, variants: list[tuple[str, list[str], dict[str, str]]], rou
             rss_ratios = sorted(t / b for t, b in zip(rss[name], base_of[name]["rss"]))
         lo = ratios[len(ratios) // 10]
         hi = ratios[min(len(ratios) - 1, (len(ratios) * 9) // 10)]
-        spread = "—" if name == base else f"{lo:.2f}–{hi:.2f}"
+        spread = "—" if name == base else f"{lo:.3f}–{hi:.3f}"
+        ci = median_interval(ratios)
+        interval = "—" if name == base or ci is None else f"{ci[0]:.3f}–{ci[1]:.3f}"
+        # Paired runs share a CPU, so each one's wall time counts the other's turns.
+        wall_ratio = f"{statistics.median(walls):.3f}" if cpus is None else "—"
         print(
             f"| {name} | {statistics.median(wall[name]):.3f} | {statistics.median(cpu[name]):.3f} "
-            f"| {statistics.median(ratios):.3f} | {spread} | {statistics.median(walls):.3f} "
+            f"| {statistics.median(ratios):.3f} | {interval} | {spread} | {wall_ratio} "
             f"| {statistics.median(rss[name]) / 1024:.1f} | {statistics.median(rss_ratios):.3f} |"
         )
     print(f"\n**Goal**: {goal}\n" if goal else "")
@@ -302,6 +360,7 @@ def main() -> None:
     ap.add_argument("--short-factor", type=int, default=5, metavar="K",
                     help="the Python program's tables run K times the rounds (default 5)")
     ap.add_argument("--acceptance", action="store_true", help="only the tables with a 1.02 goal (system, mimalloc)")
+    ap.add_argument("--guard", action="store_true", help="only the guard tables (against memcheck; sampling)")
     ap.add_argument("--sequential", action="store_true", help="run the variants one after another, never paired")
     ap.add_argument("--write-c-file", type=Path, metavar="FILE", help="only write the large C file to FILE")
     ap.add_argument("--lines", type=int, help="the generated C file's lines (default 100 000; 3 000 with --quick)")
@@ -351,7 +410,7 @@ def main() -> None:
             if not mi:
                 print("mimalloc tables SKIPPED: libmimalloc.so.2 is not installed (apt-get install libmimalloc2.0)\n")
             return
-        for what, argv, rounds in programs:
+        for what, argv, rounds in programs if not a.guard else []:
             table(
                 f"memplug run on system: {what}",
                 [
@@ -362,7 +421,9 @@ def main() -> None:
                 "memplug run --handler system within 1.02 of the program alone (CPU time)",
             )
         mi = next((p for p in MIMALLOC if Path(p).exists()), None)
-        if mi is None:
+        if a.guard:
+            pass
+        elif mi is None:
             print("mimalloc tables SKIPPED: libmimalloc.so.2 is not installed (apt-get install libmimalloc2.0)\n")
         else:
             runs = mimalloc_runs(memplug, Path(tmp), env)
