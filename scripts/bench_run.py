@@ -179,6 +179,7 @@ def pair_cpus() -> list[int] | None:
 
 
 PAIRED: bool | None = None  # set by main(): False for --sequential
+QUICK = False  # set by main(): --quick
 
 
 def callgrind_total(argv: list[str], env: dict[str, str], prefix: list[str], out: Path) -> int:
@@ -322,6 +323,8 @@ def table(title: str, variants: list[tuple[str, list[str], dict[str, str]]], rou
             f"| {statistics.median(ratios):.3f} | {interval} | {spread} | {wall_ratio} "
             f"| {statistics.median(rss[name]) / 1024:.1f} | {statistics.median(rss_ratios):.3f} |"
         )
+    if goal and QUICK:
+        goal += " — at the full sizes; `--quick`'s programs are small, so `memplug run`'s start-up weighs more"
     print(f"\n**Goal**: {goal}\n" if goal else "")
 
 
@@ -370,8 +373,9 @@ def main() -> None:
         return
     if not a.memplug:
         ap.error("--memplug is required")
-    global PAIRED
+    global PAIRED, QUICK
     PAIRED = not a.sequential
+    QUICK = a.quick
     memplug = str(Path(a.memplug).resolve())
     plugins = str(Path(memplug).parent)
     python = subprocess.run(
