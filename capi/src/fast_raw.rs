@@ -63,11 +63,14 @@ pub unsafe extern "C" fn memplug_host_alloc(handler: *const Entry, size: usize, 
     // code that could panic. A NULL from it takes the full path, which
     // asks again and reports why.
     // SAFETY: the caller's contract: NULL or a handler this library returned.
-    if let Some(direct) = unsafe { handler.as_ref() }.and_then(|e| e.direct.as_ref()) {
-        // SAFETY: a direct handler's own malloc, with a non-zero size.
-        let p = unsafe { direct.malloc(size.max(1)) };
+    if let Some((ctx, malloc, _)) = unsafe { handler.as_ref() }.and_then(|e| e.fast.parts()) {
+        // SAFETY: the prefix is filled only for a handler whose calls need
+        // nothing around them (`Handler::direct_calls`: thread-safe, not an
+        // instance): its plugin's own malloc with its own ctx, asked for a
+        // non-zero size, as the header's inline function does.
+        let p = unsafe { malloc(ctx, size.max(1)) };
         if !p.is_null() {
-            return p.cast();
+            return p;
         }
     }
     // SAFETY: the caller's contract.
@@ -83,10 +86,12 @@ pub unsafe extern "C" fn memplug_host_alloc(handler: *const Entry, size: usize, 
 pub unsafe extern "C" fn memplug_host_free(handler: *const Entry, ptr: *mut c_void, size: usize) {
     // SAFETY: the caller's contract.
     let (Some(entry), Some(p)) = (unsafe { handler.as_ref() }, NonNull::new(ptr.cast::<u8>())) else { return };
-    match &entry.direct {
-        // SAFETY: the caller's contract: a live block of this direct
-        // handler of `size` bytes (a size of 0 was served as 1).
-        Some(direct) => unsafe { direct.free(p, size.max(1)) },
+    match entry.fast.parts() {
+        // SAFETY: the caller's contract: a live block of this handler of
+        // `size` bytes (a size of 0 was served as 1); its plugin's own free
+        // with its own ctx, which needs nothing around it (the prefix is
+        // filled only then).
+        Some((ctx, _, free)) => unsafe { free(ctx, p.as_ptr().cast(), size.max(1)) },
         // SAFETY: the caller's contract, which is `Handler::free`'s.
         None => quiet((), || unsafe { entry.handler.free(p, size) }),
     }

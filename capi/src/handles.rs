@@ -82,9 +82,6 @@ pub(crate) struct Entry {
     pub(crate) fast: FastCalls,
     /// The handler.
     pub(crate) handler: Handler,
-    /// Its plugin's own functions, when a call needs nothing around them
-    /// (thread-safe, not an instance): the allocation fast path.
-    pub(crate) direct: Option<memplug::DirectCalls>,
     name: CString,
     version: CString,
     kind: CString,
@@ -124,11 +121,9 @@ impl Entry {
 
     fn new(handler: Handler) -> Entry {
         let info = handler.info();
-        let direct = handler.direct_calls();
         Entry {
-            fast: FastCalls::of(direct.as_ref()),
+            fast: FastCalls::of(handler.direct_calls().as_ref()),
             handler,
-            direct,
             name: c_string(&info.name),
             version: c_string(&info.version.to_string()),
             kind: c_string(info.memory_kind_name()),
