@@ -4,7 +4,8 @@
 //! crashed plugin fixed in place are all checked again; `install` installs
 //! the bytes it checked even when the original is swapped during the check;
 //! `uninstall` removes nothing outside the plugin directory and no symlink's
-//! target; an empty `library` is `bad-manifest`.
+//! target; an empty `library` is `bad-manifest`; a verdict holds only under
+//! the loader's environment it was made in (`GLIBC_TUNABLES`, …).
 //!
 //! Every test runs `memplug` in a temp home of its own. Files are made more
 //! than two seconds before they are first checked where a test is about the
@@ -111,6 +112,35 @@ fn a_crashed_plugin_fixed_in_place_is_checked_again_and_passes() {
     let (workers, rows) = home.check(&file);
     assert_eq!((workers, rows[0]["status"].as_str()), (1, Some("ok")), "{rows:?}");
     assert_eq!(home.check(&file).0, 0);
+}
+
+#[test]
+fn a_verdict_holds_only_under_the_loader_environment_it_was_made_in() {
+    // A plugin with more initial-exec TLS than glibc keeps spare for
+    // `dlopen` is refused, as jemalloc's builds are; with the room its
+    // refusal says to give (GLIBC_TUNABLES), it loads, and the cached
+    // refusal must not be served instead.
+    let home = Home::new();
+    let dir = home.path().join("plugins");
+    fs::create_dir_all(&dir).unwrap();
+    let file = support::fixture(&dir, "libtls.so", &["FIX_NAME=\"tls\"", "FIX_STATIC_TLS=32768"]);
+    settle();
+    let without = [("GLIBC_TUNABLES", None)];
+    let room = [("GLIBC_TUNABLES", Some("glibc.rtld.optional_static_tls=131072"))];
+    let (workers, rows) = home.check_with(&file, &without);
+    assert_eq!((workers, rows[0]["reason"].as_str()), (1, Some("not-a-library")), "{rows:?}");
+    assert!(rows[0]["message"].as_str().unwrap_or_default().contains("GLIBC_TUNABLES"), "{rows:?}");
+    assert_eq!(home.check_with(&file, &without).0, 0, "unchanged: the refusal from the cache");
+    let (workers, rows) = home.check_with(&file, &room);
+    assert_eq!(
+        (workers, rows[0]["status"].as_str()),
+        (1, Some("ok")),
+        "another loader setting: checked again {rows:?}"
+    );
+    let (workers, rows) = home.check_with(&file, &room);
+    assert_eq!((workers, rows[0]["status"].as_str()), (0, Some("ok")));
+    let (workers, rows) = home.check_with(&file, &without);
+    assert_eq!((workers, rows[0]["reason"].as_str()), (0, Some("not-a-library")), "each setting keeps its own");
 }
 
 #[test]

@@ -56,7 +56,19 @@ impl Home {
 
     /// `memplug check --json PATH`: (worker processes started, rows).
     pub(crate) fn check(&self, path: &Path) -> (usize, Vec<Value>) {
-        let out = self.run(&["check", "--json", path.to_str().unwrap()]);
+        self.check_with(path, &[])
+    }
+
+    /// [`Home::check`] with `env` set (`None`: removed).
+    pub(crate) fn check_with(&self, path: &Path, env: &[(&str, Option<&str>)]) -> (usize, Vec<Value>) {
+        let mut cmd = self.memplug(&["check", "--json", path.to_str().unwrap()]);
+        for (key, value) in env {
+            match value {
+                Some(v) => cmd.env(key, v),
+                None => cmd.env_remove(key),
+            };
+        }
+        let out = cmd.output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         let workers = stderr.lines().filter(|l| l.contains("starting a worker process")).count();
         let rows = serde_json::from_slice::<Value>(&out.stdout)

@@ -280,13 +280,49 @@ impl Entry {
     }
 }
 
+/// The environment variables that change what the dynamic loader does
+/// when a worker opens a plugin (and when a program opens it later): a
+/// plugin refused under one setting may load under another, as
+/// `GLIBC_TUNABLES=glibc.rtld.optional_static_tls=…` lets a library with
+/// initial-exec TLS be opened. Part of a check's [`context`].
+pub const LOADER_ENV: [&str; 9] = [
+    "GLIBC_TUNABLES",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "LD_BIND_NOW",
+    "LD_BIND_NOT",
+    "LD_AUDIT",
+    "LD_DYNAMIC_WEAK",
+    "LD_ASSUME_KERNEL",
+    "LD_HWCAP_MASK",
+];
+
 /// The context of a check: what was asked, as a digest of the task, the
-/// policy and the options (in the order given).
+/// policy, the options (in the order given) and this process's
+/// [`LOADER_ENV`] (which the worker inherits).
 pub fn context(task: crate::probe::Task, policy: &crate::policy::Policy, options: &[(String, String)]) -> String {
+    context_in(task, policy, options, &loader_env())
+}
+
+/// The values of [`LOADER_ENV`] here (`None`: unset), as bytes.
+fn loader_env() -> Vec<Option<Vec<u8>>> {
+    use std::os::unix::ffi::OsStringExt;
+    LOADER_ENV.iter().map(|name| std::env::var_os(name).map(OsStringExt::into_vec)).collect()
+}
+
+/// [`context`] with the loader's environment given.
+fn context_in(
+    task: crate::probe::Task,
+    policy: &crate::policy::Policy,
+    options: &[(String, String)],
+    env: &[Option<Vec<u8>>],
+) -> String {
     let mut policy = policy.clone();
     policy.probe = None;
     policy.cache = None;
-    Digest::of(&wire::encode(&(task, policy, options)).unwrap_or_else(String::into_bytes)).to_string()
+    let env: Vec<(&str, Option<&serde_bytes::Bytes>)> =
+        LOADER_ENV.iter().copied().zip(env.iter().map(|v| v.as_deref().map(serde_bytes::Bytes::new))).collect();
+    Digest::of(&wire::encode(&(task, policy, options, env)).unwrap_or_else(String::into_bytes)).to_string()
 }
 
 fn now() -> u64 {
@@ -313,6 +349,24 @@ pub fn utc_date(secs: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_loaders_environment_is_part_of_the_context() {
+        let task = crate::probe::Task::Check;
+        let policy = crate::policy::Policy::default();
+        let unset = vec![None; LOADER_ENV.len()];
+        let mut tunables = unset.clone();
+        tunables[0] = Some(b"glibc.rtld.optional_static_tls=65536".to_vec());
+        let mut empty = unset.clone();
+        empty[0] = Some(Vec::new());
+        let of = |env: &[Option<Vec<u8>>]| context_in(task, &policy, &[], env);
+        assert_eq!(of(&unset), of(&unset));
+        assert_ne!(of(&unset), of(&tunables));
+        assert_ne!(of(&unset), of(&empty), "set but empty is not unset");
+        let mut preload = unset.clone();
+        preload[1] = Some(b"libjemalloc.so.2".to_vec());
+        assert_ne!(of(&tunables), of(&preload));
+    }
 
     #[test]
     fn dates() {
