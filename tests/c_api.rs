@@ -51,6 +51,12 @@ impl Setup {
         std::fs::create_dir(&open).unwrap();
         std::fs::copy(support::plugin("tracking"), open.join("libmemplug_tracking.so")).unwrap();
         std::fs::set_permissions(open.join("libmemplug_tracking.so"), std::fs::Permissions::from_mode(0o666)).unwrap();
+        // A second `system` (shadowed behind the plugin directory's) and a
+        // broken plugin, in a directory of their own.
+        let shadow = dir.path().join("shadow");
+        std::fs::create_dir(&shadow).unwrap();
+        std::fs::copy(support::plugin("system"), shadow.join("libmemplug_system.so")).unwrap();
+        std::fs::copy(dir.path().join("libbroken.so"), shadow.join("libbroken.so")).unwrap();
         Setup { dir, plugins }
     }
 
@@ -113,6 +119,7 @@ impl Setup {
             .env("BROKEN", self.broken())
             .env("UNTRUSTED", self.untrusted())
             .env("WORKER", env!("CARGO_BIN_EXE_memplug"))
+            .env("SHADOW_DIR", self.dir.path().join("shadow"))
             .env("MEMPLUG_CACHE", "off")
             .env_remove("MEMPLUG_WORKER")
             .env_remove("MEMPLUG_TRUST")
@@ -188,6 +195,28 @@ fn the_c_api_loads_allocates_scopes_and_refuses_as_the_rust_library_does() {
         assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
     }
     fast_path_codes(&codes);
+    c_gap_codes(&codes);
+}
+
+/// The codes of `host_test.c`'s `statuses`, `usable_sizes` and `lock_all`:
+/// a scan's shadowed candidate is a skip and a broken one a failure
+/// (`memplug_host_outcomes_status`); a symbol spec's `usable_size` is
+/// resolved like its other functions, and an older caller's smaller spec is
+/// read up to its size; several not-thread-safe handlers are locked at once
+/// with `memplug_host_lock_all`, and one by one is still refused.
+fn c_gap_codes(codes: &BTreeMap<String, String>) {
+    let expected = [
+        ("scan-skipped", "shadowed"),
+        ("scan-failed", "bad-magic"),
+        ("missing-usable-size", "missing-symbol"),
+        ("old-struct-size", "bad-struct-size"),
+        ("lock-new-while-held", "lock-order-violation"),
+        ("lock-all-while-held", "lock-order-violation"),
+        ("lock-all-null", "null-argument"),
+    ];
+    for (name, code) in expected {
+        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
+    }
 }
 
 /// The codes of `host_test.c`'s `fast_path`: the inline (or, under
@@ -309,7 +338,60 @@ fn the_cpp_layer_serves_pmr_containers_on_an_arena_instance() {
     }
     let s = Setup::new();
     let exe = s.build(&cpp_test(), "host_test_cpp", false, &[]);
-    codes("the C++ test", &s.run(&[], &exe));
+    let out = s.run(&[], &exe);
+    let codes = codes("the C++ test", &out);
+    exception_rule_codes(&codes);
+    cpp_gap_codes(&codes);
+    // The scope destroyed out of order said so.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("memplug::scope: the scope could not be closed in its destructor: [scope-order]"),
+        "{stderr}"
+    );
+}
+
+/// The codes of `host_test.cpp`'s `exception_rule`: every allocation that
+/// gets no memory — through std::pmr containers on the direct path, the
+/// library's path, the aligned path and a handler that fails every call,
+/// and off the pmr path — throws `memplug::out_of_memory`, a
+/// `std::bad_alloc`, with the reason code.
+fn exception_rule_codes(codes: &BTreeMap<String, String>) {
+    let expected = [
+        ("pmr-vector-direct", "allocation-failed"),
+        ("pmr-string-direct", "allocation-failed"),
+        ("pmr-aligned", "allocation-failed"),
+        ("pmr-vector-locked", "allocation-failed"),
+        ("pmr-map", "instance-gone"),
+        ("pmr-unordered-map", "instance-gone"),
+        ("pmr-vector-failing", "instance-gone"),
+        ("pmr-string-failing", "instance-gone"),
+        ("handler-allocate", "allocation-failed"),
+        ("handler-zeroed", "size-overflow"),
+        ("guard-allocate", "allocation-failed"),
+        ("allocator", "instance-gone"),
+    ];
+    for (name, code) in expected {
+        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
+    }
+}
+
+/// The codes of `host_test.cpp`'s `gaps` (the rest of it are checks in the
+/// program): a guard of a new handler while others are held is refused, and
+/// `scope::close` out of order throws.
+fn cpp_gap_codes(codes: &BTreeMap<String, String>) {
+    for (name, code) in [("cpp-guard-new", "lock-order-violation"), ("scope-close", "scope-order")] {
+        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
+    }
+}
+
+#[test]
+fn a_memory_resource_is_made_without_throwing_when_a_handlers_info_cannot_be_read() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    let exe = s.build(&support::root().join("capi/tests/cpp/info_fails.cpp"), "info_fails", false, &[]);
+    codes("memory_resource over a handler whose info fails", &s.run(&[], &exe));
 }
 
 #[test]
@@ -337,9 +419,9 @@ fn the_c_and_cpp_programs_run_clean_under_valgrind() {
     let grind =
         ["valgrind", "--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite", "-q", &supp];
     let c = s.build(&c_test(), "host_test", false, &[]);
-    codes("the C test under valgrind", &s.run(&grind, &c));
+    c_gap_codes(&codes("the C test under valgrind", &s.run(&grind, &c)));
     let cpp = s.build(&cpp_test(), "host_test_cpp", false, &[]);
-    codes("the C++ test under valgrind", &s.run(&grind, &cpp));
+    exception_rule_codes(&codes("the C++ test under valgrind", &s.run(&grind, &cpp)));
 }
 
 #[test]
@@ -350,9 +432,9 @@ fn the_c_and_cpp_programs_run_clean_under_address_sanitizer() {
     let s = Setup::new();
     let asan = ["-fsanitize=address", "-fno-omit-frame-pointer"];
     let c = s.build(&c_test(), "host_test_asan", false, &asan);
-    codes("the C test under ASan", &s.run(&[], &c));
+    c_gap_codes(&codes("the C test under ASan", &s.run(&[], &c)));
     let cpp = s.build(&cpp_test(), "host_test_cpp_asan", false, &asan);
-    codes("the C++ test under ASan", &s.run(&[], &cpp));
+    exception_rule_codes(&codes("the C++ test under ASan", &s.run(&[], &cpp)));
 }
 
 #[test]
