@@ -4,7 +4,8 @@
 //! → `libmemplug.so.0` → `libmemplug.so.0.1.0`) and the static one, and run
 //! against the bundled plugins — plainly, under valgrind, and built with
 //! AddressSanitizer. The reason codes the C API reports for a broken plugin
-//! and an untrusted file are the Rust library's.
+//! and an untrusted file are the Rust library's. The guide's C and C++
+//! chapter shows only code these tests compile and commands they run.
 
 mod support;
 #[path = "support/handlers.rs"]
@@ -457,4 +458,150 @@ fn the_guides_examples_build_and_run() {
         );
         assert!(!stdout.contains("refused"), "{src}: every bundled plugin loads:\n{stdout}");
     }
+}
+
+/// The guide's C and C++ chapter.
+fn chapter() -> String {
+    std::fs::read_to_string(support::root().join("docs/src/c-and-cpp.md")).unwrap()
+}
+
+/// The fenced code blocks of `markdown`: each one's language and text.
+fn code_blocks(markdown: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(String, String)> = None;
+    for line in markdown.lines() {
+        match (&mut open, line.strip_prefix("```")) {
+            (None, Some(lang)) => open = Some((lang.trim().to_string(), String::new())),
+            (Some(_), Some(_)) => blocks.extend(open.take()),
+            (Some((_, text)), None) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    assert!(open.is_none(), "a code block of the chapter is not closed");
+    blocks
+}
+
+/// The example programs the tests here compile and run, by their paths in
+/// the repository.
+const COMPILED: [&str; 5] = [
+    "examples/c/allocate.c",
+    "examples/c/pmr.cpp",
+    "examples/c/guide.c",
+    "examples/c/guide.cpp",
+    "examples/c/no_inline.c",
+];
+
+#[test]
+fn the_guides_c_and_cpp_code_is_all_compiled_by_these_tests() {
+    let blocks = code_blocks(&chapter());
+    let mut included = 0;
+    for (lang, text) in &blocks {
+        match lang.as_str() {
+            "c" | "cpp" => {
+                for line in text.lines() {
+                    let target = line
+                        .trim()
+                        .strip_prefix("{{#include ../../")
+                        .and_then(|l| l.strip_suffix("}}"))
+                        .unwrap_or_else(|| {
+                            panic!("a {lang} block holds only {{{{#include}}}}s of compiled examples:\n{text}")
+                        });
+                    let (file, anchor) = target.split_once(':').map_or((target, None), |(f, a)| (f, Some(a)));
+                    assert!(COMPILED.contains(&file), "{file} is not compiled by these tests ({COMPILED:?})");
+                    let source = std::fs::read_to_string(support::root().join(file)).unwrap();
+                    if let Some(anchor) = anchor {
+                        for mark in ["ANCHOR:", "ANCHOR_END:"] {
+                            let marked = source.lines().any(|l| {
+                                l.split_whitespace().collect::<Vec<_>>().windows(2).any(|w| w == [mark, anchor])
+                            });
+                            assert!(marked, "{file} has no `{mark} {anchor}` line");
+                        }
+                    }
+                    included += 1;
+                }
+            }
+            "sh" => assert!(
+                text.contains("target/release/libmemplug_c.so") || text.contains("pkg-config"),
+                "a shell block is either the build tree's (run by the test below) or pkg-config's (run by \
+                 scripts/install-check.sh):\n{text}"
+            ),
+            _ => {}
+        }
+    }
+    assert!(included >= 10, "the chapter's snippets come from the compiled examples: {included}");
+}
+
+#[test]
+fn the_guides_snippets_build_and_run() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    for src in ["guide.c", "guide.cpp"] {
+        let exe = s.build(&support::root().join("examples/c").join(src), &src.replace('.', "_"), false, &[]);
+        let out = Command::new(&exe).arg(s.plugins.path()).env("MEMPLUG_CACHE", "off").output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.lines().last() == Some("ok"),
+            "{src}: {}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let exe = s.build(&support::root().join("examples/c/no_inline.c"), "no_inline", false, &[]);
+    let calls = undefined(&exe);
+    assert!(calls.iter().any(|c| c == "memplug_host_alloc"), "no_inline.c calls the exported function: {calls:?}");
+    assert_eq!(String::from_utf8_lossy(&Command::new(&exe).output().unwrap().stdout), "ok\n");
+}
+
+#[test]
+fn the_guides_build_tree_commands_build_and_run_the_examples() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let block = code_blocks(&chapter())
+        .into_iter()
+        .find(|(lang, text)| lang == "sh" && text.contains("target/release/libmemplug_c.so"))
+        .expect("the chapter shows how to build against the build tree")
+        .1;
+    // A checkout whose build tree holds what `cargo build --release
+    // --workspace` makes: libmemplug_c.so and the plugins.
+    let tree = tempfile::tempdir().unwrap();
+    let release = tree.path().join("target/release");
+    std::fs::create_dir_all(&release).unwrap();
+    std::fs::copy(built("libmemplug_c.so"), release.join("libmemplug_c.so")).unwrap();
+    for p in handlers::BUNDLED {
+        std::fs::copy(support::plugin(p), release.join(format!("libmemplug_{p}.so"))).unwrap();
+    }
+    for dir in ["abi", "capi", "examples"] {
+        std::os::unix::fs::symlink(support::root().join(dir), tree.path().join(dir)).unwrap();
+    }
+    // The block as written, but for the cargo build it starts with.
+    let script: String = block.lines().filter(|l| !l.starts_with("cargo ")).map(|l| format!("{l}\n")).collect();
+    assert!(script.contains("cc ") && script.contains("c++ "), "{block}");
+    let out = Command::new("sh")
+        .arg("-ec")
+        .arg(&script)
+        .current_dir(tree.path())
+        .env("MEMPLUG_CACHE", "off")
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && stdout.contains("the block goes back to tracking")
+            && stdout.contains("1000000 numbers, alloc seen 3 times"),
+        "{script}\n{}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("refused") && !stdout.contains("skipped"), "every bundled plugin loads:\n{stdout}");
+    // The programs need libmemplug.so.0, the library's soname, found through
+    // the rpath the commands set.
+    let needed = Command::new("readelf").arg("-d").arg(tree.path().join("allocate")).output().unwrap();
+    assert!(String::from_utf8_lossy(&needed.stdout).contains("Shared library: [libmemplug.so.0]"));
 }
