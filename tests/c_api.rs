@@ -156,6 +156,13 @@ fn codes(what: &str, out: &Output) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// Each of `expected`'s names has its code among `codes`.
+fn expect_codes(codes: &BTreeMap<String, String>, expected: &[(&str, &str)]) {
+    for &(name, code) in expected {
+        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
+    }
+}
+
 fn c_test() -> PathBuf {
     support::root().join("capi/tests/c/host_test.c")
 }
@@ -192,9 +199,7 @@ fn the_c_api_loads_allocates_scopes_and_refuses_as_the_rust_library_does() {
         ("env-trust", "bad-trust"),
         ("second-guard", "lock-order-violation"),
     ];
-    for (name, code) in expected {
-        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
-    }
+    expect_codes(&codes, &expected);
     fast_path_codes(&codes);
     c_gap_codes(&codes);
 }
@@ -215,9 +220,7 @@ fn c_gap_codes(codes: &BTreeMap<String, String>) {
         ("lock-all-while-held", "lock-order-violation"),
         ("lock-all-null", "null-argument"),
     ];
-    for (name, code) in expected {
-        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
-    }
+    expect_codes(codes, &expected);
 }
 
 /// The codes of `host_test.c`'s `fast_path`: the inline (or, under
@@ -232,9 +235,7 @@ fn fast_path_codes(codes: &BTreeMap<String, String>) {
         ("instance-gone", "instance-gone"),
         ("null-handler", "null-argument"),
     ];
-    for (name, code) in expected {
-        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
-    }
+    expect_codes(codes, &expected);
 }
 
 /// The symbols of libmemplug that `exe` leaves undefined.
@@ -371,18 +372,14 @@ fn exception_rule_codes(codes: &BTreeMap<String, String>) {
         ("guard-allocate", "allocation-failed"),
         ("allocator", "instance-gone"),
     ];
-    for (name, code) in expected {
-        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
-    }
+    expect_codes(codes, &expected);
 }
 
 /// The codes of `host_test.cpp`'s `gaps` (the rest of it are checks in the
 /// program): a guard of a new handler while others are held is refused, and
 /// `scope::close` out of order throws.
 fn cpp_gap_codes(codes: &BTreeMap<String, String>) {
-    for (name, code) in [("cpp-guard-new", "lock-order-violation"), ("scope-close", "scope-order")] {
-        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
-    }
+    expect_codes(codes, &[("cpp-guard-new", "lock-order-violation"), ("scope-close", "scope-order")]);
 }
 
 #[test]
