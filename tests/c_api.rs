@@ -4,7 +4,8 @@
 //! → `libmemplug.so.0` → `libmemplug.so.0.1.0`) and the static one, and run
 //! against the bundled plugins — plainly, under valgrind, and built with
 //! AddressSanitizer. The reason codes the C API reports for a broken plugin
-//! and an untrusted file are the Rust library's.
+//! and an untrusted file are the Rust library's. The guide's C and C++
+//! chapter shows only code these tests compile and commands they run.
 
 mod support;
 #[path = "support/handlers.rs"]
@@ -51,6 +52,12 @@ impl Setup {
         std::fs::create_dir(&open).unwrap();
         std::fs::copy(support::plugin("tracking"), open.join("libmemplug_tracking.so")).unwrap();
         std::fs::set_permissions(open.join("libmemplug_tracking.so"), std::fs::Permissions::from_mode(0o666)).unwrap();
+        // A second `system` (shadowed behind the plugin directory's) and a
+        // broken plugin, in a directory of their own.
+        let shadow = dir.path().join("shadow");
+        std::fs::create_dir(&shadow).unwrap();
+        std::fs::copy(support::plugin("system"), shadow.join("libmemplug_system.so")).unwrap();
+        std::fs::copy(dir.path().join("libbroken.so"), shadow.join("libbroken.so")).unwrap();
         Setup { dir, plugins }
     }
 
@@ -113,6 +120,7 @@ impl Setup {
             .env("BROKEN", self.broken())
             .env("UNTRUSTED", self.untrusted())
             .env("WORKER", env!("CARGO_BIN_EXE_memplug"))
+            .env("SHADOW_DIR", self.dir.path().join("shadow"))
             .env("MEMPLUG_CACHE", "off")
             .env_remove("MEMPLUG_WORKER")
             .env_remove("MEMPLUG_TRUST")
@@ -146,6 +154,13 @@ fn codes(what: &str, out: &Output) -> BTreeMap<String, String> {
             (name.to_string(), code.to_string())
         })
         .collect()
+}
+
+/// Each of `expected`'s names has its code among `codes`.
+fn expect_codes(codes: &BTreeMap<String, String>, expected: &[(&str, &str)]) {
+    for &(name, code) in expected {
+        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
+    }
 }
 
 fn c_test() -> PathBuf {
@@ -184,10 +199,28 @@ fn the_c_api_loads_allocates_scopes_and_refuses_as_the_rust_library_does() {
         ("env-trust", "bad-trust"),
         ("second-guard", "lock-order-violation"),
     ];
-    for (name, code) in expected {
-        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
-    }
+    expect_codes(&codes, &expected);
     fast_path_codes(&codes);
+    c_gap_codes(&codes);
+}
+
+/// The codes of `host_test.c`'s `statuses`, `usable_sizes` and `lock_all`:
+/// a scan's shadowed candidate is a skip and a broken one a failure
+/// (`memplug_host_outcomes_status`); a symbol spec's `usable_size` is
+/// resolved like its other functions, and an older caller's smaller spec is
+/// read up to its size; several not-thread-safe handlers are locked at once
+/// with `memplug_host_lock_all`, and one by one is still refused.
+fn c_gap_codes(codes: &BTreeMap<String, String>) {
+    let expected = [
+        ("scan-skipped", "shadowed"),
+        ("scan-failed", "bad-magic"),
+        ("missing-usable-size", "missing-symbol"),
+        ("old-struct-size", "bad-struct-size"),
+        ("lock-new-while-held", "lock-order-violation"),
+        ("lock-all-while-held", "lock-order-violation"),
+        ("lock-all-null", "null-argument"),
+    ];
+    expect_codes(codes, &expected);
 }
 
 /// The codes of `host_test.c`'s `fast_path`: the inline (or, under
@@ -202,9 +235,7 @@ fn fast_path_codes(codes: &BTreeMap<String, String>) {
         ("instance-gone", "instance-gone"),
         ("null-handler", "null-argument"),
     ];
-    for (name, code) in expected {
-        assert_eq!(codes.get(name).map(String::as_str), Some(code), "{name}: {codes:?}");
-    }
+    expect_codes(codes, &expected);
 }
 
 /// The symbols of libmemplug that `exe` leaves undefined.
@@ -309,7 +340,56 @@ fn the_cpp_layer_serves_pmr_containers_on_an_arena_instance() {
     }
     let s = Setup::new();
     let exe = s.build(&cpp_test(), "host_test_cpp", false, &[]);
-    codes("the C++ test", &s.run(&[], &exe));
+    let out = s.run(&[], &exe);
+    let codes = codes("the C++ test", &out);
+    exception_rule_codes(&codes);
+    cpp_gap_codes(&codes);
+    // The scope destroyed out of order said so.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("memplug::scope: the scope could not be closed in its destructor: [scope-order]"),
+        "{stderr}"
+    );
+}
+
+/// The codes of `host_test.cpp`'s `exception_rule`: every allocation that
+/// gets no memory — through std::pmr containers on the direct path, the
+/// library's path, the aligned path and a handler that fails every call,
+/// and off the pmr path — throws `memplug::out_of_memory`, a
+/// `std::bad_alloc`, with the reason code.
+fn exception_rule_codes(codes: &BTreeMap<String, String>) {
+    let expected = [
+        ("pmr-vector-direct", "allocation-failed"),
+        ("pmr-string-direct", "allocation-failed"),
+        ("pmr-aligned", "allocation-failed"),
+        ("pmr-vector-locked", "allocation-failed"),
+        ("pmr-map", "instance-gone"),
+        ("pmr-unordered-map", "instance-gone"),
+        ("pmr-vector-failing", "instance-gone"),
+        ("pmr-string-failing", "instance-gone"),
+        ("handler-allocate", "allocation-failed"),
+        ("handler-zeroed", "size-overflow"),
+        ("guard-allocate", "allocation-failed"),
+        ("allocator", "instance-gone"),
+    ];
+    expect_codes(codes, &expected);
+}
+
+/// The codes of `host_test.cpp`'s `gaps` (the rest of it are checks in the
+/// program): a guard of a new handler while others are held is refused, and
+/// `scope::close` out of order throws.
+fn cpp_gap_codes(codes: &BTreeMap<String, String>) {
+    expect_codes(codes, &[("cpp-guard-new", "lock-order-violation"), ("scope-close", "scope-order")]);
+}
+
+#[test]
+fn a_memory_resource_is_made_without_throwing_when_a_handlers_info_cannot_be_read() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    let exe = s.build(&support::root().join("capi/tests/cpp/info_fails.cpp"), "info_fails", false, &[]);
+    codes("memory_resource over a handler whose info fails", &s.run(&[], &exe));
 }
 
 #[test]
@@ -337,9 +417,9 @@ fn the_c_and_cpp_programs_run_clean_under_valgrind() {
     let grind =
         ["valgrind", "--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite", "-q", &supp];
     let c = s.build(&c_test(), "host_test", false, &[]);
-    codes("the C test under valgrind", &s.run(&grind, &c));
+    c_gap_codes(&codes("the C test under valgrind", &s.run(&grind, &c)));
     let cpp = s.build(&cpp_test(), "host_test_cpp", false, &[]);
-    codes("the C++ test under valgrind", &s.run(&grind, &cpp));
+    exception_rule_codes(&codes("the C++ test under valgrind", &s.run(&grind, &cpp)));
 }
 
 #[test]
@@ -350,9 +430,9 @@ fn the_c_and_cpp_programs_run_clean_under_address_sanitizer() {
     let s = Setup::new();
     let asan = ["-fsanitize=address", "-fno-omit-frame-pointer"];
     let c = s.build(&c_test(), "host_test_asan", false, &asan);
-    codes("the C test under ASan", &s.run(&[], &c));
+    c_gap_codes(&codes("the C test under ASan", &s.run(&[], &c)));
     let cpp = s.build(&cpp_test(), "host_test_cpp_asan", false, &asan);
-    codes("the C++ test under ASan", &s.run(&[], &cpp));
+    exception_rule_codes(&codes("the C++ test under ASan", &s.run(&[], &cpp)));
 }
 
 #[test]
@@ -375,4 +455,150 @@ fn the_guides_examples_build_and_run() {
         );
         assert!(!stdout.contains("refused"), "{src}: every bundled plugin loads:\n{stdout}");
     }
+}
+
+/// The guide's C and C++ chapter.
+fn chapter() -> String {
+    std::fs::read_to_string(support::root().join("docs/src/c-and-cpp.md")).unwrap()
+}
+
+/// The fenced code blocks of `markdown`: each one's language and text.
+fn code_blocks(markdown: &str) -> Vec<(String, String)> {
+    let mut blocks = Vec::new();
+    let mut open: Option<(String, String)> = None;
+    for line in markdown.lines() {
+        match (&mut open, line.strip_prefix("```")) {
+            (None, Some(lang)) => open = Some((lang.trim().to_string(), String::new())),
+            (Some(_), Some(_)) => blocks.extend(open.take()),
+            (Some((_, text)), None) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    assert!(open.is_none(), "a code block of the chapter is not closed");
+    blocks
+}
+
+/// The example programs the tests here compile and run, by their paths in
+/// the repository.
+const COMPILED: [&str; 5] = [
+    "examples/c/allocate.c",
+    "examples/c/pmr.cpp",
+    "examples/c/guide.c",
+    "examples/c/guide.cpp",
+    "examples/c/no_inline.c",
+];
+
+#[test]
+fn the_guides_c_and_cpp_code_is_all_compiled_by_these_tests() {
+    let blocks = code_blocks(&chapter());
+    let mut included = 0;
+    for (lang, text) in &blocks {
+        match lang.as_str() {
+            "c" | "cpp" => {
+                for line in text.lines() {
+                    let target = line
+                        .trim()
+                        .strip_prefix("{{#include ../../")
+                        .and_then(|l| l.strip_suffix("}}"))
+                        .unwrap_or_else(|| {
+                            panic!("a {lang} block holds only {{{{#include}}}}s of compiled examples:\n{text}")
+                        });
+                    let (file, anchor) = target.split_once(':').map_or((target, None), |(f, a)| (f, Some(a)));
+                    assert!(COMPILED.contains(&file), "{file} is not compiled by these tests ({COMPILED:?})");
+                    let source = std::fs::read_to_string(support::root().join(file)).unwrap();
+                    if let Some(anchor) = anchor {
+                        for mark in ["ANCHOR:", "ANCHOR_END:"] {
+                            let marked = source.lines().any(|l| {
+                                l.split_whitespace().collect::<Vec<_>>().windows(2).any(|w| w == [mark, anchor])
+                            });
+                            assert!(marked, "{file} has no `{mark} {anchor}` line");
+                        }
+                    }
+                    included += 1;
+                }
+            }
+            "sh" => assert!(
+                text.contains("target/release/libmemplug_c.so") || text.contains("pkg-config"),
+                "a shell block is either the build tree's (run by the test below) or pkg-config's (run by \
+                 scripts/install-check.sh):\n{text}"
+            ),
+            _ => {}
+        }
+    }
+    assert!(included >= 10, "the chapter's snippets come from the compiled examples: {included}");
+}
+
+#[test]
+fn the_guides_snippets_build_and_run() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    for src in ["guide.c", "guide.cpp"] {
+        let exe = s.build(&support::root().join("examples/c").join(src), &src.replace('.', "_"), false, &[]);
+        let out = Command::new(&exe).arg(s.plugins.path()).env("MEMPLUG_CACHE", "off").output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.lines().last() == Some("ok"),
+            "{src}: {}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let exe = s.build(&support::root().join("examples/c/no_inline.c"), "no_inline", false, &[]);
+    let calls = undefined(&exe);
+    assert!(calls.iter().any(|c| c == "memplug_host_alloc"), "no_inline.c calls the exported function: {calls:?}");
+    assert_eq!(String::from_utf8_lossy(&Command::new(&exe).output().unwrap().stdout), "ok\n");
+}
+
+#[test]
+fn the_guides_build_tree_commands_build_and_run_the_examples() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let block = code_blocks(&chapter())
+        .into_iter()
+        .find(|(lang, text)| lang == "sh" && text.contains("target/release/libmemplug_c.so"))
+        .expect("the chapter shows how to build against the build tree")
+        .1;
+    // A checkout whose build tree holds what `cargo build --release
+    // --workspace` makes: libmemplug_c.so and the plugins.
+    let tree = tempfile::tempdir().unwrap();
+    let release = tree.path().join("target/release");
+    std::fs::create_dir_all(&release).unwrap();
+    std::fs::copy(built("libmemplug_c.so"), release.join("libmemplug_c.so")).unwrap();
+    for p in handlers::BUNDLED {
+        std::fs::copy(support::plugin(p), release.join(format!("libmemplug_{p}.so"))).unwrap();
+    }
+    for dir in ["abi", "capi", "examples"] {
+        std::os::unix::fs::symlink(support::root().join(dir), tree.path().join(dir)).unwrap();
+    }
+    // The block as written, but for the cargo build it starts with.
+    let script: String = block.lines().filter(|l| !l.starts_with("cargo ")).map(|l| format!("{l}\n")).collect();
+    assert!(script.contains("cc ") && script.contains("c++ "), "{block}");
+    let out = Command::new("sh")
+        .arg("-ec")
+        .arg(&script)
+        .current_dir(tree.path())
+        .env("MEMPLUG_CACHE", "off")
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && stdout.contains("the block goes back to tracking")
+            && stdout.contains("1000000 numbers, alloc seen 3 times"),
+        "{script}\n{}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!stdout.contains("refused") && !stdout.contains("skipped"), "every bundled plugin loads:\n{stdout}");
+    // The programs need libmemplug.so.0, the library's soname, found through
+    // the rpath the commands set.
+    let needed = Command::new("readelf").arg("-d").arg(tree.path().join("allocate")).output().unwrap();
+    assert!(String::from_utf8_lossy(&needed.stdout).contains("Shared library: [libmemplug.so.0]"));
 }

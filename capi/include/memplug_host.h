@@ -22,6 +22,9 @@
  *   library's own where the library refused, e.g. "untrusted-file") and
  *   `memplug_host_error_message`, then free it with memplug_host_error_free.
  *   On success `*err` is left untouched.
+ * - A refused load is a skip or a failure: memplug_host_error_status and
+ *   memplug_host_outcomes_status say which (memplug_host_status; only
+ *   "shadowed" is a skip), so no caller compares code strings for that.
  * - No Rust panic crosses into C: a panic inside the library is reported as
  *   the code "internal-panic" (or a NULL / -1 return where there is no `err`).
  * - Thread safety: every function may be called from any thread at once
@@ -73,8 +76,30 @@ typedef struct memplug_host_error memplug_host_error;
  * "bad-options", "would-block", "scope-order", "null-argument",
  * "internal-panic". Borrowed from `error`. Thread-safe. */
 const char *memplug_host_error_code(const memplug_host_error *error);
-/* The message: what happened and what to do. Borrowed from `error`. */
+/* The message: what happened and what to do. It never repeats the code or
+ * the subject (read those with their own accessors). Borrowed from `error`. */
 const char *memplug_host_error_message(const memplug_host_error *error);
+/* What the error is about: the candidate a load refused (a path,
+ * "path#symbol", or "library (malloc / free)"), or NULL when it names none.
+ * Borrowed from `error`. */
+const char *memplug_host_error_subject(const memplug_host_error *error);
+
+/* What a load did with a candidate. Tell a skip from a failure with this
+ * enum, never by comparing code strings:
+ * - MEMPLUG_HOST_STATUS_LOADED: the handler is registered;
+ * - MEMPLUG_HOST_STATUS_SKIPPED: not loaded, and not a failure — the code
+ *   "shadowed": a handler of the same name from an earlier directory on the
+ *   search path takes precedence;
+ * - MEMPLUG_HOST_STATUS_FAILED: refused, for any other reason code (e.g.
+ *   "duplicate-name", "untrusted-file", "bad-magic"). */
+typedef enum memplug_host_status {
+    MEMPLUG_HOST_STATUS_LOADED = 0,
+    MEMPLUG_HOST_STATUS_SKIPPED = 1,
+    MEMPLUG_HOST_STATUS_FAILED = 2
+} memplug_host_status;
+/* The status of a refusal: MEMPLUG_HOST_STATUS_SKIPPED or _FAILED (also for
+ * a NULL error). Thread-safe. */
+memplug_host_status memplug_host_error_status(const memplug_host_error *error);
 /* Free an error object (NULL is ignored). Do not free the errors that
  * memplug_host_outcomes_error returns: the outcomes own them. */
 void memplug_host_error_free(memplug_host_error *error);
@@ -123,6 +148,8 @@ typedef struct memplug_host_handler memplug_host_handler;
  * freed; memplug_host_registry_free ignores it. */
 const memplug_host_registry *memplug_host_registry_global(void);
 /* A registry applying a copy of `policy` (NULL: memplug_host_policy_new's).
+ * A new registry already holds the built-in handler, "default_allocator"
+ * (memplug_host_builtin()), so its listing counts it.
  * Owned: free with memplug_host_registry_free. NULL on error. */
 memplug_host_registry *memplug_host_registry_new(const memplug_host_policy *policy, memplug_host_error **err);
 /* Free a registry; its handlers stay valid. Not while another thread uses it. */
@@ -130,9 +157,16 @@ void memplug_host_registry_free(memplug_host_registry *registry);
 /* The handler registered under `name`, or NULL. */
 const memplug_host_handler *memplug_host_registry_get(const memplug_host_registry *registry, const char *name);
 /* Writes up to `cap` registered handlers, by name, to `out` (NULL when
- * `cap` is 0); returns how many are registered. */
+ * `cap` is 0); returns how many are registered ("default_allocator"
+ * included). */
 size_t memplug_host_registry_handlers(const memplug_host_registry *registry, const memplug_host_handler **out,
                                       size_t cap);
+/* Remove `name` from the registry and return its handler, or NULL when no
+ * handler has that name. Nothing is unloaded: the handler stays valid and
+ * keeps serving and freeing its blocks; only the name is free for another
+ * load. */
+const memplug_host_handler *memplug_host_registry_unregister(const memplug_host_registry *registry,
+                                                             const char *name);
 
 /* ---- Loading ------------------------------------------------------------ */
 
@@ -164,10 +198,16 @@ const char *memplug_host_outcomes_candidate(const memplug_host_outcomes *outcome
 const memplug_host_handler *memplug_host_outcomes_handler(const memplug_host_outcomes *outcomes, size_t i);
 /* Why the i-th candidate was refused, or NULL; borrowed from `outcomes`. */
 const memplug_host_error *memplug_host_outcomes_error(const memplug_host_outcomes *outcomes, size_t i);
+/* What became of the i-th candidate: MEMPLUG_HOST_STATUS_LOADED (it has a
+ * handler), _SKIPPED (refused as "shadowed": not a failure) or _FAILED (any
+ * other refusal; also past the end). */
+memplug_host_status memplug_host_outcomes_status(const memplug_host_outcomes *outcomes, size_t i);
 void memplug_host_outcomes_free(memplug_host_outcomes *outcomes);
 
 /* An allocator made of a library's plain C functions (what an allocator
- * manifest says). Optional strings may be NULL. */
+ * manifest says). Optional strings may be NULL. Set `struct_size` to
+ * sizeof(memplug_host_symbol_spec); fields are only ever appended, and a
+ * library reads those past a caller's `struct_size` as NULL. */
 typedef struct memplug_host_symbol_spec {
     uint64_t struct_size;      /* sizeof(memplug_host_symbol_spec) */
     const char *name;          /* the handler's name */
@@ -181,6 +221,7 @@ typedef struct memplug_host_symbol_spec {
     const char *version;       /* optional: semver, default "0.0.0" */
     uint64_t alignment;        /* 0: 16 */
     int thread_safe;           /* 0: the host locks every call */
+    const char *usable_size;   /* optional: size_t (void *), e.g. "malloc_usable_size" */
 } memplug_host_symbol_spec;
 
 /* Make, check and register a handler from `spec`. 0 and `*out`, or -1. */
@@ -213,12 +254,25 @@ const char *memplug_host_handler_name(const memplug_host_handler *handler);
 /* 0, or -1 for a NULL argument or a `struct_size` below 8. */
 int memplug_host_handler_info(const memplug_host_handler *handler, memplug_host_info *info);
 /* The plugin's statistics into `*out`: 1, or 0 when it keeps none, or -1
- * ("would-block": this thread holds another handler's guard). */
+ * ("would-block": this thread holds another handler's guard). The caller
+ * need not set `out->struct_size`: the library fills the whole struct,
+ * `struct_size` included (sizeof(memplug_stats_t) of the memplug.h it was
+ * built with). */
 int memplug_host_stats(const memplug_host_handler *handler, memplug_stats_t *out, memplug_host_error **err);
+/* How many bytes the live block `ptr` of `handler` can hold, into `*out`:
+ * 1, or 0 when the handler answers no usable sizes (a plugin without
+ * `usable_size`, a symbol spec without one), or -1 for a NULL argument.
+ * `ptr` must be a live block of `handler` (from its alloc, calloc or
+ * realloc): the plugin reads its own records of it. */
+int memplug_host_usable_size(const memplug_host_handler *handler, const void *ptr, size_t *out);
 
 /* ---- Instances ---------------------------------------------------------- */
 
-/* An instance of a plugin configured by options, e.g. "region_size=1m". */
+/* An instance of a plugin configured by options, e.g. "region_size=1m". Its
+ * handler has the name of the handler it was made from (an instance of
+ * "arena" is named "arena"), `is_instance` 1 and its options in its info; it
+ * is not registered (memplug_host_registry_get finds the plugin's own
+ * handler), so tell it apart by its pointer. */
 typedef struct memplug_host_instance memplug_host_instance;
 
 /* Make an instance (`options` NULL or "" for none). Owned: free with
@@ -340,7 +394,8 @@ MEMPLUG_HOST_INLINE void memplug_host_direct_free(const memplug_host_direct *d, 
 typedef struct memplug_host_guard memplug_host_guard;
 
 /* Lock `handler`. Owned: release with memplug_host_unlock on this thread.
- * NULL on error ("lock-order-violation": this thread holds other guards). */
+ * NULL on error ("lock-order-violation": this thread holds guards of other
+ * not-thread-safe handlers; lock them together with memplug_host_lock_all). */
 memplug_host_guard *memplug_host_lock(const memplug_host_handler *handler, memplug_host_error **err);
 void memplug_host_unlock(memplug_host_guard *guard);
 const memplug_host_handler *memplug_host_guard_handler(const memplug_host_guard *guard);
@@ -350,6 +405,31 @@ void *memplug_host_guard_calloc(const memplug_host_guard *guard, size_t nelem, s
 void *memplug_host_guard_realloc(const memplug_host_guard *guard, void *ptr, size_t old_size, size_t new_size,
                                  memplug_host_error **err);
 void memplug_host_guard_free(const memplug_host_guard *guard, void *ptr, size_t size);
+
+/* The guards of several handlers locked at once. Belongs to the thread that
+ * took it; not thread-safe. */
+typedef struct memplug_host_guards memplug_host_guards;
+
+/* Lock the `count` handlers of `handlers` (NULL when `count` is 0) at once,
+ * for a batch that uses them together: a handler given twice is locked
+ * once, and distinct ones in the library's one global order, whatever order
+ * they are given in (two threads locking the same handlers in opposite
+ * orders cannot deadlock). This is how one thread holds several
+ * not-thread-safe handlers: taking them one by one is refused. Owned:
+ * release with memplug_host_unlock_all on this thread. NULL on error, with
+ * nothing locked ("lock-order-violation": this thread already holds guards
+ * and one of `handlers` is a not-thread-safe handler it does not hold). */
+memplug_host_guards *memplug_host_lock_all(const memplug_host_handler *const *handlers, size_t count,
+                                           memplug_host_error **err);
+/* The guard of `handler` among `guards`, for memplug_host_guard_alloc and
+ * the rest; borrowed from `guards` (never pass it to memplug_host_unlock).
+ * NULL when `handler` was not locked with them. */
+const memplug_host_guard *memplug_host_guards_get(const memplug_host_guards *guards,
+                                                  const memplug_host_handler *handler);
+/* How many distinct handlers `guards` hold. */
+size_t memplug_host_guards_count(const memplug_host_guards *guards);
+/* Release every lock of `guards` (NULL is ignored). */
+void memplug_host_unlock_all(memplug_host_guards *guards);
 
 /* ---- The current handler ------------------------------------------------ */
 

@@ -1,16 +1,15 @@
-//! A handler's info and statistics, instances, allocation and guards: the
-//! exports of `memplug_host.h`'s "Handlers", "Instances", "Allocation" and
-//! "Guards" sections but the fast path's (`fast_raw`), each a thin call into [`memplug::Handler`] or
-//! [`memplug::HandlerGuard`] with their semantics: sizes of 0 served as 1,
+//! A handler's info, statistics and usable sizes, instances, and
+//! allocation: the exports of `memplug_host.h`'s "Handlers", "Instances" and
+//! "Allocation" sections but the fast path's (`fast_raw`), each a thin call
+//! into [`memplug::Handler`] with its semantics: sizes of 0 served as 1,
 //! `free` and `realloc` told the size, not-thread-safe handlers locked per
-//! call (or once for a batch, through a guard).
+//! call.
 //!
 //! Imports `error`, `handles` and `boundary_raw`.
 
 use crate::boundary_raw::{ErrOut, arg, guarded, optional_text, put, quiet};
 use crate::error::ErrorObject;
 use crate::handles::{Entry, Info, InstanceBox};
-use memplug::HandlerGuard;
 use memplug_abi::MemplugStats;
 use std::ffi::{c_char, c_void};
 use std::ptr::{NonNull, null, null_mut};
@@ -76,6 +75,37 @@ pub unsafe extern "C" fn memplug_host_stats(handler: *const Entry, out: *mut Mem
     }
 }
 
+/// `memplug_host_usable_size`: how many bytes the live block `ptr` of
+/// `handler` can hold, into `out`: 1 when the handler answers usable sizes,
+/// 0 when it does not, −1 for a NULL argument.
+///
+/// # Safety
+/// `handler` is NULL or a handler this library returned; `ptr` is NULL or a
+/// live block of `handler` (from its alloc, calloc or realloc, or an
+/// aligned block whose alignment is at most the handler's); `out` is NULL
+/// or valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_usable_size(handler: *const Entry, ptr: *const c_void, out: *mut usize) -> i32 {
+    quiet(-1, || {
+        // SAFETY: the caller's contract.
+        let (Some(entry), Some(p)) = (unsafe { handler.as_ref() }, NonNull::new(ptr.cast_mut().cast::<u8>())) else {
+            return -1;
+        };
+        if out.is_null() {
+            return -1;
+        }
+        // SAFETY: the caller's contract, which is `Handler::usable_size`'s.
+        match unsafe { entry.handler.usable_size(p) } {
+            Some(n) => {
+                // SAFETY: the caller's contract: `out` is valid for a write.
+                unsafe { out.write(n) };
+                1
+            }
+            None => 0,
+        }
+    })
+}
+
 /// `memplug_host_instantiate`: make an instance of `handler` configured by
 /// `options` (`key=value,…`; NULL or "" for none); the owner goes to `out`.
 ///
@@ -131,7 +161,7 @@ pub unsafe extern "C" fn memplug_host_instance_free(instance: *mut InstanceBox) 
 }
 
 /// A pointer as C sees it.
-fn c_ptr(p: NonNull<u8>) -> *mut c_void {
+pub(crate) fn c_ptr(p: NonNull<u8>) -> *mut c_void {
     p.as_ptr().cast()
 }
 
@@ -217,109 +247,4 @@ pub unsafe extern "C" fn memplug_host_free_aligned(
     let (Some(entry), Some(p)) = (unsafe { handler.as_ref() }, NonNull::new(ptr.cast::<u8>())) else { return };
     // SAFETY: the caller's contract, which is `Handler::free_aligned`'s.
     quiet((), || unsafe { entry.handler.free_aligned(p, size, alignment) })
-}
-
-/// `memplug_host_lock`: hold `handler`'s lock (none for a thread-safe
-/// handler) until `memplug_host_unlock`, on this thread.
-///
-/// # Safety
-/// As for `memplug_host_alloc`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memplug_host_lock(handler: *const Entry, err: ErrOut) -> *mut HandlerGuard {
-    const F: &str = "memplug_host_lock";
-    // SAFETY: the caller's contract.
-    unsafe {
-        guarded(F, err, null_mut(), || Ok(Box::into_raw(Box::new(arg(handler, F, "handler")?.handler.lock_checked()?))))
-    }
-}
-
-/// `memplug_host_unlock`: release a guard, on the thread that took it.
-/// NULL is ignored.
-///
-/// # Safety
-/// `guard` is NULL or a guard this thread took and has not released.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memplug_host_unlock(guard: *mut HandlerGuard) {
-    if !guard.is_null() {
-        // SAFETY: the caller's contract: a box this library leaked, freed once.
-        let boxed = unsafe { Box::from_raw(guard) };
-        quiet((), || drop(boxed));
-    }
-}
-
-/// `memplug_host_guard_handler`: the guard's handler.
-///
-/// # Safety
-/// `guard` is NULL or a live guard of this thread.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memplug_host_guard_handler(guard: *const HandlerGuard) -> *const Entry {
-    // SAFETY: the caller's contract.
-    quiet(null(), || unsafe { guard.as_ref() }.map_or(null(), |g| Entry::of(g.handler()) as *const Entry))
-}
-
-/// `memplug_host_guard_alloc`: as `memplug_host_alloc`, under the held lock.
-///
-/// # Safety
-/// `guard` a live guard of this thread; `err` NULL or valid for a write.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memplug_host_guard_alloc(guard: *const HandlerGuard, size: usize, err: ErrOut) -> *mut c_void {
-    const F: &str = "memplug_host_guard_alloc";
-    // SAFETY: the caller's contract.
-    unsafe { guarded(F, err, null_mut(), || Ok(c_ptr(arg(guard, F, "guard")?.alloc(size)?))) }
-}
-
-/// `memplug_host_guard_calloc`: as `memplug_host_calloc`, under the held
-/// lock.
-///
-/// # Safety
-/// As for [`memplug_host_guard_alloc`].
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memplug_host_guard_calloc(
-    guard: *const HandlerGuard,
-    nelem: usize,
-    elsize: usize,
-    err: ErrOut,
-) -> *mut c_void {
-    const F: &str = "memplug_host_guard_calloc";
-    // SAFETY: the caller's contract.
-    unsafe { guarded(F, err, null_mut(), || Ok(c_ptr(arg(guard, F, "guard")?.alloc_zeroed(nelem, elsize)?))) }
-}
-
-/// `memplug_host_guard_realloc`: as `memplug_host_realloc`, under the held
-/// lock.
-///
-/// # Safety
-/// As for [`memplug_host_realloc`], with the guard's handler.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memplug_host_guard_realloc(
-    guard: *const HandlerGuard,
-    ptr: *mut c_void,
-    old_size: usize,
-    new_size: usize,
-    err: ErrOut,
-) -> *mut c_void {
-    const F: &str = "memplug_host_guard_realloc";
-    // SAFETY: the caller's contract.
-    unsafe {
-        guarded(F, err, null_mut(), || {
-            let g = arg(guard, F, "guard")?;
-            match NonNull::new(ptr.cast::<u8>()) {
-                // SAFETY: the caller's contract, which is `HandlerGuard::realloc`'s.
-                Some(p) => Ok(c_ptr(g.realloc(p, old_size, new_size)?)),
-                None => Ok(c_ptr(g.alloc(new_size)?)),
-            }
-        })
-    }
-}
-
-/// `memplug_host_guard_free`: as `memplug_host_free`, under the held lock.
-///
-/// # Safety
-/// As for `memplug_host_free`, with the guard's handler.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn memplug_host_guard_free(guard: *const HandlerGuard, ptr: *mut c_void, size: usize) {
-    // SAFETY: the caller's contract.
-    let (Some(g), Some(p)) = (unsafe { guard.as_ref() }, NonNull::new(ptr.cast::<u8>())) else { return };
-    // SAFETY: the caller's contract, which is `HandlerGuard::free`'s.
-    quiet((), || unsafe { g.free(p, size) })
 }

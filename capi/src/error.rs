@@ -1,7 +1,10 @@
 //! The error object of the C API (`memplug_host_error`): a stable
 //! kebab-case code — the library's own reason code wherever the library
-//! refused — and a message telling the user what to do, both as C strings
-//! the object owns.
+//! refused — a message telling the user what to do, and the subject (the
+//! candidate a load refused), each as a C string the object owns. The
+//! message never repeats the subject or the code: each has its own
+//! accessor. Its [`Status`] says whether the refusal is a skip (`shadowed`)
+//! or a failure.
 //!
 //! Imports nothing from the crate.
 
@@ -14,7 +17,26 @@ use std::fmt::Display;
 pub(crate) struct ErrorObject {
     code: CString,
     message: CString,
+    subject: Option<CString>,
 }
+
+/// `memplug_host_status`: what a load did with a candidate, as the C
+/// header's enum numbers it.
+#[repr(i32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// `MEMPLUG_HOST_STATUS_LOADED`: the handler is registered.
+    Loaded = 0,
+    /// `MEMPLUG_HOST_STATUS_SKIPPED`: not loaded, and not a failure.
+    Skipped = 1,
+    /// `MEMPLUG_HOST_STATUS_FAILED`: refused.
+    Failed = 2,
+}
+
+/// The reason codes that are skips, not failures: a handler of the same
+/// name from an earlier directory on the search path takes precedence
+/// (see docs/src/reason-codes.md). Every other code is a failure.
+const SKIP_CODES: [&str; 1] = ["shadowed"];
 
 /// A string as a C string: interior NULs (which no code or message of the
 /// library holds) become `\0` escapes, so nothing is cut short.
@@ -25,7 +47,13 @@ pub(crate) fn c_string(text: &str) -> CString {
 impl ErrorObject {
     /// An error with `code` and `message`.
     pub(crate) fn new(code: &str, message: impl Display) -> ErrorObject {
-        ErrorObject { code: c_string(code), message: c_string(&message.to_string()) }
+        ErrorObject { code: c_string(code), message: c_string(&message.to_string()), subject: None }
+    }
+
+    /// The same error about `subject` (the candidate a load refused).
+    pub(crate) fn about(mut self, subject: &str) -> ErrorObject {
+        self.subject = Some(c_string(subject));
+        self
     }
 
     /// The code, e.g. `untrusted-file`.
@@ -36,6 +64,16 @@ impl ErrorObject {
     /// The message.
     pub(crate) fn message(&self) -> &CStr {
         &self.message
+    }
+
+    /// What the error is about, if it names a candidate.
+    pub(crate) fn subject(&self) -> Option<&CStr> {
+        self.subject.as_deref()
+    }
+
+    /// A skip or a failure, by the code.
+    pub(crate) fn status(&self) -> Status {
+        if SKIP_CODES.iter().any(|c| self.code.as_bytes() == c.as_bytes()) { Status::Skipped } else { Status::Failed }
     }
 
     /// A Rust panic caught at the boundary.
@@ -71,8 +109,16 @@ macro_rules! from_library_error {
     )*};
 }
 
+/// A refused candidate: the refusal's own message, the candidate as the
+/// subject (not repeated in the message as `PATH: [code]`, the way the
+/// library's `Display` shows it).
+impl From<memplug::LoadError> for ErrorObject {
+    fn from(e: memplug::LoadError) -> ErrorObject {
+        ErrorObject::new(e.code(), &e.refusal).about(&e.source_desc)
+    }
+}
+
 from_library_error!(
-    memplug::LoadError,
     memplug::Refusal,
     memplug::AllocError,
     memplug::InstanceError,
@@ -89,5 +135,24 @@ mod tests {
         let e = ErrorObject::new("x-y", "a\0b");
         assert_eq!(e.code().to_str().unwrap(), "x-y");
         assert_eq!(e.message().to_str().unwrap(), "a\\0b");
+    }
+
+    #[test]
+    fn a_refused_load_keeps_its_candidate_out_of_the_message() {
+        let e = memplug::Registry::new().load_path("/nonexistent/libx.so").expect_err("no such file");
+        let code = e.code();
+        let object = ErrorObject::from(e);
+        let message = object.message().to_str().unwrap();
+        assert_eq!(object.code().to_str().unwrap(), code);
+        assert_eq!(object.subject().unwrap().to_str().unwrap(), "/nonexistent/libx.so");
+        assert!(!message.starts_with("/nonexistent/libx.so:") && !message.contains(&format!("[{code}]")), "{message}");
+    }
+
+    #[test]
+    fn shadowed_is_a_skip_and_every_other_code_a_failure() {
+        assert_eq!(ErrorObject::new("shadowed", "x").status(), Status::Skipped);
+        for code in ["duplicate-name", "untrusted-file", "bad-magic", "internal-panic"] {
+            assert_eq!(ErrorObject::new(code, "x").status(), Status::Failed, "{code}");
+        }
     }
 }

@@ -15,7 +15,7 @@
 //!
 //! Imports `error`.
 
-use crate::error::{ErrorObject, c_string};
+use crate::error::{ErrorObject, Status, c_string};
 use memplug::{Handler, Instance};
 use std::collections::HashMap;
 use std::ffi::{CStr, CString, c_void};
@@ -216,6 +216,16 @@ impl Outcomes {
     /// Why the `i`th was refused, if it was.
     pub(crate) fn error(&self, i: usize) -> Option<&ErrorObject> {
         self.items.get(i).and_then(|(_, r)| r.as_ref().err())
+    }
+
+    /// What became of the `i`th: loaded, skipped or failed (`Failed` past
+    /// the end).
+    pub(crate) fn status(&self, i: usize) -> Status {
+        match self.items.get(i) {
+            Some((_, Ok(_))) => Status::Loaded,
+            Some((_, Err(e))) => e.status(),
+            None => Status::Failed,
+        }
     }
 }
 

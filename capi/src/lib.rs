@@ -21,9 +21,10 @@
 //! # Layers
 //! One module per concern. Each imports only from modules above it in this
 //! list (bottom first), never from one below; there are no circles.
-//! 0. `error` — the error object: a stable kebab-case code and a message,
-//!    made from any of the library's errors, and the codes of the C API's
-//!    own refusals;
+//! 0. `error` — the error object: a stable kebab-case code, a message and
+//!    the subject it is about, made from any of the library's errors, the
+//!    codes of the C API's own refusals, and whether a refusal is a skip or
+//!    a failure;
 //! 1. `handles` — what a C handle points to: a handler's entry (its
 //!    fast-call prefix, the handler and its info as C strings, one per
 //!    handler for the rest of the process), an instance's owner, the
@@ -37,12 +38,16 @@
 //! 5. `meta_raw` — the version functions and the error object's accessors;
 //! 6. `policy_raw` — policies;
 //! 7. `load_raw` — registries, loading and looking up;
-//! 8. `fast_raw` — the allocation fast path: `memplug_host_alloc` /
+//! 8. `symbols_raw` — a handler from a library's plain C functions
+//!    (`memplug_host_load_symbols`);
+//! 9. `fast_raw` — the allocation fast path: `memplug_host_alloc` /
 //!    `_free` and the out-of-line calls the header's inline versions make,
 //!    and the direct calls;
-//! 9. `alloc_raw` — a handler's info and statistics, instances, the rest
-//!    of allocation, and guards;
-//! 10. `current_raw` — the process default and per-thread scopes.
+//! 10. `alloc_raw` — a handler's info, statistics and usable sizes,
+//!     instances, and the rest of allocation;
+//! 11. `lock_raw` — guards: one handler's lock held for a batch, and
+//!     several handlers locked at once;
+//! 12. `current_raw` — the process default and per-thread scopes.
 //!
 //! # Unsafe code
 //! The crate denies `unsafe` code; the modules whose names end in `_raw`
@@ -69,8 +74,12 @@ mod policy_raw;
 #[allow(unsafe_code)]
 mod load_raw;
 #[allow(unsafe_code)]
+mod symbols_raw;
+#[allow(unsafe_code)]
 mod fast_raw;
 #[allow(unsafe_code)]
 mod alloc_raw;
+#[allow(unsafe_code)]
+mod lock_raw;
 #[allow(unsafe_code)]
 mod current_raw;

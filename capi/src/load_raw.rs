@@ -1,17 +1,19 @@
-//! Registries, loading and looking up: the exports of `memplug_host.h`'s
-//! "Registries" and "Loading" sections.
-//! Every load goes through [`memplug::Registry`], so it is checked exactly
+//! Registries, loading, looking up and unregistering: the exports of
+//! `memplug_host.h`'s "Registries" and "Loading" sections but
+//! `memplug_host_load_symbols` (`symbols_raw`), and [`ready`], which makes a
+//! registry ready to load. Every load goes through [`memplug::Registry`], so it is checked exactly
 //! as the Rust library checks (trust policy, worker probe, verdict cache).
 //!
 //! Imports `error`, `handles`, `settings` and `boundary_raw`.
 
 use crate::boundary_raw::{ErrOut, arg, guarded, optional_text, put, quiet, text};
-use crate::error::ErrorObject;
+use crate::error::{ErrorObject, Status};
 use crate::handles::{Entry, Outcomes, RegistryHandle};
 use crate::settings;
 use memplug::discover::{Candidate, scan_dir};
-use memplug::{Policy, Registry, SymbolSpec};
+use memplug::{Policy, Registry};
 use std::ffi::c_char;
+use std::ptr::null;
 
 /// The process's registry handle.
 static GLOBAL: RegistryHandle = RegistryHandle::Global;
@@ -58,7 +60,7 @@ pub unsafe extern "C" fn memplug_host_registry_free(registry: *mut RegistryHandl
 
 /// The registry, ready to load: a policy asking for a probe gets the
 /// worker executable, or the refusal `probe-unavailable`.
-fn ready<'a>(handle: &'a RegistryHandle, subject: &str) -> Result<&'a Registry, ErrorObject> {
+pub(crate) fn ready<'a>(handle: &'a RegistryHandle, subject: &str) -> Result<&'a Registry, ErrorObject> {
     let registry = handle.get();
     let policy = registry.policy();
     if policy.probe.is_some() {
@@ -177,82 +179,26 @@ pub unsafe extern "C" fn memplug_host_load_search_path(
     }
 }
 
-/// `memplug_host_symbol_spec`: an allocator made of a library's plain C
-/// functions.
-#[repr(C)]
-#[derive(Debug)]
-pub struct CSymbolSpec {
-    struct_size: u64,
-    name: *const c_char,
-    library: *const c_char,
-    malloc: *const c_char,
-    free: *const c_char,
-    calloc: *const c_char,
-    realloc: *const c_char,
-    sized_free: *const c_char,
-    aligned_alloc: *const c_char,
-    version: *const c_char,
-    alignment: u64,
-    thread_safe: i32,
-}
-
-/// `memplug_host_load_symbols`: make, check and register a handler from a
-/// library's plain C functions.
+/// `memplug_host_registry_unregister`: remove `name` from the registry and
+/// return its handler, or NULL when no handler has that name. The handler
+/// stays valid and its library loaded (nothing is ever unloaded): it keeps
+/// serving and freeing its blocks; the name is free for another load.
 ///
 /// # Safety
-/// As for [`memplug_host_load_path`]; `spec` points to a spec whose
-/// strings are C strings or NULL where optional.
+/// `registry` a live registry, `name` a C string.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn memplug_host_load_symbols(
+pub unsafe extern "C" fn memplug_host_registry_unregister(
     registry: *const RegistryHandle,
-    spec: *const CSymbolSpec,
-    out: *mut *const Entry,
-    err: ErrOut,
-) -> i32 {
-    const F: &str = "memplug_host_load_symbols";
-    // SAFETY: the caller's contract.
-    unsafe {
-        guarded(F, err, -1, || {
-            let s = arg(spec, F, "spec")?;
-            if s.struct_size < std::mem::size_of::<CSymbolSpec>() as u64 {
-                return Err(ErrorObject::new(
-                    "bad-struct-size",
-                    format!("{F}: spec->struct_size is {}; set it to sizeof(memplug_host_symbol_spec)", s.struct_size),
-                ));
-            }
-            let t = |p, n| text(p, F, n);
-            let o = |p, n| optional_text(p, F, n);
-            let mut spec = SymbolSpec::new(
-                t(s.name, "name")?,
-                t(s.library, "library")?,
-                t(s.malloc, "malloc")?,
-                t(s.free, "free")?,
-            )
-            .thread_safe(s.thread_safe != 0);
-            if let Some(v) = o(s.calloc, "calloc")? {
-                spec = spec.calloc(v);
-            }
-            if let Some(v) = o(s.realloc, "realloc")? {
-                spec = spec.realloc(v);
-            }
-            if let Some(v) = o(s.sized_free, "sized_free")? {
-                spec = spec.sized_free(v);
-            }
-            if let Some(v) = o(s.aligned_alloc, "aligned_alloc")? {
-                spec = spec.aligned_alloc(v);
-            }
-            if let Some(v) = o(s.version, "version")? {
-                spec = spec.version(v);
-            }
-            if s.alignment != 0 {
-                spec = spec.alignment(s.alignment);
-            }
-            let registry = ready(arg(registry, F, "registry")?, &spec.library)?;
-            let handler = registry.load_symbols(&spec)?;
-            put(out, Entry::of(handler) as *const Entry, F, "out")?;
-            Ok(0)
-        })
-    }
+    name: *const c_char,
+) -> *const Entry {
+    const F: &str = "memplug_host_registry_unregister";
+    quiet(null(), || {
+        // SAFETY: the caller's contract.
+        let (Ok(r), Ok(name)) = (unsafe { arg(registry, F, "registry") }, unsafe { text(name, F, "name") }) else {
+            return null();
+        };
+        r.get().unregister(name).map_or(null(), |h| Entry::of(h) as *const Entry)
+    })
 }
 
 /// `memplug_host_registry_get`: the handler registered under `name`, or
@@ -352,6 +298,18 @@ pub unsafe extern "C" fn memplug_host_outcomes_handler(outcomes: *const Outcomes
 pub unsafe extern "C" fn memplug_host_outcomes_error(outcomes: *const Outcomes, i: usize) -> *const ErrorObject {
     // SAFETY: the caller's contract.
     unsafe { outcomes.as_ref() }.and_then(|o| o.error(i)).map_or(std::ptr::null(), |e| e as *const ErrorObject)
+}
+
+/// `memplug_host_outcomes_status`: what became of the `i`th candidate —
+/// loaded, skipped (a `shadowed` refusal: not a failure) or failed (any
+/// other refusal); failed past the end.
+///
+/// # Safety
+/// `outcomes` is NULL or live.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_outcomes_status(outcomes: *const Outcomes, i: usize) -> Status {
+    // SAFETY: the caller's contract.
+    unsafe { outcomes.as_ref() }.map_or(Status::Failed, |o| o.status(i))
 }
 
 /// `memplug_host_outcomes_free`: free a batch's outcomes (NULL is ignored).

@@ -3,8 +3,8 @@
 //! Imports `error` and `boundary_raw`.
 
 use crate::boundary_raw::quiet;
-use crate::error::ErrorObject;
-use std::ffi::c_char;
+use crate::error::{ErrorObject, Status};
+use std::ffi::{CStr, c_char};
 
 /// The library's version as a NUL-terminated string.
 const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), "\0");
@@ -64,6 +64,30 @@ pub unsafe extern "C" fn memplug_host_error_message(error: *const ErrorObject) -
         Some(e) => e.message().as_ptr(),
         None => c"memplug_host_error_message: the error is NULL".as_ptr(),
     }
+}
+
+/// `memplug_host_error_subject`: what the error is about — the candidate a
+/// load refused (a path, `path#symbol`, or `library (malloc / free)`) —
+/// or NULL when it names none; owned by the error object.
+///
+/// # Safety
+/// `error` is NULL or an error object not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_error_subject(error: *const ErrorObject) -> *const c_char {
+    // SAFETY: the caller's contract.
+    unsafe { error.as_ref() }.and_then(ErrorObject::subject).map_or(std::ptr::null(), CStr::as_ptr)
+}
+
+/// `memplug_host_error_status`: whether the refusal is a skip (`shadowed`:
+/// `MEMPLUG_HOST_STATUS_SKIPPED`) or a failure (any other code, and a NULL
+/// error: `MEMPLUG_HOST_STATUS_FAILED`).
+///
+/// # Safety
+/// `error` is NULL or an error object not yet freed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn memplug_host_error_status(error: *const ErrorObject) -> Status {
+    // SAFETY: the caller's contract.
+    unsafe { error.as_ref() }.map_or(Status::Failed, ErrorObject::status)
 }
 
 /// `memplug_host_error_free`: free an error object (NULL is ignored).

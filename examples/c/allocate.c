@@ -28,11 +28,14 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < memplug_host_outcomes_count(outcomes); i++) {
         const memplug_host_handler *h = memplug_host_outcomes_handler(outcomes, i);
         const memplug_host_error *why = memplug_host_outcomes_error(outcomes, i);
-        if (h)
-            printf("loaded  %-10s from %s\n", memplug_host_handler_name(h), memplug_host_outcomes_candidate(outcomes, i));
+        const char *candidate = memplug_host_outcomes_candidate(outcomes, i);
+        /* A skip (a "shadowed" candidate: an earlier one of that name is in use) is not a failure. */
+        if (memplug_host_outcomes_status(outcomes, i) == MEMPLUG_HOST_STATUS_LOADED)
+            printf("loaded  %-10s from %s\n", memplug_host_handler_name(h), candidate);
+        else if (memplug_host_outcomes_status(outcomes, i) == MEMPLUG_HOST_STATUS_SKIPPED)
+            printf("skipped %s: %s\n", candidate, memplug_host_error_message(why));
         else
-            printf("refused %s: [%s] %s\n", memplug_host_outcomes_candidate(outcomes, i), memplug_host_error_code(why),
-                   memplug_host_error_message(why));
+            printf("refused %s: [%s] %s\n", candidate, memplug_host_error_code(why), memplug_host_error_message(why));
     }
     memplug_host_outcomes_free(outcomes);
 

@@ -14,7 +14,7 @@ int main(int argc, char **argv) try {
     memplug::registry reg; // strict trust
     auto outcomes = argc > 1 ? reg.load_dir(argv[1]) : reg.load_search_path();
     for (const auto &o : outcomes)
-        if (!o.handler) std::printf("refused %s: [%s]\n", o.candidate.c_str(), o.code.c_str());
+        if (o.status == memplug::status::failed) std::printf("refused %s: [%s]\n", o.candidate.c_str(), o.code.c_str());
 
     memplug::instance arena = reg.get("arena").instantiate("region_size=1m");
     memplug::memory_resource mr(arena.handler());

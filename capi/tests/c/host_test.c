@@ -6,11 +6,14 @@
  *   BROKEN      a plugin with a bad magic number
  *   UNTRUSTED   a plugin file others may write
  *   WORKER      the `memplug` command, for the worker probe
+ *   SHADOW_DIR  a directory holding another copy of the system plugin and
+ *               a broken plugin
  * It prints `code NAME CODE` for each refusal the Rust test compares with
  * the Rust library's, and `ok` at the end; any failed check exits 1.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -144,6 +147,147 @@ static void manifest_and_symbols(const memplug_host_registry *r) {
     spec.name = "c-heap-2";
     CHECK(memplug_host_load_symbols(r, &spec, &h, &err) == -1);
     report("missing-symbol", err);
+}
+
+/* Whether the message of `err` repeats its subject and code, as
+ * "SUBJECT: [CODE] ..." or "... [CODE] ...". */
+static int repeats_subject_and_code(const memplug_host_error *err) {
+    char bracketed[128], prefix[8192];
+    snprintf(bracketed, sizeof bracketed, "[%s]", memplug_host_error_code(err));
+    const char *subject = memplug_host_error_subject(err);
+    snprintf(prefix, sizeof prefix, "%s:", subject ? subject : "");
+    const char *message = memplug_host_error_message(err);
+    return strstr(message, bracketed) != NULL || (subject && strncmp(message, prefix, strlen(prefix)) == 0);
+}
+
+/* A load's outcome is told by memplug_host_status: a shadowed candidate is
+ * a skip, any other refusal a failure; messages do not repeat the subject
+ * or the code, which have their own accessors. */
+static void statuses(void) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s:%s", env("PLUGIN_DIR"), env("SHADOW_DIR"));
+    setenv("MEMPLUG_PLUGIN_PATH", path, 1);
+    memplug_host_registry *r = memplug_host_registry_new(NULL, NULL);
+    memplug_host_outcomes *o = NULL;
+    CHECK(memplug_host_load_search_path(r, &o, NULL) == 0);
+    setenv("MEMPLUG_PLUGIN_PATH", env("PLUGIN_DIR"), 1);
+    size_t n = memplug_host_outcomes_count(o), counts[3] = {0, 0, 0};
+    for (size_t i = 0; i < n; i++) {
+        memplug_host_status st = memplug_host_outcomes_status(o, i);
+        const memplug_host_error *why = memplug_host_outcomes_error(o, i);
+        CHECK(st == MEMPLUG_HOST_STATUS_LOADED || st == MEMPLUG_HOST_STATUS_SKIPPED ||
+              st == MEMPLUG_HOST_STATUS_FAILED);
+        counts[st]++;
+        CHECK((st == MEMPLUG_HOST_STATUS_LOADED) == (why == NULL));
+        CHECK((st == MEMPLUG_HOST_STATUS_LOADED) == (memplug_host_outcomes_handler(o, i) != NULL));
+        if (!why) continue;
+        CHECK(memplug_host_error_status(why) == st);
+        printf("code %s %s\n", st == MEMPLUG_HOST_STATUS_SKIPPED ? "scan-skipped" : "scan-failed",
+               memplug_host_error_code(why));
+        /* The subject is the candidate; the message is not prefixed with
+         * "SUBJECT: [CODE]" (each has its own accessor). */
+        const char *subject = memplug_host_error_subject(why);
+        CHECK(subject && strcmp(subject, memplug_host_outcomes_candidate(o, i)) == 0);
+        CHECK(!repeats_subject_and_code(why));
+    }
+    CHECK(n == 9 && counts[MEMPLUG_HOST_STATUS_LOADED] == 7);
+    CHECK(counts[MEMPLUG_HOST_STATUS_SKIPPED] == 1 && counts[MEMPLUG_HOST_STATUS_FAILED] == 1);
+    CHECK(memplug_host_outcomes_loaded(o) == 7);
+    CHECK(memplug_host_outcomes_status(o, n) == MEMPLUG_HOST_STATUS_FAILED);
+    CHECK(memplug_host_outcomes_status(NULL, 0) == MEMPLUG_HOST_STATUS_FAILED);
+    memplug_host_outcomes_free(o);
+    /* An explicit load of a second "system": a skip exactly when its code is
+     * "shadowed", whatever code the library gives it. */
+    snprintf(path, sizeof path, "%s/libmemplug_system.so", env("SHADOW_DIR"));
+    const memplug_host_handler *h = NULL;
+    memplug_host_error *err = NULL;
+    CHECK(memplug_host_load_path(r, path, NULL, &h, &err) == -1);
+    int shadowed = strcmp(memplug_host_error_code(err), "shadowed") == 0;
+    CHECK(memplug_host_error_status(err) == (shadowed ? MEMPLUG_HOST_STATUS_SKIPPED : MEMPLUG_HOST_STATUS_FAILED));
+    CHECK(strcmp(memplug_host_error_subject(err), path) == 0);
+    CHECK(!repeats_subject_and_code(err));
+    memplug_host_error_free(err);
+    /* Errors that name no candidate have no subject. */
+    err = NULL;
+    CHECK(memplug_host_load_path(r, NULL, NULL, &h, &err) == -1);
+    CHECK(memplug_host_error_subject(err) == NULL && memplug_host_error_status(err) == MEMPLUG_HOST_STATUS_FAILED);
+    memplug_host_error_free(err);
+    CHECK(memplug_host_error_status(NULL) == MEMPLUG_HOST_STATUS_FAILED && memplug_host_error_subject(NULL) == NULL);
+    memplug_host_registry_free(r);
+}
+
+/* A new registry holds "default_allocator"; unregistering frees a name and
+ * keeps the handler working. */
+static void unregister(const memplug_host_registry *r) {
+    memplug_host_registry *own = memplug_host_registry_new(NULL, NULL);
+    const memplug_host_handler *one[2];
+    CHECK(memplug_host_registry_handlers(own, one, 2) == 1 && one[0] == memplug_host_builtin());
+    CHECK(strcmp(memplug_host_handler_name(one[0]), "default_allocator") == 0);
+    memplug_host_registry_free(own);
+
+    size_t before = memplug_host_registry_handlers(r, NULL, 0);
+    const memplug_host_handler *heap = memplug_host_registry_get(r, "c-heap");
+    CHECK(heap != NULL);
+    void *kept = memplug_host_alloc(heap, 100, NULL);
+    CHECK(kept != NULL);
+    CHECK(memplug_host_registry_unregister(r, "c-heap") == heap);
+    CHECK(memplug_host_registry_get(r, "c-heap") == NULL);
+    CHECK(memplug_host_registry_handlers(r, NULL, 0) == before - 1);
+    CHECK(memplug_host_registry_unregister(r, "c-heap") == NULL);
+    CHECK(memplug_host_registry_unregister(r, NULL) == NULL && memplug_host_registry_unregister(NULL, "x") == NULL);
+    /* The handler keeps serving and freeing its blocks. */
+    exercise(heap);
+    memplug_host_free(heap, kept, 100);
+    /* The name is free again. */
+    memplug_host_symbol_spec spec = {
+        .struct_size = sizeof spec, .name = "c-heap", .library = "libc.so.6", .malloc = "malloc", .free = "free",
+        .thread_safe = 1};
+    const memplug_host_handler *again = NULL;
+    CHECK(memplug_host_load_symbols(r, &spec, &again, NULL) == 0);
+    CHECK(again != heap && memplug_host_registry_get(r, "c-heap") == again);
+    CHECK(memplug_host_registry_handlers(r, NULL, 0) == before);
+}
+
+/* A symbol spec's `usable_size`, and a spec from an older header (without
+ * it) still accepted. */
+static void usable_sizes(const memplug_host_registry *r) {
+    memplug_host_symbol_spec spec = {
+        .struct_size = sizeof spec, .name = "c-usable", .library = "libc.so.6", .malloc = "malloc", .free = "free",
+        .usable_size = "malloc_usable_size", .thread_safe = 1};
+    const memplug_host_handler *h = NULL;
+    CHECK(memplug_host_load_symbols(r, &spec, &h, NULL) == 0);
+    void *p = memplug_host_alloc(h, 100, NULL);
+    size_t usable = 0;
+    CHECK(memplug_host_usable_size(h, p, &usable) == 1 && usable >= 100);
+    CHECK(memplug_host_usable_size(h, NULL, &usable) == -1 && memplug_host_usable_size(h, p, NULL) == -1);
+    memplug_host_free(h, p, 100);
+    /* Without `usable_size` the handler answers none. */
+    const memplug_host_handler *heap = memplug_host_registry_get(r, "c-heap");
+    p = memplug_host_alloc(heap, 100, NULL);
+    CHECK(memplug_host_usable_size(heap, p, &usable) == 0);
+    memplug_host_free(heap, p, 100);
+    /* A missing usable_size symbol is refused like any other. */
+    memplug_host_error *err = NULL;
+    spec.name = "c-usable-2";
+    spec.usable_size = "no_such_usable_size";
+    CHECK(memplug_host_load_symbols(r, &spec, &h, &err) == -1);
+    report("missing-usable-size", err);
+    /* An older caller's struct_size ends before `usable_size`: it is not read. */
+    spec.name = "c-old-spec";
+    spec.struct_size = offsetof(memplug_host_symbol_spec, usable_size);
+    CHECK(memplug_host_load_symbols(r, &spec, &h, NULL) == 0);
+    p = memplug_host_alloc(h, 8, NULL);
+    CHECK(memplug_host_usable_size(h, p, &usable) == 0);
+    memplug_host_free(h, p, 8);
+    spec.struct_size = offsetof(memplug_host_symbol_spec, usable_size) - 1;
+    err = NULL;
+    CHECK(memplug_host_load_symbols(r, &spec, &h, &err) == -1);
+    report("old-struct-size", err);
+    /* memplug_host_stats fills the whole struct, struct_size included. */
+    memplug_stats_t s;
+    memset(&s, 0xff, sizeof s);
+    CHECK(memplug_host_stats(memplug_host_registry_get(r, "tracking"), &s, NULL) == 1);
+    CHECK(s.struct_size == sizeof(memplug_stats_t));
 }
 
 static void refusals(void) {
@@ -422,6 +566,98 @@ static void *unsafe_thread(void *arg) {
     return NULL;
 }
 
+struct pair {
+    const memplug_host_handler *a, *b;
+    int reverse;
+    int failed;
+};
+
+/* Two not-thread-safe handlers locked together, in either order, from two
+ * threads at once: one global order, no deadlock. */
+static void *pair_thread(void *arg) {
+    struct pair *pr = arg;
+    for (int round = 0; round < 200; round++) {
+        const memplug_host_handler *hs[2] = {pr->reverse ? pr->b : pr->a, pr->reverse ? pr->a : pr->b};
+        memplug_host_guards *gs = memplug_host_lock_all(hs, 2, NULL);
+        if (!gs || memplug_host_guards_count(gs) != 2) {
+            pr->failed = 1;
+            return NULL;
+        }
+        for (int k = 0; k < 2; k++) {
+            const memplug_host_guard *g = memplug_host_guards_get(gs, hs[k]);
+            unsigned char *p = g ? memplug_host_guard_alloc(g, 40, NULL) : NULL;
+            if (!p || memplug_host_guard_handler(g) != hs[k]) pr->failed = 1;
+            else memset(p, round, 40);
+            memplug_host_guard_free(g, p, 40);
+        }
+        memplug_host_unlock_all(gs);
+    }
+    return NULL;
+}
+
+/* memplug_host_lock_all: several not-thread-safe handlers on one thread. */
+static void lock_all(const memplug_host_registry *r) {
+    const memplug_host_handler *arena = memplug_host_registry_get(r, "arena");
+    const memplug_host_handler *system = memplug_host_registry_get(r, "system");
+    memplug_host_instance *i1 = NULL, *i2 = NULL;
+    CHECK(memplug_host_instantiate(arena, "", &i1, NULL) == 0 && memplug_host_instantiate(arena, "", &i2, NULL) == 0);
+    const memplug_host_handler *a = memplug_host_instance_handler(i1), *b = memplug_host_instance_handler(i2);
+    const memplug_host_handler *hs[4] = {b, arena, a, system};
+    const memplug_host_handler *twice[5] = {b, arena, a, system, b};
+    memplug_host_error *err = NULL;
+    memplug_host_guards *gs = memplug_host_lock_all(twice, 5, &err);
+    CHECK(gs != NULL && err == NULL && memplug_host_guards_count(gs) == 4);
+    for (int k = 0; k < 4; k++) {
+        const memplug_host_guard *g = memplug_host_guards_get(gs, hs[k]);
+        CHECK(g != NULL && memplug_host_guard_handler(g) == hs[k]);
+        unsigned char *p = memplug_host_guard_calloc(g, 10, 10, NULL);
+        CHECK(p != NULL && p[99] == 0);
+        p = memplug_host_guard_realloc(g, p, 100, 300, NULL);
+        CHECK(p != NULL && p[99] == 0);
+        memplug_host_guard_free(g, p, 300);
+    }
+    CHECK(memplug_host_guards_get(gs, memplug_host_registry_get(r, "tracking")) == NULL);
+    CHECK(memplug_host_guards_get(gs, NULL) == NULL && memplug_host_guards_get(NULL, a) == NULL);
+    /* A handler held already may be locked again; a new one may not. */
+    memplug_host_guard *again = memplug_host_lock(a, NULL);
+    CHECK(again != NULL);
+    memplug_host_unlock(again);
+    memplug_host_instance *i3 = NULL;
+    CHECK(memplug_host_instantiate(arena, "", &i3, NULL) == 0);
+    const memplug_host_handler *c = memplug_host_instance_handler(i3);
+    CHECK(memplug_host_lock(c, &err) == NULL);
+    report("lock-new-while-held", err);
+    err = NULL;
+    const memplug_host_handler *more[2] = {a, c};
+    CHECK(memplug_host_lock_all(more, 2, &err) == NULL);
+    report("lock-all-while-held", err);
+    memplug_host_unlock_all(gs);
+    /* Released: the third one locks now. */
+    memplug_host_guard *g = memplug_host_lock(c, NULL);
+    CHECK(g != NULL);
+    memplug_host_unlock(g);
+    /* Nothing to lock; a NULL handler in the list. */
+    gs = memplug_host_lock_all(NULL, 0, NULL);
+    CHECK(gs != NULL && memplug_host_guards_count(gs) == 0);
+    memplug_host_unlock_all(gs);
+    memplug_host_unlock_all(NULL);
+    const memplug_host_handler *with_null[2] = {a, NULL};
+    err = NULL;
+    CHECK(memplug_host_lock_all(with_null, 2, &err) == NULL);
+    report("lock-all-null", err);
+    /* Two threads, opposite orders. */
+    pthread_t t[2];
+    struct pair prs[2] = {{a, b, 0, 0}, {a, b, 1, 0}};
+    for (int k = 0; k < 2; k++) CHECK(pthread_create(&t[k], NULL, pair_thread, &prs[k]) == 0);
+    for (int k = 0; k < 2; k++) {
+        CHECK(pthread_join(t[k], NULL) == 0);
+        CHECK(!prs[k].failed);
+    }
+    memplug_host_instance_free(i1);
+    memplug_host_instance_free(i2);
+    memplug_host_instance_free(i3);
+}
+
 static void not_thread_safe_from_four_threads(const memplug_host_registry *r) {
     const memplug_host_handler *arena = memplug_host_registry_get(r, "arena");
     memplug_host_info info = {.struct_size = sizeof info};
@@ -474,6 +710,9 @@ int main(void) {
     memplug_host_policy_free(p);
     load_bundled(r);
     manifest_and_symbols(r);
+    unregister(r);
+    usable_sizes(r);
+    statuses();
     refusals();
     search_path();
     instances(r);
@@ -481,6 +720,7 @@ int main(void) {
     scopes(r);
     scopes_across_threads(r);
     not_thread_safe_from_four_threads(r);
+    lock_all(r);
     CHECK(memplug_host_registry_get(memplug_host_registry_global(), "default_allocator") == memplug_host_builtin());
     memplug_host_registry_free(r);
     printf("ok\n");
