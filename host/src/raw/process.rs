@@ -109,8 +109,11 @@ pub(crate) fn recv_from(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(u
     let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
     while !cmsg.is_null() {
         // SAFETY: `cmsg` is a header inside `control`, as `CMSG_FIRSTHDR`
-        // or `CMSG_NXTHDR` returned it; its data follows it there, of
-        // `cmsg_len` bytes in all, read unaligned.
+        // or `CMSG_NXTHDR` returned it; its data follows it there, and the
+        // kernel wrote its `cmsg_len` (header and data) within
+        // `msg_controllen`; the data is read unaligned. Descriptors in an
+        // `SCM_RIGHTS` message were installed in this process by this very
+        // call and belong to nothing else: owning them here closes them.
         unsafe {
             let (level, kind, len) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type, (*cmsg).cmsg_len as usize);
             let data = libc::CMSG_DATA(cmsg);
@@ -281,5 +284,60 @@ pub(crate) fn new_session(command: &mut std::process::Command) {
     // only, which is, allocates nothing and touches no lock.
     unsafe {
         command.pre_exec(|| if libc::setsid() < 0 { Err(io::Error::last_os_error()) } else { Ok(()) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    use std::process::{Command, Stdio};
+
+    /// Everything `socket` holds up to its end, as `(writer, bytes)` runs.
+    fn read_all(socket: &UnixStream) -> Vec<(Option<u32>, Vec<u8>)> {
+        let mut runs: Vec<(Option<u32>, Vec<u8>)> = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let (n, from) = recv_from(socket.as_fd(), &mut buf).unwrap();
+            if n == 0 {
+                return runs;
+            }
+            match runs.last_mut() {
+                Some((w, bytes)) if *w == from => bytes.extend_from_slice(&buf[..n]),
+                _ => runs.push((from, buf[..n].to_vec())),
+            }
+        }
+    }
+
+    #[test]
+    fn the_reader_learns_who_wrote_each_byte() {
+        let (parent, mut worker) = channel_pair().unwrap();
+        worker.write_all(b"mine\n").unwrap();
+        let mut child = Command::new("sh")
+            .args(["-c", "printf 'theirs\\n'"])
+            .stdout(Stdio::from(OwnedFd::from(worker.try_clone().unwrap())))
+            .spawn()
+            .unwrap();
+        let other = child.id();
+        child.wait().unwrap();
+        worker.write_all(b"mine again\n").unwrap();
+        drop(worker);
+        let me = Some(std::process::id());
+        assert_eq!(
+            read_all(&parent),
+            [(me, b"mine\n".to_vec()), (Some(other), b"theirs\n".to_vec()), (me, b"mine again\n".to_vec())]
+        );
+    }
+
+    #[test]
+    fn shutting_the_reader_keeps_what_was_written_and_refuses_the_rest() {
+        let (parent, mut worker) = channel_pair().unwrap();
+        worker.write_all(b"before\n").unwrap();
+        parent.shutdown(std::net::Shutdown::Read).unwrap();
+        // The worker's end stays open, yet the stream ends after what was queued.
+        assert_eq!(read_all(&parent), [(Some(std::process::id()), b"before\n".to_vec())]);
+        let e = worker.write_all(b"after\n").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::BrokenPipe, "{e}");
     }
 }
