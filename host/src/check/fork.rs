@@ -2,10 +2,10 @@
 //! thread-safe: while [`THREADS`] threads allocate and free through it
 //! without pause, a thread forks the process, up to [`FORKS`] times, and
 //! each child allocates, writes, reads back and frees [`CHILD_BLOCKS`]
-//! blocks through the handler and exits — within [`DEADLINE`] of its own time. A child that
-//! hangs (on a lock the fork left held by a thread the child does not
-//! have), crashes, or sees an allocation fail or its bytes change fails the
-//! check, and the handler is refused with `fork-unsafe`
+//! blocks through the handler and exits — within [`DEADLINE`] of its own
+//! time. A child that hangs (on a lock the fork left held by a thread the
+//! child does not have), crashes, or sees an allocation fail or its bytes
+//! change fails the check, and the handler is refused with `fork-unsafe`
 //! ([`super::FORK_UNSAFE`]). The first failing child ends the check.
 //!
 //! # Load

@@ -270,3 +270,27 @@ pub fn bad_answer_message(problem: &str) -> String {
          writes to memplug's protocol channel; remove it or report it to its author"
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_out_says_which_clock_ran_out_and_that_a_rerun_tells_load_from_a_hang() {
+        let stage = Some("check:fork".to_string());
+        let own = WorkerOutcome::TimedOut { stage: stage.clone(), after: Duration::from_secs(5), starved: false };
+        let (status, message, ..) = own.failure().unwrap();
+        assert_eq!(status, Status::TimedOut);
+        assert!(message.contains("within 5 s of its own time (stuck in conformance check `fork`)"), "{message}");
+        assert!(message.contains("waited for a processor is not counted"), "{message}");
+        assert!(message.contains("a rerun on a quieter one tells load from a plugin that hangs"), "{message}");
+        let starved = WorkerOutcome::TimedOut { stage, after: Duration::from_secs(5), starved: true };
+        let (_, message, ..) = starved.failure().unwrap();
+        assert!(message.contains("within 50 s by the clock, in which it had less than the 5 s"), "{message}");
+        assert!(message.contains("a rerun on a quieter machine tells which"), "{message}");
+        let refusal = starved.verdict().unwrap_err();
+        assert_eq!(refusal.code(), "timed-out");
+        assert!(refusal.to_string().contains("50 s by the clock"), "{refusal}");
+        assert!(refusal.to_string().contains("a rerun on a quieter one"), "{refusal}");
+    }
+}
