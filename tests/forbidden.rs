@@ -135,6 +135,8 @@ fn a_child_signalling_itself_still_gets_eperm_and_the_plugin_is_ok() {
     let r = recorded(&record);
     assert_eq!(r.get("child_kill_self"), Some(&1), "EPERM: {r:?}");
     assert_eq!(r.get("child_raise"), Some(&1), "EPERM: {r:?}");
+    // Signal 0 delivers nothing: allowed to any process, the child's own too.
+    assert_eq!(r.get("child_kill_self_0"), Some(&0), "{r:?}");
     assert_eq!(r.get("child_exited"), Some(&0), "{r:?}");
 }
 

@@ -4,7 +4,8 @@
 //! first forbidden call and refused with `forbidden-call` naming it (the
 //! host survives and reports); `/proc/<pid>/fd` of a non-dumpable host
 //! stays closed (`EACCES`); what an allocator needs (shared memory, huge
-//! pages, threads, fork and exec, signals to itself) stays allowed; and the
+//! pages, threads, fork and exec, signals to itself, signal 0 to any process
+//! to ask whether it exists) stays allowed; and the
 //! conformance check `threads` catches plugins that are not as thread-safe
 //! as they declare. tests/forbidden.rs has every place a call is caught.
 //!
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const EPERM: i64 = 1;
+const ESRCH: i64 = 3;
 const EACCES: i64 = 13;
 
 /// Build tests/fixtures/sandbox_plugin.c with `ATTACK=attack` into
@@ -117,6 +119,24 @@ fn signals_to_the_parent_or_the_group_are_refused_and_the_host_reports() {
 #[test]
 fn leaving_the_process_group_is_refused() {
     refused(2, "escaper", "setsid");
+}
+
+#[test]
+fn asking_whether_another_process_exists_is_allowed_but_signalling_it_is_not() {
+    let (row, r) = attack(6, "prober");
+    // Signal 0 delivers nothing: the liveness probes all returned...
+    for probe in ["kill_other_0", "tgkill_other_0", "sigqueue_other_0"] {
+        assert_eq!(r.get(probe), Some(&0), "{probe}: {r:?}");
+    }
+    assert_eq!(r.get("kill_gone_0"), Some(&ESRCH), "a process that is gone: {r:?}");
+    // ...while a real signal to another process, however harmless, is still
+    // a forbidden call, and never returned.
+    assert_eq!(
+        (row["status"].as_str(), row["reason"].as_str(), row["call"].as_str(), row["stage"].as_str()),
+        (Some("rejected"), Some("forbidden-call"), Some("kill"), Some("load")),
+        "{row}"
+    );
+    assert!(!r.contains_key("kill_other_sigcont"), "{r:?}");
 }
 
 #[test]

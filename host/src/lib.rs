@@ -9,7 +9,9 @@
 //!    file names carried whole between processes; imports nothing;
 //!    [`syscalls`] — the system calls a worker's sandbox forbids (names,
 //!    numbers, conditions, reasons: a pure table) and the record its
-//!    `SIGSYS` handler leaves when a plugin makes one;
+//!    `SIGSYS` handler leaves when a plugin makes one; `own_time`
+//!    (private) — the time a process has had (wall-clock time less its
+//!    waits for a processor), which verdict deadlines are measured on;
 //! 1. [`error`] — every error type, with its reason codes; [`stage`] — the
 //!    stages of loading and checking, announced before each runs;
 //! 2. [`validate`] — judge a handler header: pure Rust over bytes, no FFI;
@@ -106,6 +108,7 @@
 
 pub mod text;
 pub mod syscalls;
+mod own_time;
 pub mod error;
 pub mod stage;
 pub mod validate;

@@ -74,7 +74,11 @@ pub struct Policy {
 /// [`crate::probe::Worker::with_args`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Probe {
-    /// How long a worker may take before it is killed.
+    /// How much of its own time a worker may take before it is killed:
+    /// the time it waits for a processor is not counted, and it is killed
+    /// after [`WALL_CLOCK_FACTOR`](crate::probe::WALL_CLOCK_FACTOR) times
+    /// this by the wall clock whatever it had (see
+    /// [`Worker::run`](crate::probe::Worker::run)).
     pub timeout: Duration,
     /// The worker executable; `None` to look for one.
     pub worker: Option<PathBuf>,

@@ -35,7 +35,10 @@
 //! too), `madvise`, `memfd_create`, files under `/dev/shm`, `ftruncate`,
 //! `fallocate`, reading `/proc` and `/sys`, threads (`clone`, `clone3`,
 //! `futex`), `prctl` (but `PR_SET_SECCOMP`), signals to itself (`raise`,
-//! `abort`, `pthread_kill`), signal handlers, and `fork` and `exec` (the
+//! `abort`, `pthread_kill`), signal 0 to any process (`kill(pid, 0)`,
+//! which delivers nothing: whether a process sharing memory with the
+//! plugin, a segment's maker or a lock's holder, is alive), signal
+//! handlers, and `fork` and `exec` (the
 //! filter is inherited by both; the parent kills the worker's whole
 //! process group at the end).
 //!
@@ -102,7 +105,11 @@ pub fn filter(own_pid: u32) -> Result<BpfProgram, String> {
     for (d, number) in denials().iter().flat_map(|d| numbers(d).into_iter().map(move |n| (d, n))) {
         let conditions = match d.when {
             When::Always => None,
-            When::NotSelf(arg) => Some(vec![cond(arg, SeccompCmpOp::Ne, own_pid.into())?]),
+            // Both compared as 32-bit values, as the kernel reads a pid_t
+            // and an int: a signal of 1 << 32 is signal 0 to it, and to us.
+            When::SignalsOther(pid, signal) => {
+                Some(vec![cond(pid, SeccompCmpOp::Ne, own_pid.into())?, cond(signal, SeccompCmpOp::Ne, 0)?])
+            }
             When::NotSelfOrZero(arg) => {
                 Some(vec![cond(arg, SeccompCmpOp::Ne, own_pid.into())?, cond(arg, SeccompCmpOp::Ne, 0)?])
             }
@@ -200,6 +207,12 @@ mod tests {
         for allowed in ["mmap", "madvise", "memfd_create", "clone", "clone3", "futex", "execve", "rt_sigaction"] {
             assert!(!names.contains(&allowed), "{allowed} must stay allowed");
         }
+        // Signals only to others, and not signal 0 (a liveness probe).
+        let when = |name: &str| d.iter().find(|d| d.syscall == name).unwrap().when;
+        assert_eq!(when("kill"), When::SignalsOther(0, 1));
+        assert_eq!(when("tgkill"), When::SignalsOther(0, 2));
+        assert_eq!(when("rt_sigqueueinfo"), When::SignalsOther(0, 1));
+        assert_eq!(when("rt_tgsigqueueinfo"), When::SignalsOther(0, 2));
         // prctl only for PR_SET_SECCOMP.
         let prctl = d.iter().find(|d| d.syscall == "prctl").unwrap();
         assert_eq!(prctl.when, When::Equals(0, libc::PR_SET_SECCOMP as u64));

@@ -18,8 +18,12 @@ pub enum When {
     /// Always.
     Always,
     /// When its argument number `.0` (a process id) is not the worker's own
-    /// process id: signals to the worker itself stay allowed.
-    NotSelf(u8),
+    /// process id and its argument number `.1` (a signal number) is not 0:
+    /// signals to the worker itself stay allowed, and so does signal 0 to
+    /// any process, which delivers nothing and only asks whether the
+    /// process exists (how allocators that share memory between processes
+    /// tell whether a segment's maker or a lock's holder is alive).
+    SignalsOther(u8, u8),
     /// When its argument number `.0` (a process id) is neither 0 (the
     /// caller) nor the worker's own process id.
     NotSelfOrZero(u8),
@@ -53,8 +57,9 @@ macro_rules! deny {
 
 /// Every system call the sandbox forbids, and when.
 pub fn denials() -> Vec<Denial> {
-    use When::{Always, Equals, NotSelf, NotSelfOrZero};
-    const SIGNAL: &str = "signals another process (a plugin may signal only its own process)";
+    use When::{Always, Equals, NotSelfOrZero, SignalsOther};
+    const SIGNAL: &str = "signals another process (a plugin may signal only its own process, and ask with signal 0 \
+                          whether another exists)";
     const OTHER: &str = "acts on another process";
     const TRACE: &str = "reads or writes another process's memory";
     const GROUP: &str = "leaves the process group (or session), escaping the clean-up of whoever started it";
@@ -68,10 +73,12 @@ pub fn denials() -> Vec<Denial> {
     #[allow(clippy::unnecessary_cast)]
     let set_seccomp = libc::PR_SET_SECCOMP as u64;
     vec![
-        deny!(SYS_kill, NotSelf(0), SIGNAL),
-        deny!(SYS_tgkill, NotSelf(0), SIGNAL),
-        deny!(SYS_rt_sigqueueinfo, NotSelf(0), SIGNAL),
-        deny!(SYS_rt_tgsigqueueinfo, NotSelf(0), SIGNAL),
+        // kill(pid, sig), tgkill(tgid, tid, sig), rt_sigqueueinfo(tgid,
+        // sig, info), rt_tgsigqueueinfo(tgid, tid, sig, info).
+        deny!(SYS_kill, SignalsOther(0, 1), SIGNAL),
+        deny!(SYS_tgkill, SignalsOther(0, 2), SIGNAL),
+        deny!(SYS_rt_sigqueueinfo, SignalsOther(0, 1), SIGNAL),
+        deny!(SYS_rt_tgsigqueueinfo, SignalsOther(0, 2), SIGNAL),
         deny!(SYS_tkill, Always, "signals a thread by id alone (glibc's raise and abort use tgkill)"),
         deny!(SYS_pidfd_open, Always, OTHER),
         deny!(SYS_pidfd_send_signal, Always, SIGNAL),

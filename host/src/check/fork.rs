@@ -2,11 +2,26 @@
 //! thread-safe: while [`THREADS`] threads allocate and free through it
 //! without pause, a thread forks the process, up to [`FORKS`] times, and
 //! each child allocates, writes, reads back and frees [`CHILD_BLOCKS`]
-//! blocks through the handler and exits — within [`DEADLINE`]. A child that
-//! hangs (on a lock the fork left held by a thread the child does not
-//! have), crashes, or sees an allocation fail or its bytes change fails the
-//! check, and the handler is refused with `fork-unsafe`
+//! blocks through the handler and exits — within [`DEADLINE`] of its own
+//! time. A child that hangs (on a lock the fork left held by a thread the
+//! child does not have), crashes, or sees an allocation fail or its bytes
+//! change fails the check, and the handler is refused with `fork-unsafe`
 //! ([`super::FORK_UNSAFE`]). The first failing child ends the check.
+//!
+//! # Load
+//! The deadline is measured on the child's own clock
+//! ([`crate::own_time`]): wall-clock time less the time the child waited
+//! for a processor. A child that hangs — asleep on a lock no one will
+//! release, or spinning on it — is charged every second on a busy machine
+//! as on an idle one; a child that has not run yet because the machine is
+//! busy is charged nothing. A child that works needs well under a
+//! millisecond of its own time, so the verdict does not depend on the
+//! machine's load. What the clock cannot see — a child waiting on a lock
+//! held in shared memory by another process that cannot run — is covered
+//! by the margin (over a thousand times what a working child needs), and
+//! the refusal says that a rerun on a quieter machine tells load from a
+//! fork-unsafe handler. Before each fork the threads are given
+//! [`AT_WORK`] of the worker's own time to be found at work.
 //!
 //! A handler that is not thread-safe is skipped: the host holds its lock
 //! across every fork, so no call is in progress when the process forks.
@@ -28,6 +43,7 @@
 
 use super::{Block, CheckResult, Verdict, alloc_failure, result};
 use crate::handler::Handler;
+use crate::own_time::OwnClock;
 use crate::raw::fork::{self, Forked};
 use crate::raw::process::{Exit, signal_name};
 use std::ptr::NonNull;
@@ -39,9 +55,15 @@ use std::time::{Duration, Instant};
 const THREADS: usize = 2;
 /// Forks, at most (fewer if a child fails).
 const FORKS: usize = 3;
-/// How long a child may take. A child that works needs well under a
+/// How much of its own time (waits for a processor not counted: see the
+/// module docs) a child may take. A child that works needs well under a
 /// millisecond; only a child that hangs gets near this.
 const DEADLINE: Duration = Duration::from_millis(1500);
+/// How often a child's clock is read while it runs.
+const POLL: Duration = Duration::from_millis(10);
+/// How much of the worker's own time the threads have, before each fork,
+/// to be found at work (see [`at_work`]).
+const AT_WORK: Duration = Duration::from_millis(200);
 /// Blocks each child allocates, all alive at once.
 const CHILD_BLOCKS: usize = 24;
 /// Their sizes, in turn.
@@ -164,14 +186,16 @@ fn forks(h: Handler, work: &Work, threads: &[Thread]) -> (Result<Option<String>,
         };
         let pid = child.pid();
         let taken = format!("the child of fork {n} of {FORKS}, taken while {THREADS} threads allocated and freed");
-        match child.wait_until(Instant::now() + DEADLINE) {
+        match wait_for(child) {
             Ok(Exit::Code(0)) => {}
             Ok(exit) => return (Err(format!("{taken}, {}; {FIX}", ended(exit))), None),
             Err(hung) => {
                 tracing::debug!(pid, "a forked child hangs; ending it");
                 let detail = format!(
-                    "{taken}, did not finish within {} s: it hangs, most likely on a lock one of those threads \
-                     held at the fork (a thread the child does not have), and was killed; {FIX}",
+                    "{taken}, did not finish within {} s of its own time (time it waited for a processor not \
+                     counted): it hangs, most likely on a lock one of those threads held at the fork (a thread the \
+                     child does not have), and was killed; {FIX}. (A child that works needs under a millisecond; \
+                     if the machine was busy, a rerun on a quieter one tells load from a fork-unsafe handler)",
                     DEADLINE.as_secs_f64()
                 );
                 return (Err(detail), Some(hung.kill()));
@@ -179,6 +203,22 @@ fn forks(h: Handler, work: &Work, threads: &[Thread]) -> (Result<Option<String>,
         }
     }
     (Ok(None), None)
+}
+
+/// Wait for `child` until it ends, or until it has had [`DEADLINE`] of
+/// its own time (see the module docs): how it ended, or the child still
+/// running.
+fn wait_for(mut child: Forked) -> Result<Exit, Forked> {
+    let mut clock = OwnClock::start(child.pid());
+    loop {
+        match child.wait_until(Instant::now() + POLL) {
+            Ok(exit) => return Ok(exit),
+            Err(running) => child = running,
+        }
+        if clock.own() >= DEADLINE {
+            return Err(child);
+        }
+    }
 }
 
 /// How a child that ended but not with 0 did, in words.
@@ -196,20 +236,22 @@ fn ended(exit: Exit) -> String {
 }
 
 /// Wait until the threads made [`BETWEEN`] more blocks and one of them is
-/// inside the handler (or one failed), for a bounded time: the fork should
-/// find a thread inside a call, holding whatever the handler locks there.
+/// inside the handler (or one failed), for at most [`AT_WORK`] of this
+/// process's own time (on a busy machine the threads may wait for a
+/// processor longer than that): the fork should find a thread inside a
+/// call, holding whatever the handler locks there.
 fn at_work(work: &Work, threads: &[Thread]) {
     work.paused.store(false, Ordering::Relaxed);
     for t in threads {
         t.unpark();
     }
     let from = work.made.load(Ordering::Relaxed);
-    let until = Instant::now() + Duration::from_millis(200);
+    let mut clock = OwnClock::start(std::process::id());
     let ready = || {
         work.failed.load(Ordering::Relaxed)
             || (work.made.load(Ordering::Relaxed) >= from + BETWEEN && work.inside.load(Ordering::SeqCst) > 0)
     };
-    while !ready() && Instant::now() < until {
+    while !ready() && clock.own() < AT_WORK {
         std::thread::yield_now();
     }
 }

@@ -180,8 +180,9 @@ pub(crate) struct IsolationArgs {
     /// exits then takes memplug with it).
     #[arg(long)]
     pub(crate) in_process: bool,
-    /// Seconds a worker may take for one candidate before it is killed and
-    /// the candidate reported `timed-out` (more than 0, at most 86400).
+    /// Seconds of its own time (waiting for a processor not counted) a
+    /// worker may take for one candidate before it is killed and the
+    /// candidate reported `timed-out` (more than 0, at most 86400).
     #[arg(long, value_name = "SECS", default_value = "5", value_parser = parse_timeout)]
     pub(crate) timeout: Duration,
     /// Check every candidate again, even those the verdict cache has seen

@@ -28,10 +28,11 @@ pub enum IsolationRefusal {
     #[error(
         "the plugin did not finish within {seconds} in the worker process that probed it (stuck {stage}); it \
          was killed and the plugin not loaded here. A plugin that hangs in its constructor or functions cannot be \
-         used; if it is only slow, raise the probe timeout"
+         used; if it is only slow, raise the probe timeout. The time the worker waited for a processor is not \
+         counted; if the machine was busy, a rerun on a quieter one tells load from a plugin that hangs"
     )]
     TimedOut {
-        /// The timeout, e.g. `10 s`.
+        /// How long it ran, e.g. `10 s of its own time`.
         seconds: String,
         /// Where it was stuck, in words.
         stage: String,

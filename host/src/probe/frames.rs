@@ -184,6 +184,46 @@ impl<R: Read> Frames<R> {
     }
 }
 
+/// The records of forbidden calls in what processes other than the worker
+/// (its descendants) wrote on the channel: each such process's `SIGSYS`
+/// handler writes its record with one `write(2)`; every other byte of
+/// theirs is dropped. Pure, and bounded: a record is short, and a longer
+/// line is dropped as it comes.
+#[derive(Debug, Default)]
+pub(crate) struct ForeignRecords {
+    /// The writer of the line being read, and its bytes so far (`None`
+    /// once it is too long to be a record).
+    line: Option<(u32, Option<Vec<u8>>)>,
+}
+
+impl ForeignRecords {
+    /// The longest line kept: longer than any record.
+    const MAX: usize = 64;
+
+    /// Take `bytes`, written by process `from`; the numbers of the records
+    /// they complete. Bytes of another writer than the line's end it (its
+    /// writer's record would have come in one piece).
+    pub(crate) fn take(&mut self, from: u32, bytes: &[u8]) -> Vec<i64> {
+        let mut records = Vec::new();
+        if self.line.as_ref().is_some_and(|(w, _)| *w != from) {
+            self.line = None;
+        }
+        for &b in bytes {
+            let (_, kept) = self.line.get_or_insert_with(|| (from, Some(Vec::new())));
+            if b == b'\n' {
+                records.extend(kept.take().as_deref().and_then(parse_record));
+                self.line = None;
+            } else if let Some(line) = kept {
+                line.push(b);
+                if line.len() > Self::MAX {
+                    *kept = None;
+                }
+            }
+        }
+        records
+    }
+}
+
 /// Every event of `bytes`, up to and including the first
 /// [`Event::Eof`] or [`Event::Violation`].
 pub fn events(bytes: impl Read) -> Vec<Event> {
@@ -259,6 +299,19 @@ mod tests {
         let mut bytes = framed("stage report\n", &a);
         bytes.extend(b"forbidden-call x\n");
         assert!(matches!(events(&bytes[..]).last(), Some(Event::Violation(_))));
+    }
+
+    #[test]
+    fn only_whole_records_count_in_what_other_processes_write() {
+        let mut f = ForeignRecords::default();
+        assert_eq!(f.take(7, b"stage report\nresult 3\nabc"), Vec::<i64>::new());
+        assert_eq!(f.take(7, b"\nforbidden-call 62\nforbidden-call 1"), [62]);
+        assert_eq!(f.take(7, b"01\n"), [101], "the same writer's line goes on");
+        assert_eq!(f.take(8, b"forbidden-call 6"), Vec::<i64>::new());
+        assert_eq!(f.take(9, b"2\n"), Vec::<i64>::new(), "another writer's bytes end the line");
+        let long = [b"forbidden-call ".as_slice(), &[b'1'; 100], b"\n"].concat();
+        assert_eq!(f.take(9, &long), Vec::<i64>::new());
+        assert_eq!(f.take(9, b"forbidden-call 5\n"), [5]);
     }
 
     #[test]

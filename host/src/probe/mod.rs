@@ -15,7 +15,8 @@
 //! sees that argument serves as well). The parent writes a [`Request`] to
 //! its standard input; the worker announces each stage *before* it runs
 //! (`stage load`, `stage entry`, `stage check:zeroed`, …) and ends with its
-//! [`Answer`]. The parent reads them under a timeout and tells apart
+//! [`Answer`] on its protocol channel (its standard output, a socket). The
+//! parent reads them under a timeout and tells apart
 //! ([`WorkerOutcome`]):
 //! - an answer — the reports, as if the candidate had been checked here;
 //! - a crash — the worker was killed by a signal: its name and the stage;
@@ -40,12 +41,51 @@
 //! record of a forbidden call came before or after it. (A plugin that
 //! forges such a record only refuses itself.)
 //!
+//! # One writer
+//! The worker's children inherit its channel (a plugin may fork; the
+//! conformance check `fork` does), and what they write lands between the
+//! worker's own lines wherever the scheduler puts it: before the answer it
+//! would be ignored, after it it would break the protocol. A verdict that
+//! depended on that would differ from run to run with the machine's load.
+//! So the channel is a Unix stream socket whose parent end asks for every
+//! writer's credentials (`SO_PASSCRED`): the kernel never joins the bytes
+//! of two processes in one read and names the process that wrote each,
+//! and no process without `CAP_SYS_ADMIN` (the sandboxed worker and its
+//! children have no capabilities) can claim another's id. The parent reads
+//! as the protocol only the bytes the worker process itself wrote; of what
+//! other processes wrote it takes only records of forbidden calls (their
+//! `SIGSYS` handler is the worker's), and drops the rest. When the worker
+//! has ended, everything it wrote is queued: the parent shuts the channel
+//! (later writes fail) and reads the queue to its end, with no deadline.
+//! The verdict is then a function of the worker's own stream and of the
+//! records queued before it ended.
+//!
+//! Waiting for every descendant instead, and judging the whole stream, was
+//! the other way: it cannot tell whose bytes are whose, so where a child's
+//! write lands would still decide, and a descendant that never ends would
+//! turn every such plugin into a time-out. What the credentials cannot
+//! separate is the plugin's own code in the worker process (its
+//! constructors, its threads): that writes as the worker, and is judged as
+//! the untrusted input it is. A descendant's forbidden call counts when it
+//! is made before the worker ends (the conformance check waits for its
+//! children, so theirs always do); a process a plugin leaves running is
+//! killed with the worker's process group, whatever it was about to do.
+//!
 //! # Deadline and supervision
-//! The timeout bounds each run from start to end, reading included. While
-//! workers run, this process is a child subreaper and non-dumpable; when a
-//! candidate is done, its worker's process group and every orphan
-//! reparented here are killed and reaped (the rule: `supervise.rs`). A
-//! worker's standard error is a pipe the parent forwards to its own.
+//! The timeout bounds each run from start to end, reading included,
+//! measured on the worker's own clock (`own_time.rs`): the time that
+//! passed less the time the worker, its threads and its descendants waited
+//! for a processor. A worker that hangs — asleep, or spinning — is charged
+//! every second on a busy machine as on an idle one; a worker that is only
+//! kept waiting is charged nothing for it, so a busy machine does not turn
+//! a good plugin into a time-out. A plugin that starves itself (more busy
+//! threads or processes than processors) is stopped by a wall-clock bound,
+//! [`WALL_CLOCK_FACTOR`] times the timeout; a time-out says so, and that a
+//! rerun on a quieter machine tells load from a hang. While workers run,
+//! this process is a child subreaper and non-dumpable; when a candidate is
+//! done, its worker's process group and every orphan reparented here are
+//! killed and reaped (the rule: `supervise.rs`). A worker's standard error
+//! is a pipe the parent forwards to its own.
 //!
 //! `wire.rs` holds the messages (pure), `frames.rs` reads the channel
 //! (pure), `answer.rs` judges an answer (pure), `runner.rs` starts a worker
@@ -53,7 +93,7 @@
 //! what the outcome means.
 //!
 //! Imports `report`, `policy`, `discover`, `symbols`, `stage`, `syscalls`,
-//! `error` and `raw` (process primitives).
+//! `own_time`, `error` and `raw` (process primitives).
 
 mod supervise;
 pub(crate) mod wire;
@@ -63,7 +103,8 @@ mod outcome;
 mod runner;
 
 pub use outcome::{
-    BAD_ANSWER, FORBIDDEN_CALL, WorkerOutcome, bad_answer_message, forbidden_message, signal_name, verdict_of_reports,
+    BAD_ANSWER, FORBIDDEN_CALL, WALL_CLOCK_FACTOR, WorkerOutcome, bad_answer_message, forbidden_message, signal_name,
+    verdict_of_reports,
 };
 pub use runner::Worker;
 pub use wire::{Answer, Request, Task};

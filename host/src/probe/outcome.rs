@@ -22,6 +22,10 @@ pub const FORBIDDEN_CALL: &str = "forbidden-call";
 /// The call a [`WorkerOutcome::Forbidden`] without a record names.
 const UNKNOWN: &str = "unknown";
 
+/// How many times its timeout a worker may run by the wall clock, however
+/// little of a processor it had (see [`Worker::run`](super::Worker::run)).
+pub const WALL_CLOCK_FACTOR: u32 = 10;
+
 /// How a worker ended.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkerOutcome {
@@ -39,8 +43,14 @@ pub enum WorkerOutcome {
     TimedOut {
         /// The last stage it announced.
         stage: Option<String>,
-        /// The timeout.
+        /// The timeout, of the worker's own time (time it waited for a
+        /// processor not counted: see [`Worker::run`](super::Worker::run)).
         after: Duration,
+        /// Whether it was killed at the wall-clock bound before its own
+        /// time reached the timeout: it had too little of a processor to be
+        /// judged (the machine is too busy, or the plugin starves itself
+        /// with threads or processes).
+        starved: bool,
     },
     /// It ended without an answer.
     NoReport {
@@ -123,12 +133,13 @@ impl WorkerOutcome {
                 );
                 Some((Status::Crashed, msg, stage.clone(), Some(name)))
             }
-            WorkerOutcome::TimedOut { stage, after } => {
+            WorkerOutcome::TimedOut { stage, after, starved } => {
                 let msg = format!(
-                    "the plugin did not finish within {} s ({}); it was killed. A plugin that hangs cannot be used; \
-                     if it is only slow, raise --timeout",
-                    after.as_secs_f64(),
-                    describe(stage.as_deref()).replacen("in ", "stuck in ", 1)
+                    "the plugin did not finish within {} ({}); it was killed. A plugin that hangs cannot be used; \
+                     if it is only slow, raise --timeout. {}",
+                    timed_out_span(*after, *starved),
+                    describe(stage.as_deref()).replacen("in ", "stuck in ", 1),
+                    timed_out_note(*starved)
                 );
                 Some((Status::TimedOut, msg, stage.clone(), None))
             }
@@ -156,8 +167,8 @@ impl WorkerOutcome {
                 signal: signal_name(*signal),
                 stage: describe(stage.as_deref()),
             })),
-            WorkerOutcome::TimedOut { stage, after } => Err(Refusal::from(IsolationRefusal::TimedOut {
-                seconds: format!("{} s", after.as_secs_f64()),
+            WorkerOutcome::TimedOut { stage, after, starved } => Err(Refusal::from(IsolationRefusal::TimedOut {
+                seconds: timed_out_span(*after, *starved),
                 stage: describe(stage.as_deref()),
             })),
             WorkerOutcome::NoReport { code, stage } => Err(Refusal::from(IsolationRefusal::NoReport {
@@ -172,6 +183,29 @@ impl WorkerOutcome {
             }
             WorkerOutcome::Forbidden { call, stage } => Err(forbidden_refusal(call.as_deref(), stage.as_deref())),
         }
+    }
+}
+
+/// How long a timed-out worker ran, in words: `timeout` of its own time,
+/// or, when it was `starved`, the wall-clock bound it reached first.
+fn timed_out_span(timeout: Duration, starved: bool) -> String {
+    let secs = timeout.as_secs_f64();
+    if starved {
+        let wall = timeout.saturating_mul(WALL_CLOCK_FACTOR).as_secs_f64();
+        format!("{wall} s by the clock, in which it had less than the {secs} s of its own time it may take")
+    } else {
+        format!("{secs} s of its own time")
+    }
+}
+
+/// What a timed-out report adds about load, after its advice.
+fn timed_out_note(starved: bool) -> &'static str {
+    if starved {
+        "It waited for a processor most of the time: the machine is very busy, or the plugin keeps more threads or \
+         processes running than there are processors; a rerun on a quieter machine tells which"
+    } else {
+        "The time it waited for a processor is not counted; if the machine was busy, a rerun on a quieter one tells \
+         load from a plugin that hangs"
     }
 }
 
@@ -235,4 +269,28 @@ pub fn bad_answer_message(problem: &str) -> String {
         "the process checking the plugin answered something that is not a report about it ({problem}): the plugin \
          writes to memplug's protocol channel; remove it or report it to its author"
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_out_says_which_clock_ran_out_and_that_a_rerun_tells_load_from_a_hang() {
+        let stage = Some("check:fork".to_string());
+        let own = WorkerOutcome::TimedOut { stage: stage.clone(), after: Duration::from_secs(5), starved: false };
+        let (status, message, ..) = own.failure().unwrap();
+        assert_eq!(status, Status::TimedOut);
+        assert!(message.contains("within 5 s of its own time (stuck in conformance check `fork`)"), "{message}");
+        assert!(message.contains("waited for a processor is not counted"), "{message}");
+        assert!(message.contains("a rerun on a quieter one tells load from a plugin that hangs"), "{message}");
+        let starved = WorkerOutcome::TimedOut { stage, after: Duration::from_secs(5), starved: true };
+        let (_, message, ..) = starved.failure().unwrap();
+        assert!(message.contains("within 50 s by the clock, in which it had less than the 5 s"), "{message}");
+        assert!(message.contains("a rerun on a quieter machine tells which"), "{message}");
+        let refusal = starved.verdict().unwrap_err();
+        assert_eq!(refusal.code(), "timed-out");
+        assert!(refusal.to_string().contains("50 s by the clock"), "{refusal}");
+        assert!(refusal.to_string().contains("a rerun on a quieter one"), "{refusal}");
+    }
 }

@@ -1,28 +1,41 @@
 //! Starting a worker, feeding it its request, and watching it until a
 //! deadline: its stages as they come, its answer, and how it ended; then
 //! ending everything it started.
+//!
+//! The protocol channel is a Unix stream socket whose reading end learns
+//! the writer of every byte ([`crate::raw::process::recv_from`]): the
+//! watcher reads the worker's own bytes as the protocol, and of what the
+//! worker's descendants write only records of forbidden calls (see
+//! [`crate::probe`], "One writer"). When the worker has ended, the channel
+//! is shut: what was written before it ended is read, and nothing after.
 
 use super::answer::{Seen, validate};
-use super::frames::{Event, Frames, LineRead, MAX_LINE, read_line_bounded};
-use super::outcome::WorkerOutcome;
+use super::frames::{Event, ForeignRecords, Frames, LineRead, MAX_LINE, read_line_bounded};
+use super::outcome::{WALL_CLOCK_FACTOR, WorkerOutcome};
 use super::supervise::{self, Supervision};
 use super::wire::{self, Answer, Request};
 use super::{WORKER_ARG, WORKER_ENV};
 use crate::error::{IsolationRefusal, Refusal};
-use crate::raw::process::{Exit, kill_group, peek_exit};
+use crate::own_time::OwnClock;
+use crate::raw::process::{Exit, channel_pair, kill_group, peek_exit, recv_from};
 use crate::syscalls::{self, TRAPPED_STATUS};
 use std::ffi::OsString;
 use std::io::{BufReader, Read, Write};
+use std::net::Shutdown;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::time::{Duration, Instant};
 
-/// How long the watcher keeps reading after the worker ended, for what it
-/// wrote last (the channel's end normally comes at once).
-const DRAIN: Duration = Duration::from_millis(500);
+/// How long the watcher waits, after the worker ended and the channel was
+/// shut, for the reader to reach the channel's end. It reads what is
+/// queued in the socket (a few hundred KiB at most), so this is only a
+/// guard against a reader that cannot run.
+const DRAIN_GUARD: Duration = Duration::from_secs(30);
 
 /// A worker executable (see the [module docs](crate::probe)).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,26 +92,46 @@ impl Worker {
         &self.exe
     }
 
-    /// Run `request` in a new worker. `timeout` bounds the whole run: at
-    /// the deadline the worker is killed, with everything it started, and
-    /// the outcome is [`WorkerOutcome::TimedOut`]. Whatever happened, every
+    /// Run `request` in a new worker. `timeout` bounds the whole run,
+    /// measured on the worker's own clock: wall-clock time less the time
+    /// the worker (its threads and its descendants) waited for a processor
+    /// (see the [module docs](crate::probe), "Deadline and supervision"),
+    /// so that a busy machine does not make a worker that is only kept
+    /// waiting time out. A worker that has had `timeout` of its own time,
+    /// or has run [`WALL_CLOCK_FACTOR`] times `timeout` by the wall clock
+    /// whatever it had, is killed, with everything it started, and the
+    /// outcome is [`WorkerOutcome::TimedOut`]. Whatever happened, every
     /// process the worker started is killed and reaped before this returns
     /// (see [`crate::probe`]'s supervision). The worker's standard error is
     /// forwarded, line by line, to this process's.
     pub fn run(&self, request: &Request, timeout: Duration) -> WorkerOutcome {
         let about = request.subject().to_string();
         tracing::debug!(candidate = %about, worker = %self.exe.display(), "starting a worker process");
-        let deadline = Instant::now() + timeout;
         let _supervision = Supervision::begin();
+        let (channel, worker_end) = match channel_pair() {
+            Ok(pair) => pair,
+            Err(e) => return WorkerOutcome::Failed(format!("cannot make the worker's protocol channel: {e}")),
+        };
         let mut command = Command::new(&self.exe);
-        command.args(&self.args).arg(WORKER_ARG).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = match supervise::spawn(&mut command) {
+        command
+            .args(&self.args)
+            .arg(WORKER_ARG)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::from(OwnedFd::from(worker_end)))
+            .stderr(Stdio::piped());
+        let spawned = supervise::spawn(&mut command);
+        // The worker's end of the channel is the worker's (and its
+        // descendants') alone from now on.
+        drop(command);
+        let mut child = match spawned {
             Ok(c) => c,
             Err(e) => return WorkerOutcome::Failed(format!("cannot start the worker {}: {e}", self.exe.display())),
         };
         let pid = child.id();
+        let mut clock = OwnClock::start(pid);
         let forwarding = child.stderr.take().map(forward_stderr);
-        let outcome = watch(&mut child, request, deadline, timeout);
+        let outcome = watch(&mut child, request, channel, &mut clock, timeout);
+        tracing::debug!(candidate = %about, own = ?clock.own(), wall = ?clock.wall(), "the worker's time");
         // The worker is not reaped yet, so its process group id cannot have
         // been reused: kill the group, reap the worker, then sweep.
         kill_group(pid);
@@ -148,9 +181,37 @@ impl Watched {
     }
 }
 
-/// Feed `request` to `child` and watch it until it ends or `deadline`
-/// passes. Never reaps the child.
-fn watch(child: &mut Child, request: &Request, deadline: Instant, timeout: Duration) -> WorkerOutcome {
+/// Feed `request` to `child`, read `channel` (the parent's end of its
+/// protocol channel) and watch the child until it ends or its `clock`
+/// reaches `timeout` (see [`Worker::run`]). Never reaps the child; shuts
+/// the channel before it returns.
+fn watch(
+    child: &mut Child,
+    request: &Request,
+    channel: UnixStream,
+    clock: &mut OwnClock,
+    timeout: Duration,
+) -> WorkerOutcome {
+    let shut = match channel.try_clone() {
+        Ok(s) => s,
+        Err(e) => return WorkerOutcome::Failed(format!("cannot read the worker's protocol channel: {e}")),
+    };
+    let outcome = watch_channel(child, request, channel, &shut, clock, timeout);
+    // Whatever the outcome, the reader ends now: it reads what is queued,
+    // then the end of the stream.
+    let _ = shut.shutdown(Shutdown::Read);
+    outcome
+}
+
+/// [`watch`], with `shut` a handle of `channel` to shut it by.
+fn watch_channel(
+    child: &mut Child,
+    request: &Request,
+    channel: UnixStream,
+    shut: &UnixStream,
+    clock: &mut OwnClock,
+    timeout: Duration,
+) -> WorkerOutcome {
     if let Some(mut stdin) = child.stdin.take() {
         // On a thread of its own, so that a worker that does not read its
         // request cannot hold the watcher past the deadline; one that dies
@@ -161,15 +222,15 @@ fn watch(child: &mut Child, request: &Request, deadline: Instant, timeout: Durat
         };
         std::thread::spawn(move || stdin.write_all(&bytes));
     }
-    let Some(stdout) = child.stdout.take() else { return WorkerOutcome::Failed("no pipe from the worker".into()) };
-    let rx = read_in_background(stdout);
+    let rx = read_in_background(channel, child.id());
     let mut w = Watched::default();
+    let wall_limit = timeout.saturating_mul(WALL_CLOCK_FACTOR);
     let exit = loop {
-        let now = Instant::now();
-        if now >= deadline {
-            return WorkerOutcome::TimedOut { stage: w.stage, after: timeout };
+        let own = clock.own();
+        if own >= timeout || clock.wall() >= wall_limit {
+            return WorkerOutcome::TimedOut { stage: w.stage, after: timeout, starved: own < timeout };
         }
-        match rx.recv_timeout((deadline - now).min(Duration::from_millis(20))) {
+        match rx.recv_timeout((timeout - own).min(Duration::from_millis(20))) {
             Ok(event) => w.take(event),
             Err(RecvTimeoutError::Disconnected) => std::thread::sleep(Duration::from_millis(5)),
             Err(RecvTimeoutError::Timeout) => {}
@@ -184,17 +245,19 @@ fn watch(child: &mut Child, request: &Request, deadline: Instant, timeout: Durat
             break exit;
         }
     };
-    // It ended: read what it wrote last, until the channel's end — bounded,
-    // for a descendant may hold the channel open and keep writing.
-    let until = Instant::now() + DRAIN;
+    // It ended, so everything it wrote is queued in the channel: shut the
+    // channel (a descendant that writes on gets EPIPE), read what is
+    // queued, to the channel's end, and judge. No deadline decides here.
+    let _ = shut.shutdown(Shutdown::Read);
+    let until = Instant::now() + DRAIN_GUARD;
     while !w.eof && w.violation.is_none() {
-        let now = Instant::now();
-        if now >= until {
-            break;
-        }
-        match rx.recv_timeout(until - now) {
+        match rx.recv_timeout(until.saturating_duration_since(Instant::now())) {
             Ok(event) => w.take(event),
-            Err(_) => break,
+            Err(RecvTimeoutError::Disconnected) => break,
+            Err(RecvTimeoutError::Timeout) => {
+                tracing::warn!("the worker's protocol channel was not read to its end");
+                break;
+            }
         }
     }
     drop(rx);
@@ -227,15 +290,45 @@ fn classify(exit: Exit, w: Watched, request: &Request) -> WorkerOutcome {
     }
 }
 
-/// Read the worker's protocol channel on a thread of its own, so that the
-/// watcher can keep time. The channel holds a few events at most; the
-/// thread ends at the stream's end, at a violation, or when the watcher
-/// stops listening. It is never joined: a descendant of the worker may hold
-/// the channel open until the sweep kills it.
-fn read_in_background(stdout: impl Read + Send + 'static) -> Receiver<Event> {
+/// What the worker itself wrote on its protocol channel, as a stream: the
+/// bytes of other processes (its descendants) are not part of it; their
+/// records of forbidden calls are sent to the watcher as they come.
+struct WorkerBytes {
+    channel: UnixStream,
+    worker: u32,
+    foreign: ForeignRecords,
+    tx: SyncSender<Event>,
+}
+
+impl Read for WorkerBytes {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            match recv_from(self.channel.as_fd(), buf)? {
+                (0, _) => return Ok(0),
+                // Without credentials (which a kernel that passes them never
+                // does) the bytes cannot be told apart: they are the worker's.
+                (n, None) => return Ok(n),
+                (n, Some(from)) if from == self.worker => return Ok(n),
+                (n, Some(from)) => {
+                    for number in self.foreign.take(from, &buf[..n]) {
+                        tracing::debug!(from, number, "a descendant of the worker made a forbidden call");
+                        let _ = self.tx.send(Event::Trapped(number));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Read the protocol channel of `worker` on a thread of its own, so that
+/// the watcher can keep time. The channel holds a few events at most; the
+/// thread ends at the stream's end (which shutting the channel brings), at
+/// a violation, or when the watcher stops listening.
+fn read_in_background(channel: UnixStream, worker: u32) -> Receiver<Event> {
     let (tx, rx) = mpsc::sync_channel(16);
+    let bytes = WorkerBytes { channel, worker, foreign: ForeignRecords::default(), tx: tx.clone() };
     std::thread::spawn(move || {
-        let mut frames = Frames::new(stdout);
+        let mut frames = Frames::new(bytes);
         loop {
             let event = frames.next_event();
             let last = matches!(event, Event::Eof | Event::Violation(_));

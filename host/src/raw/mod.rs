@@ -43,7 +43,8 @@
 //!    calls that share blocks with other processes, and the count that
 //!    keeps an attached instance alive; `usable` — the ABI 1.3 call that
 //!    answers a block's usable size;
-//! 8. `process` — a worker's protocol descriptor, killing a process group;
+//! 8. `process` — a worker's protocol descriptor and channel (a socket
+//!    whose reader learns each writer), killing a process group;
 //!    `fork` — forking for the conformance check `fork`, and waiting for
 //!    the child under a deadline; `sandbox` — a worker's
 //!    `PR_SET_NO_NEW_PRIVS` and dropping its capabilities; `trap` — its

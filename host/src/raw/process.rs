@@ -1,6 +1,7 @@
 //! The process-level operations a worker process and its parent need that
 //! the standard library does not offer: giving a worker's protocol its own
-//! file descriptor, killing a worker's process group and its escaped
+//! file descriptor, a protocol channel whose reader learns which process
+//! wrote each byte, killing a worker's process group and its escaped
 //! descendants, watching a child end without reaping it, and the process
 //! attributes a supervising host sets (child subreaper, non-dumpable); and
 //! the names of the signals a child can end by.
@@ -9,7 +10,8 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
 
 /// Move this process's standard output to a new file descriptor, returned
 /// as a `File`, and point standard output at standard error: from now on
@@ -34,6 +36,101 @@ pub(crate) fn take_stdout() -> io::Result<File> {
         return Err(io::Error::last_os_error());
     }
     Ok(File::from(owned))
+}
+
+/// A worker's protocol channel: a connected pair of Unix stream sockets,
+/// close-on-exec, `(the parent's end, the worker's end)`. The parent's end
+/// asks for the credentials of every writer (`SO_PASSCRED`) before anything
+/// is written, so that [`recv_from`] tells which process wrote what it
+/// reads.
+pub(crate) fn channel_pair() -> io::Result<(UnixStream, UnixStream)> {
+    let (parent, worker) = UnixStream::pair()?;
+    let on: libc::c_int = 1;
+    // SAFETY: `setsockopt` reads `size_of::<c_int>()` bytes from `&on`, a
+    // live int; the descriptor is the socket `parent` owns.
+    let rc = unsafe {
+        libc::setsockopt(
+            parent.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PASSCRED,
+            (&on as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((parent, worker))
+}
+
+/// Room for the one control message [`recv_from`] takes: the writer's
+/// credentials, as 8-byte words (aligned as a `cmsghdr` must be).
+const CONTROL_WORDS: usize = 4;
+
+// SAFETY: `CMSG_SPACE` only computes a size from its argument.
+const _: () = assert!(unsafe { libc::CMSG_SPACE(size_of::<libc::ucred>() as u32) } as usize <= CONTROL_WORDS * 8);
+
+/// Read from `socket`, a parent's end of [`channel_pair`], into `buf`: how
+/// many bytes (0 at the end of the stream) and the process id of the
+/// process that wrote them. The kernel never joins, in one read, the bytes
+/// of writers whose credentials differ, and a writer cannot claim another
+/// process's id without `CAP_SYS_ADMIN` (a sandboxed worker and its
+/// children have no capabilities). `None` for bytes that came without
+/// credentials. The control buffer has room for the credentials only, so
+/// file descriptors a writer passes are never installed here (the kernel
+/// closes them); any that were are closed at once.
+pub(crate) fn recv_from(socket: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<(usize, Option<u32>)> {
+    let mut control = [0u64; CONTROL_WORDS];
+    let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: all-zero bytes are a valid `msghdr` (null pointers, zero
+    // lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = size_of_val(&control) as _;
+    let n = loop {
+        // SAFETY: `msg` points at `iov` (which covers `buf`, writable for
+        // its length) and at `control` (writable for `msg_controllen`
+        // bytes, aligned for `cmsghdr`); all three outlive the call.
+        let n = unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if n >= 0 {
+            break n as usize;
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    };
+    let mut from = None;
+    // SAFETY: `msg` was filled by `recvmsg`: its control fields describe
+    // the control messages written into `control`, which the CMSG macros
+    // walk within `msg_controllen`.
+    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    while !cmsg.is_null() {
+        // SAFETY: `cmsg` is a header inside `control`, as `CMSG_FIRSTHDR`
+        // or `CMSG_NXTHDR` returned it; its data follows it there, and the
+        // kernel wrote its `cmsg_len` (header and data) within
+        // `msg_controllen`; the data is read unaligned. Descriptors in an
+        // `SCM_RIGHTS` message were installed in this process by this very
+        // call and belong to nothing else: owning them here closes them.
+        unsafe {
+            let (level, kind, len) = ((*cmsg).cmsg_level, (*cmsg).cmsg_type, (*cmsg).cmsg_len as usize);
+            let data = libc::CMSG_DATA(cmsg);
+            let header = libc::CMSG_LEN(0) as usize;
+            if level == libc::SOL_SOCKET && kind == libc::SCM_CREDENTIALS && len >= header + size_of::<libc::ucred>() {
+                let cred = data.cast::<libc::ucred>().read_unaligned();
+                from = u32::try_from(cred.pid).ok();
+            } else if level == libc::SOL_SOCKET && kind == libc::SCM_RIGHTS {
+                for i in 0..len.saturating_sub(header) / size_of::<libc::c_int>() {
+                    let fd = data.cast::<libc::c_int>().add(i).read_unaligned();
+                    drop(OwnedFd::from_raw_fd(fd));
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+    }
+    Ok((n, from))
 }
 
 /// Send `SIGKILL` to every process in the process group `pgid` (a worker
@@ -187,5 +284,60 @@ pub(crate) fn new_session(command: &mut std::process::Command) {
     // only, which is, allocates nothing and touches no lock.
     unsafe {
         command.pre_exec(|| if libc::setsid() < 0 { Err(io::Error::last_os_error()) } else { Ok(()) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::os::fd::AsFd;
+    use std::process::{Command, Stdio};
+
+    /// Everything `socket` holds up to its end, as `(writer, bytes)` runs.
+    fn read_all(socket: &UnixStream) -> Vec<(Option<u32>, Vec<u8>)> {
+        let mut runs: Vec<(Option<u32>, Vec<u8>)> = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let (n, from) = recv_from(socket.as_fd(), &mut buf).unwrap();
+            if n == 0 {
+                return runs;
+            }
+            match runs.last_mut() {
+                Some((w, bytes)) if *w == from => bytes.extend_from_slice(&buf[..n]),
+                _ => runs.push((from, buf[..n].to_vec())),
+            }
+        }
+    }
+
+    #[test]
+    fn the_reader_learns_who_wrote_each_byte() {
+        let (parent, mut worker) = channel_pair().unwrap();
+        worker.write_all(b"mine\n").unwrap();
+        let mut child = Command::new("sh")
+            .args(["-c", "printf 'theirs\\n'"])
+            .stdout(Stdio::from(OwnedFd::from(worker.try_clone().unwrap())))
+            .spawn()
+            .unwrap();
+        let other = child.id();
+        child.wait().unwrap();
+        worker.write_all(b"mine again\n").unwrap();
+        drop(worker);
+        let me = Some(std::process::id());
+        assert_eq!(
+            read_all(&parent),
+            [(me, b"mine\n".to_vec()), (Some(other), b"theirs\n".to_vec()), (me, b"mine again\n".to_vec())]
+        );
+    }
+
+    #[test]
+    fn shutting_the_reader_keeps_what_was_written_and_refuses_the_rest() {
+        let (parent, mut worker) = channel_pair().unwrap();
+        worker.write_all(b"before\n").unwrap();
+        parent.shutdown(std::net::Shutdown::Read).unwrap();
+        // The worker's end stays open, yet the stream ends after what was queued.
+        assert_eq!(read_all(&parent), [(Some(std::process::id()), b"before\n".to_vec())]);
+        let e = worker.write_all(b"after\n").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::BrokenPipe, "{e}");
     }
 }
