@@ -23,22 +23,23 @@
 //! `current`, `policy`, `share`, `buffer`, `raw` (the list of opened
 //! libraries) and `error`.
 
-use crate::buffer::Buffer;
-use crate::cache::{self, FileId, Lookup, VerdictCache};
-use crate::check;
-use crate::current;
-use crate::discover::{self, Candidate};
-use crate::error::{LoadError, Refusal, ShareError};
-use crate::functions::FunctionSpec;
-use crate::handler::Handler;
-use crate::info::Source;
-use crate::load::{self, Prepared};
-use crate::policy::Probe;
-pub use crate::policy::{Policy, PolicyError};
-use crate::precheck;
-use crate::probe::{Request, Task, Worker};
-use crate::share::{Attachments, SharedBlock};
-use crate::symbols::SymbolSpec;
+use crate::admit::discover::{self, Candidate};
+use crate::admit::error::{LoadError, Refusal};
+use crate::admit::load::{self, Prepared};
+use crate::admit::policy::Probe;
+pub use crate::admit::policy::{Policy, PolicyError};
+use crate::admit::precheck;
+use crate::admit::symbols::SymbolSpec;
+use crate::heap::buffer::Buffer;
+use crate::heap::current;
+use crate::heap::error::ShareError;
+use crate::heap::functions::FunctionSpec;
+use crate::heap::handler::Handler;
+use crate::heap::info::Source;
+use crate::heap::share::{Attachments, SharedBlock};
+use crate::isolate::cache::{self, FileId, Lookup, VerdictCache};
+use crate::isolate::check;
+use crate::isolate::probe::{Request, Task, Worker};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{OnceLock, RwLock};
@@ -99,7 +100,7 @@ impl Registry {
     }
 
     /// Load, validate and register one candidate: a plugin library, or an
-    /// allocator manifest (`*.memplug.toml`, see [`crate::symbols`]). A
+    /// allocator manifest (`*.memplug.toml`, see [`crate::admit::symbols`]). A
     /// candidate this registry already loaded (the same file, the same entry
     /// symbol) gives the handler it made then: loading is idempotent.
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
@@ -118,7 +119,7 @@ impl Registry {
     }
 
     /// Make, validate and register a handler from a library's plain C
-    /// allocation functions (see [`crate::symbols`]).
+    /// allocation functions (see [`crate::admit::symbols`]).
     pub fn load_symbols(&self, spec: &SymbolSpec) -> Result<Handler, LoadError> {
         let desc = format!("{} ({} / {})", spec.library, spec.symbols.malloc, spec.symbols.free);
         self.screen(None, Some(spec)).map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
@@ -159,7 +160,7 @@ impl Registry {
                 Lookup::KnownBad(entry) => return Err(entry.refusal().expect("a known-bad entry has a refusal")),
                 Lookup::Hit(reports) if probe.is_some() => {
                     tracing::debug!(candidate = %c, "the verdict cache saw this file checked; not probing it again");
-                    return crate::probe::verdict_of_reports(&reports);
+                    return crate::isolate::probe::verdict_of_reports(&reports);
                 }
                 _ => {}
             }
@@ -190,7 +191,7 @@ impl Registry {
     }
 
     /// Make, check and register a handler of functions given by address
-    /// ([`crate::functions`]): the name, version and alignment are checked
+    /// ([`crate::heap::functions`]): the name, version and alignment are checked
     /// as for a manifest, then the conformance pass ([`check::conformance`])
     /// runs on the functions in this process — a worker process cannot call
     /// them — and a handler failing any check is refused
@@ -214,7 +215,7 @@ impl Registry {
     ///
     /// # Safety
     /// The caller asserts that the spec's functions implement their roles
-    /// (the signatures and contracts in [`crate::functions`]: `malloc`
+    /// (the signatures and contracts in [`crate::heap::functions`]: `malloc`
     /// returns a block of at least the size asked for, or NULL; `free`
     /// releases a block the others made; …), that they may be called from
     /// any thread (from several at once only if the spec says
@@ -355,7 +356,7 @@ impl Registry {
     /// The memory a [`SharedBlock`] names — made by another process (or this
     /// one) and handed over as a handle — in this process: a base-owned
     /// [`Buffer`] over the same bytes, which keeps the attachment alive and
-    /// never frees the block (its owner does; see [`crate::share`]).
+    /// never frees the block (its owner does; see [`crate::heap::share`]).
     ///
     /// Finds the handler registered under the block's
     /// [`handler`](SharedBlock::handler) name (`unknown-handler` if none),
@@ -395,5 +396,5 @@ fn taken(prepared: &Prepared, existing: Handler) -> Refusal {
 
 /// The paths of every library this process has opened (none is ever closed).
 pub fn opened_libraries() -> Vec<std::path::PathBuf> {
-    crate::raw::library::opened()
+    crate::admit::raw::library::opened()
 }

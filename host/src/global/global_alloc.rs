@@ -10,9 +10,9 @@
 //! Imports its parent, `handler`, `raw` and allocator-api2.
 
 use super::{DIRECT, FINISHING, Global, HANDLER, LOADING, LOCKED, SYSTEM, TAINTED, UNSET};
-use crate::handler::Handler;
-use crate::raw::bootstrap;
-use crate::raw::vtable::PlainCalls;
+use crate::heap::handler::Handler;
+use crate::heap::raw::bootstrap;
+use crate::heap::raw::vtable::PlainCalls;
 use allocator_api2::alloc::Allocator;
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::{self, NonNull};

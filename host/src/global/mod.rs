@@ -71,14 +71,15 @@
 //! Imports `registry`, `discover`, `handler`, `policy`, `text`, `raw` and
 //! `error`.
 
+pub(crate) mod error;
 mod global_alloc;
 
-use crate::discover::{self, Candidate};
-use crate::error::GlobalError;
-use crate::handler::{Handler, Instance};
-use crate::policy::Policy;
-use crate::raw::bootstrap;
-use crate::raw::vtable::PlainCalls;
+use crate::admit::discover::{self, Candidate};
+use crate::admit::policy::Policy;
+use crate::global::error::GlobalError;
+use crate::heap::handler::{Handler, Instance};
+use crate::heap::raw::bootstrap;
+use crate::heap::raw::vtable::PlainCalls;
 use crate::registry::Registry;
 use memplug_abi::fork::ForkMutex;
 use std::io::Write;
@@ -212,7 +213,7 @@ impl Global {
                 if word == LOCKED {
                     // Still loading: the registration's allocation comes
                     // from the arena.
-                    crate::raw::atfork::register(&SERIAL);
+                    crate::heap::raw::atfork::register(&SERIAL);
                 }
                 // No allocation from here to the final store, so that no
                 // block can come from the system allocator in between.

@@ -8,7 +8,7 @@
 
 mod limits;
 mod program;
-mod report;
+mod summary;
 
 use super::args::{IsolationArgs, PolicyArgs};
 use super::jobs;
@@ -170,7 +170,7 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     {
         eprintln!("memplug: warning: {}", memplug::text::escape(&why));
     }
-    let report_file = (args.report || args.report_json.is_some()).then(report::temp_file).flatten();
+    let report_file = (args.report || args.report_json.is_some()).then(summary::temp_file).flatten();
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);
     let mut ld = preload.clone().into_os_string();
@@ -229,9 +229,9 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
         }
     };
     if let Some(file) = report_file {
-        let got = report::read(&file);
+        let got = summary::read(&file);
         let _ = std::fs::remove_file(&file);
-        let full = report::RunReport::new(&chosen, &args.program, got, code, signal);
+        let full = summary::RunReport::new(&chosen, &args.program, got, code, signal);
         if args.report {
             full.print();
         }

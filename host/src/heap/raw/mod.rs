@@ -1,0 +1,68 @@
+//! The heap wing's unsafe core: a plugin's vtable and the calls through
+//! it, the handler core with its lock and counts, the trampolines of
+//! handlers made of plain functions, a buffer's memory and the global
+//! allocator's bootstrap arena. It imports nothing from the heap's safe
+//! modules but the function types of `functions` and the role table of
+//! `roles`; the front ends — `handler`, `lock`, `buffer`, `current` — hold
+//! these primitives and call them; where such a call is `unsafe`, the front
+//! end opts in for that one item and argues it.
+//!
+//! # Layers
+//! Its modules, bottom first: each imports only from those above it in
+//! this list (and from the heap's `error`, `roles` and `functions`).
+//! 0. `static_ref` — an atomically swapped `&'static`, for the default
+//!    handler; `bytes` — the memory of a buffer and the slices over it;
+//!    `bootstrap` — the bootstrap arena of the global allocator, and the
+//!    system allocator's calls;
+//! 1. `aligned` — host over-allocation for large alignments; `barrier` —
+//!    the asymmetric barrier between queuing a pending free and releasing a
+//!    lock; `life` — an instance's owner, live blocks and destruction;
+//! 2. `relock` — the reentrant, fork-safe lock; `pending` — a handler's
+//!    lock with its queue of pending frees (frees that could not wait for
+//!    the lock); `atfork` — the `pthread_atfork` handlers that hold every
+//!    such lock (and `Global`'s) around a fork; `direct` — a thread-safe
+//!    handler's block calls copied out for hot paths;
+//! 3. `vtable` — a plugin's function pointers and the calls through them;
+//!    `builtin` — the libc handler; `functions` — trampolines for functions
+//!    given by address that take a context pointer; `symbols` —
+//!    trampolines for allocators taken by symbol name (and C functions
+//!    given by address);
+//! 4. `state` — [`RawHandler`](state::RawHandler), the handler core: a
+//!    vtable with its lock and instance count, and what can be read of it
+//!    without calling the plugin;
+//! 5. `held` — [`Held`](held::Held), the proof a lock is held that every
+//!    call but the direct hot path goes through, and what needs the lock:
+//!    an instance's destruction, frees done now or left to the lock's
+//!    holder;
+//! 6. `user` — every other call into a plugin (`stats`, `create`,
+//!    `locate`, `resolve`, `usable_size`): counted as a user of the instance, under the
+//!    lock taken by the no-wait rule;
+//! 7. `dispatch` — the per-call API of the handler core (and the direct
+//!    hot path), and instances made by `create`; `locate` — the ABI 1.2
+//!    calls that share blocks with other processes, and the count that
+//!    keeps an attached instance alive; `usable` — the ABI 1.3 call that
+//!    answers a block's usable size.
+//!
+//! Every `unsafe` block states why it holds; every `unsafe fn` says what its
+//! caller must guarantee.
+
+pub(crate) mod static_ref;
+pub(crate) mod bytes;
+pub(crate) mod bootstrap;
+pub(crate) mod aligned;
+pub(crate) mod barrier;
+pub(crate) mod life;
+pub(crate) mod relock;
+pub(crate) mod pending;
+pub(crate) mod atfork;
+pub(crate) mod direct;
+pub(crate) mod vtable;
+pub(crate) mod builtin;
+pub(crate) mod functions;
+pub(crate) mod symbols;
+pub(crate) mod state;
+pub(crate) mod held;
+pub(crate) mod user;
+pub(crate) mod dispatch;
+pub(crate) mod locate;
+pub(crate) mod usable;
