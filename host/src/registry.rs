@@ -25,7 +25,7 @@
 
 use crate::admit::discover::{self, Candidate};
 use crate::admit::error::{LoadError, Refusal};
-use crate::admit::load::{self, Prepared};
+use crate::admit::load;
 use crate::admit::policy::Probe;
 pub use crate::admit::policy::{Policy, PolicyError};
 use crate::admit::precheck;
@@ -34,6 +34,7 @@ use crate::heap::buffer::Buffer;
 use crate::heap::current;
 use crate::heap::error::ShareError;
 use crate::heap::functions::FunctionSpec;
+use crate::heap::handle::Prepared;
 use crate::heap::handler::Handler;
 use crate::heap::info::Source;
 use crate::heap::share::{Attachments, SharedBlock};

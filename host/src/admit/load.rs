@@ -32,17 +32,11 @@ use crate::admit::stage;
 use crate::admit::symbols::{Role, SymbolSpec};
 use crate::admit::validate::{self, FieldReading, MAX_ALIGNMENT, Prefix, RawFields, ValidatedHeader};
 use crate::heap::functions::{FunctionSpec, Functions};
+use crate::heap::handle::Prepared;
 use crate::heap::info::{HandlerInfo, LayoutCheck, Source};
 use crate::heap::raw::functions::ContextTable;
 use crate::heap::raw::symbols::SymbolTable;
-use crate::heap::raw::vtable::VTable;
 use std::path::Path;
-
-/// A validated handler, not installed yet.
-pub(crate) struct Prepared {
-    pub(crate) vtable: VTable,
-    pub(crate) info: HandlerInfo,
-}
 
 /// Check the file, open, call, copy and validate a plugin candidate.
 pub(crate) fn prepare(candidate: &Candidate, trust: &Trust) -> Result<Prepared, Refusal> {
@@ -94,7 +88,8 @@ pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust:
         stage::enter(stage::OPEN, &spec.library);
         library::open_by_name(&spec.library)?
     };
-    let table = SymbolTable::find(lib, &spec.symbols, alignment)?;
+    let table = SymbolTable::find(lib, &spec.symbols, alignment)
+        .map_err(|m| Refusal::MissingAllocatorSymbol { symbol: m.symbol, role: m.role.key() })?;
     let mut defaulted: Vec<&'static str> =
         [Role::Calloc, Role::Realloc].into_iter().filter(|&r| spec.symbols.get(r).is_none()).map(Role::key).collect();
     defaulted.extend(["create", "destroy", "stats"]);
@@ -212,4 +207,29 @@ pub fn inspect(candidate: &Candidate, trust: &Trust) -> Inspection {
     let layout = layout.and_then(Result::ok);
     let readings = fields.as_ref().map(|f| validate::readings(f, stats_companion.as_deref())).unwrap_or_default();
     Inspection { candidate: candidate.clone(), prefix, fields, readings, stats_companion, layout, verdict }
+}
+
+/// What a plugin's validated header says about its handler; the rest is
+/// [`HandlerInfo`]'s (`heap/info.rs`), which this wing builds but does not
+/// declare.
+impl HandlerInfo {
+    /// The info of a plugin whose header passed validation.
+    pub(crate) fn from_header(header: ValidatedHeader, layout: LayoutCheck, source: Source) -> HandlerInfo {
+        HandlerInfo {
+            name: header.name,
+            version: header.version,
+            abi_major: header.prefix.abi_major,
+            abi_minor: header.prefix.abi_minor,
+            struct_size: header.prefix.struct_size,
+            flags: header.prefix.flags,
+            required_flags: header.required_flags,
+            alignment: header.alignment,
+            memory_kind: header.memory_kind,
+            defaulted: header.defaulted,
+            deprecated: false,
+            options: None,
+            layout,
+            source,
+        }
+    }
 }

@@ -23,8 +23,8 @@
 //! }
 //! ```
 
-use crate::admit::load::Prepared;
 use crate::heap::handle::HandlerState;
+use crate::heap::handle::Prepared;
 use crate::heap::handler::Handler;
 use crate::heap::info::{HandlerInfo, Source};
 use crate::heap::raw::static_ref::AtomicRef;

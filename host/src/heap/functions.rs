@@ -181,7 +181,7 @@ impl FunctionSpec {
         }
     }
 
-    crate::admit::symbols::declared_setters!();
+    crate::heap::roles::declared_setters!();
 
     /// Say where the functions came from (the handler's source).
     pub fn origin(mut self, origin: &str) -> Self {

@@ -13,8 +13,16 @@
 
 use crate::heap::info::HandlerInfo;
 use crate::heap::raw::state::RawHandler;
+use crate::heap::raw::vtable::VTable;
 use std::fmt;
 use std::hash::{Hash, Hasher};
+
+/// A validated handler, not installed yet: what the loader (`load`) makes
+/// and the registry installs once its name is known to be free.
+pub(crate) struct Prepared {
+    pub(crate) vtable: VTable,
+    pub(crate) info: HandlerInfo,
+}
 
 /// The state behind a [`Handler`], leaked on installation. `repr(C)` keeps
 /// the core (whose first field is the hot path's flag) first.

@@ -33,10 +33,10 @@
 //!
 //! Imports `handle`, `lock`, `load`, `info`, `raw` and `error`.
 
-use crate::admit::load::Prepared;
 use crate::heap::error::{AllocError, InstanceError, LockError};
 pub use crate::heap::handle::Handler;
 use crate::heap::handle::HandlerState;
+use crate::heap::handle::Prepared;
 use crate::heap::info::HandlerInfo;
 use crate::heap::lock::{self, HandlerGuard};
 pub use crate::heap::raw::direct::DirectCalls;

@@ -5,8 +5,7 @@
 //!
 //! Imports `validate`, `symbols` (data only) and `text`.
 
-use crate::admit::symbols::Symbols;
-use crate::admit::validate::{ValidatedHeader, memory_kind_name};
+use crate::heap::roles::Symbols;
 use crate::text::{escape, escape_os};
 use std::fmt;
 use std::path::PathBuf;
@@ -204,26 +203,6 @@ impl HandlerInfo {
         memory_kind_name(self.memory_kind)
     }
 
-    /// The info of a plugin whose header passed validation.
-    pub(crate) fn from_header(header: ValidatedHeader, layout: LayoutCheck, source: Source) -> HandlerInfo {
-        HandlerInfo {
-            name: header.name,
-            version: header.version,
-            abi_major: header.prefix.abi_major,
-            abi_minor: header.prefix.abi_minor,
-            struct_size: header.prefix.struct_size,
-            flags: header.prefix.flags,
-            required_flags: header.required_flags,
-            alignment: header.alignment,
-            memory_kind: header.memory_kind,
-            defaulted: header.defaulted,
-            deprecated: false,
-            options: None,
-            layout,
-            source,
-        }
-    }
-
     /// The info of a handler the host built from plain functions (the
     /// built-in one, or one taken by symbol name): it speaks this host's ABI,
     /// has no header (`struct_size` 0) and serves CPU memory; `flags` are
@@ -293,4 +272,25 @@ pub fn flag_names(flags: u32) -> Vec<&'static str> {
         "bit-31",
     ];
     (0..32).filter(|b| flags & (1 << b) != 0).map(|b| BITS[b]).collect()
+}
+
+/// The DLPack name of a memory kind, e.g. `"kDLCUDAHost"`.
+pub fn memory_kind_name(kind: i32) -> &'static str {
+    match kind {
+        1 => "kDLCPU",
+        2 => "kDLCUDA",
+        3 => "kDLCUDAHost",
+        4 => "kDLOpenCL",
+        7 => "kDLVulkan",
+        8 => "kDLMetal",
+        9 => "kDLVPI",
+        10 => "kDLROCM",
+        11 => "kDLROCMHost",
+        12 => "kDLExtDev",
+        13 => "kDLCUDAManaged",
+        14 => "kDLOneAPI",
+        15 => "kDLWebGPU",
+        16 => "kDLHexagon",
+        _ => "unknown",
+    }
 }

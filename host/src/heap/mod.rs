@@ -7,7 +7,9 @@
 //! # Layers
 //! 0. `error` — the errors it raises (allocation, buffers, locks,
 //!    instances, sharing);
-//! 1. `functions` — allocators made of functions given by address: specs;
+//! 1. `roles` (private) — the roles a C function plays in an allocator
+//!    (`malloc`, `free`, …) and the functions named for each;
+//!    `functions` — allocators made of functions given by address: specs;
 //! 2. `raw` (private) — the unsafe call core;
 //! 3. `info` — what is known about a handler (`HandlerInfo`, `Source`);
 //! 4. `handle` (private) — the `Handler` type itself;
@@ -23,6 +25,7 @@
 //!    (`SharedBlock`) and attached there.
 
 pub(crate) mod error;
+pub(crate) mod roles;
 pub mod functions;
 #[allow(unsafe_code)]
 pub(crate) mod raw;

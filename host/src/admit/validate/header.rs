@@ -6,6 +6,7 @@
 //! so that `inspect` can show what a refused plugin declared. The rules live
 //! in `rules.rs`. Pure Rust over bytes: no FFI, and no input makes it panic.
 
+pub use crate::heap::raw::vtable::FunctionAddrs;
 use memplug_abi::{
     MemplugHandler, NAME_CAP, PREFIX_LEN, SIZE_V1_0, SIZE_V1_1, SIZE_V1_2, SIZE_V1_3, VERSION_CAP, required_size,
 };
@@ -53,58 +54,6 @@ impl Prefix {
     /// plugin's, capped at the host's.
     pub fn effective_minor_as(&self, host_minor: u16) -> u16 {
         self.abi_minor.min(host_minor)
-    }
-}
-
-/// The addresses of a handler's functions, as read. The four ABI 1.0 ones
-/// are non-zero after [`validate`](super::validate) succeeded; the optional
-/// 1.1, 1.2 and 1.3 ones are 0 when absent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct FunctionAddrs {
-    /// `malloc`.
-    pub malloc: usize,
-    /// `calloc`.
-    pub calloc: usize,
-    /// `realloc`.
-    pub realloc: usize,
-    /// `free`.
-    pub free: usize,
-    /// `aligned_alloc` (1.1, optional).
-    pub aligned_alloc: usize,
-    /// `create` (1.1, optional).
-    pub create: usize,
-    /// `destroy` (1.1, optional).
-    pub destroy: usize,
-    /// `stats` (1.1, optional).
-    pub stats: usize,
-    /// `locate` (1.2, optional).
-    #[serde(default)]
-    pub locate: usize,
-    /// `resolve` (1.2, optional).
-    #[serde(default)]
-    pub resolve: usize,
-    /// `usable_size` (1.3, optional).
-    #[serde(default)]
-    pub usable_size: usize,
-}
-
-impl FunctionAddrs {
-    /// The required (ABI 1.0) functions by name, in ABI order.
-    pub fn fields(&self) -> [(&'static str, usize); 4] {
-        [("malloc", self.malloc), ("calloc", self.calloc), ("realloc", self.realloc), ("free", self.free)]
-    }
-
-    /// The optional (ABI 1.1, 1.2 and 1.3) functions by name, in ABI order.
-    pub fn optional_fields(&self) -> [(&'static str, usize); 7] {
-        [
-            ("aligned_alloc", self.aligned_alloc),
-            ("create", self.create),
-            ("destroy", self.destroy),
-            ("stats", self.stats),
-            ("locate", self.locate),
-            ("resolve", self.resolve),
-            ("usable_size", self.usable_size),
-        ]
     }
 }
 

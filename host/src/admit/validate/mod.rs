@@ -33,9 +33,10 @@
 mod header;
 mod rules;
 
+pub use crate::heap::info::memory_kind_name;
 pub use header::{FunctionAddrs, HeaderImage, Prefix, RawFields, RawV11, V1_1_FIELDS, V1_2_FIELDS, V1_3_FIELDS};
 pub use rules::{
-    FieldReading, MAX_ALIGNMENT, ValidatedHeader, check_v1_3_flags, is_accepted_memory_kind, memory_kind_name,
-    readable_len, readable_len_as, readings, v1_1_readings, v1_2_readings, v1_3_readings, validate, validate_as,
+    FieldReading, MAX_ALIGNMENT, ValidatedHeader, check_v1_3_flags, is_accepted_memory_kind, readable_len,
+    readable_len_as, readings, v1_1_readings, v1_2_readings, v1_3_readings, validate, validate_as,
 };
 pub(crate) use rules::{check_name, check_version, is_name_byte};

@@ -6,6 +6,7 @@
 
 use super::header::{FunctionAddrs, Prefix, RawFields, V1_1_FIELDS, V1_2_FIELDS, V1_3_FIELDS};
 use crate::admit::error::{Escaped, Refusal};
+use crate::heap::info::memory_kind_name;
 use memplug_abi::{
     ABI_MAJOR, ABI_MINOR, DEFAULT_ALIGNMENT, FLAG_KNOWS_FOREIGN, FLAG_SIZELESS_FREE, KIND_CPU, KIND_CUDA_HOST,
     KIND_CUDA_MANAGED, KIND_ROCM_HOST, KNOWN_REQUIRED_FLAGS, MAGIC, NAME_CAP, REQUIRE_SIZED_FREE, SIZE_V1_0,
@@ -327,27 +328,6 @@ fn kind_text(kind: i32) -> String {
 /// types only (the host reads and writes every block).
 pub fn is_accepted_memory_kind(kind: i32) -> bool {
     matches!(kind, KIND_CPU | KIND_CUDA_HOST | KIND_ROCM_HOST | KIND_CUDA_MANAGED)
-}
-
-/// The DLPack name of a memory kind, e.g. `"kDLCUDAHost"`.
-pub fn memory_kind_name(kind: i32) -> &'static str {
-    match kind {
-        1 => "kDLCPU",
-        2 => "kDLCUDA",
-        3 => "kDLCUDAHost",
-        4 => "kDLOpenCL",
-        7 => "kDLVulkan",
-        8 => "kDLMetal",
-        9 => "kDLVPI",
-        10 => "kDLROCM",
-        11 => "kDLROCMHost",
-        12 => "kDLExtDev",
-        13 => "kDLCUDAManaged",
-        14 => "kDLOneAPI",
-        15 => "kDLWebGPU",
-        16 => "kDLHexagon",
-        _ => "unknown",
-    }
 }
 
 /// Check a handler name: 1–127 bytes of `[A-Za-z0-9_.-]`. `terminated` says

@@ -19,13 +19,12 @@
 //! The same table serves C functions given by address, with no library
 //! ([`crate::heap::functions`]).
 //!
-//! Imports `error`, the role table of `symbols`, the function types of
-//! `functions` and the vtable; nothing above `raw`.
+//! Imports the role table of `roles`, the function types of `functions` and
+//! the vtable.
 
 use super::vtable::VTable;
-use crate::admit::error::Refusal;
-use crate::admit::symbols::{Role, Symbols};
 use crate::heap::functions::CFunctions;
+use crate::heap::roles::{Role, Symbols};
 use core::ffi::c_void;
 use libloading::os::unix::Library;
 
@@ -75,19 +74,33 @@ impl SymbolTable {
 /// # Safety
 /// The caller asserts that the symbol, if present, is a C function with the
 /// signature `T` (the user named it for that role).
-unsafe fn lookup<T: Copy>(lib: &'static Library, name: &str, role: Role) -> Result<T, Refusal> {
+unsafe fn lookup<T: Copy>(lib: &'static Library, name: &str, role: Role) -> Result<T, MissingSymbol> {
     // SAFETY: per this function's contract; the library is never unloaded,
     // so the pointer stays valid.
     match unsafe { lib.get::<T>(name.as_bytes()) } {
         Ok(sym) => Ok(*sym),
-        Err(_) => Err(Refusal::MissingAllocatorSymbol { symbol: name.to_string(), role: role.key() }),
+        Err(_) => Err(MissingSymbol { symbol: name.to_string(), role }),
     }
+}
+
+/// A function a spec names that its library does not have: the loader
+/// refuses it (`missing-allocator-symbol`), naming the symbol and its role.
+#[derive(Debug)]
+pub(crate) struct MissingSymbol {
+    /// The symbol as named.
+    pub(crate) symbol: String,
+    /// The role it was named for.
+    pub(crate) role: Role,
 }
 
 impl SymbolTable {
     /// Find every named function; a missing one is refused, naming it and
     /// its role.
-    pub(crate) fn find(lib: &'static Library, symbols: &Symbols, alignment: usize) -> Result<SymbolTable, Refusal> {
+    pub(crate) fn find(
+        lib: &'static Library,
+        symbols: &Symbols,
+        alignment: usize,
+    ) -> Result<SymbolTable, MissingSymbol> {
         // The same holds for every lookup below ("as above").
         // SAFETY: the user named this symbol for its role, whose C signature is
         // the type it is looked up with: the contract of loading by symbol

@@ -5,16 +5,72 @@
 //! caller must guarantee; the only caller is `core.rs`, which keeps those
 //! guarantees for every handler (its lock, its counts, non-zero sizes).
 //! The calls copied out for hot paths are in `direct.rs`.
-//! Imports `validate` (function addresses), `direct` and the ABI crate.
+//! [`FunctionAddrs`] is the vtable as the validator reads it out of a
+//! plugin's header: addresses, before they are made into function
+//! pointers.
+//!
+//! Imports `direct` and the ABI crate.
 
 pub(crate) use super::direct::{DirectCalls, PlainCalls};
-use crate::admit::validate::FunctionAddrs;
 use core::ffi::c_void;
 use memplug_abi::{
     AlignedAllocFn, CallocFn, CreateFn, DestroyFn, FreeFn, LocateFn, MallocFn, MemplugInstance, MemplugLocation,
     MemplugStats, ReallocFn, ResolveFn, StatsFn, UsableSizeFn,
 };
+use serde::{Deserialize, Serialize};
 use std::ptr::NonNull;
+
+/// The addresses of a handler's functions, as read. The four ABI 1.0 ones
+/// are non-zero after [`validate`](crate::validate::validate) succeeded; the optional
+/// 1.1, 1.2 and 1.3 ones are 0 when absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct FunctionAddrs {
+    /// `malloc`.
+    pub malloc: usize,
+    /// `calloc`.
+    pub calloc: usize,
+    /// `realloc`.
+    pub realloc: usize,
+    /// `free`.
+    pub free: usize,
+    /// `aligned_alloc` (1.1, optional).
+    pub aligned_alloc: usize,
+    /// `create` (1.1, optional).
+    pub create: usize,
+    /// `destroy` (1.1, optional).
+    pub destroy: usize,
+    /// `stats` (1.1, optional).
+    pub stats: usize,
+    /// `locate` (1.2, optional).
+    #[serde(default)]
+    pub locate: usize,
+    /// `resolve` (1.2, optional).
+    #[serde(default)]
+    pub resolve: usize,
+    /// `usable_size` (1.3, optional).
+    #[serde(default)]
+    pub usable_size: usize,
+}
+
+impl FunctionAddrs {
+    /// The required (ABI 1.0) functions by name, in ABI order.
+    pub fn fields(&self) -> [(&'static str, usize); 4] {
+        [("malloc", self.malloc), ("calloc", self.calloc), ("realloc", self.realloc), ("free", self.free)]
+    }
+
+    /// The optional (ABI 1.1, 1.2 and 1.3) functions by name, in ABI order.
+    pub fn optional_fields(&self) -> [(&'static str, usize); 7] {
+        [
+            ("aligned_alloc", self.aligned_alloc),
+            ("create", self.create),
+            ("destroy", self.destroy),
+            ("stats", self.stats),
+            ("locate", self.locate),
+            ("resolve", self.resolve),
+            ("usable_size", self.usable_size),
+        ]
+    }
+}
 
 /// A handler's functions and `ctx`; the four required functions non-null.
 #[derive(Clone, Copy)]
