@@ -1,14 +1,19 @@
 //! The shape of the code, checked, in every crate of the repository (the
 //! ABI crate, the host, each plugin, the interposer, the C API and the
-//! Python package's native crate): at every module level a module's children
-//! import only from the siblings declared before them, so there is no circle
-//! of imports (a failure names the reference and the circle it closes); a
-//! `# Layers` list in a module's docs follows its declarations; every source
-//! file is a module the test reads; the host's unsafe core `raw` imports no
-//! front end; the interposer's, the C API's and the Python crate's unsafe
-//! code is only in modules named `*_raw`; the guide's copy of the host's layer list
-//! (docs/src/architecture.md) names the same modules as `lib.rs`'s; and no
-//! source file grows past 450 lines before its tests.
+//! Python package's native crate): a crate's folder modules are its wings,
+//! and a wing imports only from the wings (and modules) its crate root
+//! declares before it; inside a wing there is no circle of imports; at
+//! every module level a module's children import only from the siblings
+//! declared before them (a failure names the reference, and the circle it
+//! closes); a `# Layers` list in a module's docs follows its declarations;
+//! every source file is a module the test reads; no module's docs carry a
+//! hand-written "Imports ..." line (this test is the truth); each of the
+//! host's wings keeps its unsafe code in its own `raw`, which imports
+//! nothing of the wing's front ends; the interposer's, the C API's and the
+//! Python crate's unsafe code is only in modules named `*_raw`; the
+//! guide's copies of the host's layer lists (docs/src/architecture.md) name
+//! the same modules as `lib.rs`'s and each wing's `mod.rs`; and no source
+//! file grows past 450 lines before its tests.
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -314,14 +319,193 @@ fn unsafe_code_is_told_from_unsafe_function_pointer_types() {
 }
 
 #[test]
-fn the_unsafe_core_imports_no_front_end() {
-    let front_ends = ["handle", "handler", "buffer", "lock", "current", "registry", "check", "report", "load"];
-    for r in tree("host/src/lib.rs").references() {
-        if r.from.first().is_some_and(|m| m == "raw") && r.to.first().is_some_and(|m| front_ends.contains(&m.as_str()))
-        {
-            panic!("{}:{}: the unsafe core uses `{}`, a front end", rel(&r.file), r.line, r.text);
+fn each_wings_unsafe_core_imports_no_front_end() {
+    let tree = tree("host/src/lib.rs");
+    let root = &tree.modules[&Vec::new()].children;
+    let wings = ["heap", "admit", "isolate"];
+    for wing in wings {
+        assert!(root.contains(&wing.to_string()), "host/src/lib.rs declares the wing `{wing}`");
+        let children = &tree.modules[&vec![wing.to_string()]].children;
+        assert!(children.contains(&"raw".to_string()), "the wing `{wing}` has its own `raw`");
+    }
+    for r in tree.references() {
+        let (Some(wing), Some(raw)) = (r.from.first(), r.from.get(1)) else { continue };
+        if !wings.contains(&wing.as_str()) || raw != "raw" {
+            continue;
+        }
+        let children = &tree.modules[&vec![wing.clone()]].children;
+        let rank = |m: &str| children.iter().position(|c| c == m);
+        let front_end = r.to.first() == Some(wing) && r.to.get(1).is_some_and(|m| rank(m) > rank("raw"));
+        let above =
+            r.to.first().is_some_and(|m| root.iter().position(|c| c == m) > root.iter().position(|c| c == wing));
+        assert!(
+            !front_end && !above,
+            "{}:{}: the unsafe core of `{wing}` uses `{}`, a front end",
+            rel(&r.file),
+            r.line,
+            r.text
+        );
+    }
+}
+
+/// The wings of `tree`: its root's children that are folders (`x/mod.rs`).
+fn wings(tree: &Tree) -> Vec<String> {
+    let root = &tree.modules[&Vec::new()];
+    root.children
+        .iter()
+        .filter(|c| {
+            let file = &tree.modules[&vec![c.to_string()]].file;
+            file != &root.file && file.file_name().is_some_and(|n| n == "mod.rs")
+        })
+        .cloned()
+        .collect()
+}
+
+/// Where a wing of `tree` imports from a module its crate root declares
+/// after it (a wing above it, or a module on top): each such import named.
+fn wing_breaches(tree: &Tree) -> Vec<String> {
+    let root = &tree.modules[&Vec::new()];
+    let rank = |m: &str| root.children.iter().position(|c| c == m);
+    let wings = wings(tree);
+    let mut out = Vec::new();
+    for r in tree.references() {
+        let (Some(a), Some(b)) = (r.from.first(), r.to.first()) else { continue };
+        if wings.contains(a) && rank(b) > rank(a) {
+            let what = if wings.contains(b) { "a wing" } else { "a module" };
+            out.push(format!(
+                "{}:{}: `{}` in `{}` imports from `{b}`, {what} above the wing `{a}` ({} declares `{b}` after `{a}`)",
+                rel(&r.file),
+                r.line,
+                r.text,
+                show(&r.from),
+                rel(&root.file)
+            ));
         }
     }
+    out
+}
+
+/// The circles of imports among the modules of each wing of `tree` (a
+/// module's nested modules count as the module): each named with the
+/// import that closes it.
+fn circles_in_wings(tree: &Tree) -> Vec<String> {
+    let mut out = Vec::new();
+    for wing in wings(tree) {
+        // module -> module it imports, with the first import seen.
+        let mut edges: BTreeMap<(String, String), Reference> = BTreeMap::new();
+        for r in tree.references() {
+            if r.from.first() == Some(&wing) && r.to.first() == Some(&wing) {
+                if let (Some(a), Some(b)) = (r.from.get(1), r.to.get(1))
+                    && a != b
+                {
+                    edges.entry((a.clone(), b.clone())).or_insert(r);
+                }
+            }
+        }
+        let mut named: BTreeSet<BTreeSet<String>> = BTreeSet::new();
+        for ((a, b), r) in &edges {
+            // A way from `b` back to `a`: then `a → b` closes a circle.
+            let mut came: BTreeMap<&str, &str> = BTreeMap::new();
+            let mut queue = VecDeque::from([b.as_str()]);
+            while let Some(m) = queue.pop_front() {
+                for (_, y) in edges.keys().filter(|(x, _)| x == m) {
+                    if y != b && !came.contains_key(y.as_str()) {
+                        came.insert(y, m);
+                        queue.push_back(y);
+                    }
+                }
+            }
+            if !came.contains_key(a.as_str()) && a != b {
+                continue;
+            }
+            let mut way = vec![a.as_str()];
+            while *way.last().unwrap() != b {
+                way.push(came[way.last().unwrap()]);
+            }
+            way.reverse();
+            let members: BTreeSet<String> = way.iter().map(|m| m.to_string()).collect();
+            if named.insert(members) {
+                out.push(format!(
+                    "{}:{}: `{}` in `{}` closes a circle inside the wing `{wing}`: {a} → {}",
+                    rel(&r.file),
+                    r.line,
+                    r.text,
+                    show(&r.from),
+                    way.join(" → ")
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn wings_import_only_from_below_and_have_no_circle_inside() {
+    let mut breaches = Vec::new();
+    let mut wings_seen = 0;
+    for tree in trees() {
+        wings_seen += wings(&tree).len();
+        breaches.extend(wing_breaches(&tree));
+        breaches.extend(circles_in_wings(&tree));
+    }
+    assert!(wings_seen >= 5, "the wings of the host (heap, admit, isolate, global) and the others are read");
+    assert!(breaches.is_empty(), "a wing imports only from below it, with no circle inside:\n{}", breaches.join("\n"));
+}
+
+#[test]
+fn the_wing_checks_name_an_upward_import_and_a_circle_inside_a_wing() {
+    let dir = std::env::temp_dir().join(format!("memplug-architecture-wings-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("low")).unwrap();
+    std::fs::create_dir_all(dir.join("high")).unwrap();
+    let files = [
+        ("lib.rs", "mod leaf;\nmod low;\nmod high;\nmod top;\n"),
+        ("leaf.rs", "pub struct L;\n"),
+        ("top.rs", "use crate::high::a::A;\n"),
+        ("low/mod.rs", "mod x;\nmod y;\n"),
+        ("low/x.rs", "use crate::leaf::L;\npub struct X;\n"),
+        ("low/y.rs", "use super::x::X;\nuse crate::high::b::B;\nuse crate::top;\n"),
+        ("high/mod.rs", "pub mod a;\npub mod b;\n"),
+        ("high/a.rs", "use super::b::B;\nuse crate::low::x::X;\npub struct A;\n"),
+        ("high/b.rs", "pub struct B;\nfn f() {\n    let _ = super::a::A;\n}\n"),
+    ];
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let tree = modules::read_tree(&dir.join("lib.rs"));
+    let mut found = wing_breaches(&tree);
+    found.extend(circles_in_wings(&tree));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let found: Vec<String> = found.iter().map(|b| b.replace(&format!("{}/", dir.display()), "")).collect();
+    assert_eq!(
+        found,
+        [
+            "low/y.rs:2: `crate::high::b::B` in `low::y` imports from `high`, a wing above the wing `low` \
+             (lib.rs declares `high` after `low`)",
+            "low/y.rs:3: `crate::top` in `low::y` imports from `top`, a module above the wing `low` \
+             (lib.rs declares `top` after `low`)",
+            "high/a.rs:1: `super::b::B` in `high::a` closes a circle inside the wing `high`: a → b → a",
+        ]
+    );
+}
+
+#[test]
+fn no_module_docs_carry_a_hand_written_imports_line() {
+    let mut found = Vec::new();
+    let files: BTreeSet<PathBuf> = trees().iter().flat_map(Tree::files).collect();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let docs = line.trim_start().strip_prefix("//!").map(str::trim_start);
+            if docs.is_some_and(|d| d.starts_with("Imports ") || d.contains(". Imports ")) {
+                found.push(format!("{}:{}: {}", rel(&file), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "what a module imports is checked by this test, not written by hand (it drifts):\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
@@ -406,7 +590,7 @@ fn host_layer_list() -> Vec<Layer> {
 #[test]
 fn the_guides_layer_list_names_the_modules_of_lib_rs() {
     let lib = host_layer_list();
-    assert!(lib.len() > 10, "host/src/lib.rs's `# Layers` list is read: {lib:?}");
+    assert!(lib.len() > 5, "host/src/lib.rs's `# Layers` list is read: {lib:?}");
     let guide = std::fs::read_to_string(support::root().join("docs/src/architecture.md")).unwrap();
     let guide = layer_list(&guide, "## The layers");
     let show = |l: Option<&Layer>| l.map_or("(no item)".to_string(), |(n, m)| format!("{n}. {}", m.join(", ")));
@@ -421,6 +605,21 @@ fn the_guides_layer_list_names_the_modules_of_lib_rs() {
         "docs/src/architecture.md's layer list differs from host/src/lib.rs's `# Layers` (copy it):\n{}",
         differences.join("\n")
     );
+}
+
+#[test]
+fn the_guides_wing_lists_name_the_modules_of_each_wings_mod_rs() {
+    let guide = std::fs::read_to_string(support::root().join("docs/src/architecture.md")).unwrap();
+    for wing in ["heap", "admit", "isolate"] {
+        let file = format!("host/src/{wing}/mod.rs");
+        let text = std::fs::read_to_string(support::root().join(&file)).unwrap();
+        let docs: Vec<&str> =
+            text.lines().filter_map(|l| l.strip_prefix("//!")).map(|l| l.strip_prefix(' ').unwrap_or(l)).collect();
+        let code = layer_list(&docs.join("\n"), "# Layers");
+        assert!(code.len() > 3, "{file}'s `# Layers` list is read: {code:?}");
+        let copy = layer_list(&guide, &format!("### The {wing} wing"));
+        assert_eq!(copy, code, "docs/src/architecture.md's list of the {wing} wing differs from {file}'s (copy it)");
+    }
 }
 
 #[test]

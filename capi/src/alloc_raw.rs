@@ -4,8 +4,6 @@
 //! [`memplug::HandlerGuard`] with their semantics: sizes of 0 served as 1,
 //! `free` and `realloc` told the size, not-thread-safe handlers locked per
 //! call (or once for a batch, through a guard).
-//!
-//! Imports `error`, `handles` and `boundary_raw`.
 
 use crate::boundary_raw::{ErrOut, arg, guarded, optional_text, put, quiet};
 use crate::error::ErrorObject;

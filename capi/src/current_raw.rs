@@ -2,8 +2,6 @@
 //! nest (the exports of `memplug_host.h`'s "The current handler" section),
 //! with the library's rule that a block is freed by the handler that made
 //! it — [`memplug_host_current_alloc`] says which handler that is.
-//!
-//! Imports `error`, `handles`, `scope` and `boundary_raw`.
 
 use crate::boundary_raw::{ErrOut, arg, guarded, put, quiet};
 use crate::error::ErrorObject;

@@ -2,8 +2,6 @@
 //! kebab-case code — the library's own reason code wherever the library
 //! refused — and a message telling the user what to do, both as C strings
 //! the object owns.
-//!
-//! Imports nothing from the crate.
 
 use std::ffi::{CStr, CString};
 use std::fmt::Display;

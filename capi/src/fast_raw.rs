@@ -13,8 +13,6 @@
 //! the header, or that define `MEMPLUG_HOST_NO_INLINE`) do what the inline
 //! functions do, out of line. `memplug_host_direct_calls` hands the prefix
 //! out as a `memplug_host_direct`.
-//!
-//! Imports `handles` and `boundary_raw`.
 
 use crate::boundary_raw::{ErrOut, arg, guarded, quiet};
 use crate::handles::Entry;

@@ -12,8 +12,6 @@
 //!   [`Instance`](memplug::Instance) owner and its handler's entry.
 //! - A `memplug_host_outcomes *` owns [`Outcomes`]: what a batch load did
 //!   to each candidate.
-//!
-//! Imports `error`.
 
 use crate::error::{ErrorObject, c_string};
 use memplug::{Handler, Instance};

@@ -2,8 +2,6 @@
 //! "Registries" and "Loading" sections.
 //! Every load goes through [`memplug::Registry`], so it is checked exactly
 //! as the Rust library checks (trust policy, worker probe, verdict cache).
-//!
-//! Imports `error`, `handles`, `settings` and `boundary_raw`.
 
 use crate::boundary_raw::{ErrOut, arg, guarded, optional_text, put, quiet, text};
 use crate::error::ErrorObject;

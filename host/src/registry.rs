@@ -18,10 +18,6 @@
 //! Functions given by address ([`Registry::register_functions`]) are
 //! checked by the conformance pass in this process before their name is
 //! taken.
-//!
-//! Imports `load`, `discover`, `symbols`, `functions`, `handler`, `check`,
-//! `current`, `policy`, `share`, `buffer`, `raw` (the list of opened
-//! libraries) and `error`.
 
 use crate::admit::discover::{self, Candidate};
 use crate::admit::error::{LoadError, Refusal};

@@ -8,9 +8,6 @@
 //! standard error), enters the [sandbox] before the plugin
 //! is opened, announces every stage before it runs, and writes its
 //! [`Answer`].
-//!
-//! Imports `sandbox`, `registry`, `handler`, `probe`, `check`, `report`, `load`, `stage`,
-//! `discover` and `raw`.
 
 use crate::admit::discover::Candidate;
 use crate::admit::load;

@@ -19,8 +19,6 @@
 //!
 //! Duplicates are searched once, at their first place. The verdict cache
 //! lives in `$XDG_CACHE_HOME/memplug/` (default `~/.cache/memplug/`).
-//!
-//! Imports nothing from the crate.
 
 use std::path::{Path, PathBuf};
 

@@ -14,8 +14,6 @@
 //! preloads and which cargo builds beside the bundled plugins) and its C
 //! library ([`HOST_LIBRARY_FILES`], libmemplug) are not plugins and are
 //! never candidates of a directory.
-//!
-//! Imports `dirs` and `symbols` (the manifest file-name rule).
 
 use std::ffi::OsStr;
 use std::fmt;

@@ -33,8 +33,6 @@
 //!
 //! Calling the companion and walking its layout run plugin code; each is
 //! logged (debug) before it runs.
-//!
-//! Imports `raw`, `discover`, `info` and `error`.
 
 use crate::admit::discover::Candidate;
 use crate::admit::error::Refusal;

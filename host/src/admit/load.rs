@@ -18,10 +18,6 @@
 //! installs it once its name is known to be free. [`inspect`] does the same
 //! reading as `prepare` but keeps every field, valid or not, for
 //! `memplug inspect`.
-//!
-//! Imports `raw`, `precheck`, `validate`, `symbols`, `functions`, `info`, `layout`,
-//! `discover`, `stage` and
-//! `error`.
 
 use crate::admit::discover::Candidate;
 use crate::admit::error::Refusal;

@@ -20,9 +20,6 @@
 //! let registry = Registry::with_policy(policy);
 //! assert!(registry.policy().requirements.contains_key("aligned"));
 //! ```
-//!
-//! Imports `validate` (the name rule), `precheck` (the trust settings) and
-//! `error`.
 
 pub use crate::admit::precheck::{Allowlist, Trust};
 use crate::admit::validate::is_name_byte;

@@ -5,8 +5,6 @@
 //! Every announcement is a `tracing` debug event naming the stage and the
 //! plugin (`RUST_LOG=memplug=debug` shows them); in a worker process
 //! ([`crate::isolate::probe`]) it is also written, flushed, to the parent.
-//!
-//! Imports nothing from the crate.
 
 use std::fmt::Display;
 use std::io::Write;

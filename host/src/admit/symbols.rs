@@ -53,7 +53,7 @@
 //!
 //! This module describes and parses specs only (it imports nothing from the
 //! crate but `error`); `load` opens the library and finds the functions, and
-//! `raw/symbols.rs` holds the trampolines that call them.
+//! `heap/raw/symbols.rs` holds the trampolines that call them.
 //!
 //! ```
 //! use memplug::symbols::SymbolSpec;

@@ -21,7 +21,7 @@
 //! - *loading* → every allocation, of any thread — memplug's own while it
 //!   reads the variable, scans directories and opens the library, the
 //!   plugin's constructor's, other threads' — comes from the **bootstrap
-//!   arena**, a static region with a bump pointer (`raw/bootstrap.rs`), so
+//!   arena**, a static region with a bump pointer (`heap/raw/bootstrap.rs`), so
 //!   nothing waits and nothing recurses into a handler that is not ready;
 //! - *handler* or *system* → the final state: every allocation from there.
 //!
@@ -67,9 +67,6 @@
 //!   memplug's loading takes (its registries' locks, the environment's);
 //!   in practice the first allocation happens in the Rust runtime before
 //!   `main`.
-//!
-//! Imports `registry`, `discover`, `handler`, `policy`, `text`, `raw` and
-//! `error`.
 
 pub(crate) mod error;
 mod global_alloc;

@@ -49,8 +49,6 @@
 //! v.extend([1, 2, 3]);
 //! drop(v); // freed under the guard's lock, before the guard goes
 //! ```
-//!
-//! Imports `handler`, `lock` and `error`.
 
 use crate::heap::error::AllocError as MemplugError;
 use crate::heap::handler::Handler;

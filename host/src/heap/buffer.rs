@@ -15,8 +15,6 @@
 //!    bytes (by `alloc_aligned(capacity, align)` when `align` is non-zero),
 //!    freed and resized through `h` exactly so.
 //!
-//! Imports `handler`, `current`, `ownership`, `view`, `raw` and `error`.
-//!
 //! ```
 //! use memplug::{Buffer, current};
 //!

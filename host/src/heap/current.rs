@@ -10,8 +10,6 @@
 //! override (NumPy's context-local rule): an override is invisible to every
 //! other thread.
 //!
-//! Imports `handler`, `handle`, `info`, `load` and `raw`.
-//!
 //! ```
 //! use memplug::current;
 //!

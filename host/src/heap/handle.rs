@@ -8,8 +8,6 @@
 //! process: libraries are never closed and a handler's state is never freed,
 //! so "a handler lives as long as any buffer it made" holds with no
 //! reference counting on the allocation path.
-//!
-//! Imports `raw` and `info`.
 
 use crate::heap::info::HandlerInfo;
 use crate::heap::raw::state::RawHandler;

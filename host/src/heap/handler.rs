@@ -30,8 +30,6 @@
 //! freeable pointer, and plugins never see a size of 0. `free` and `realloc`
 //! apply the same rounding to the size they pass on, so the plugin always
 //! gets back the size it allocated.
-//!
-//! Imports `handle`, `lock`, `load`, `info`, `raw` and `error`.
 
 use crate::heap::error::{AllocError, InstanceError, LockError};
 pub use crate::heap::handle::Handler;

@@ -2,8 +2,6 @@
 //! functions, and [`Source`]: where it came from. Built once per handler,
 //! by `HandlerInfo::from_header` for plugins and
 //! `HandlerInfo::from_functions` for handlers made of plain functions.
-//!
-//! Imports `validate`, `symbols` (data only) and `text`.
 
 use crate::heap::roles::Symbols;
 use crate::text::{escape, escape_os};

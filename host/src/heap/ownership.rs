@@ -15,9 +15,6 @@
 //! [`Buffer::set_owns_data`](crate::Buffer::set_owns_data) exists so that
 //! code ported from NumPy finds the door and the sign on it: it refuses any
 //! change with [`BufferError::OwnsDataFlag`].
-//!
-//! Imports `handler`, `error` and `raw` (a wrapper that keeps the base
-//! object unshared).
 
 use crate::heap::error::BufferError;
 use crate::heap::handler::Handler;

@@ -39,8 +39,6 @@
 //! no Rust reference to them describes them truthfully. That is why
 //! attaching is `unsafe`: the caller promises that the processes take turns
 //! (e.g. a worker writes its slice and exits before the parent reads it).
-//!
-//! Imports `handler`, `lock`, `buffer`, `raw` and `error`.
 
 use crate::heap::buffer::{Buffer, Ownership};
 use crate::heap::error::ShareError;

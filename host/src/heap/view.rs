@@ -1,8 +1,6 @@
 //! [`View`]: a non-owning view of bytes, foreign or from a
 //! [`Buffer`](crate::Buffer). It never frees anything and refuses to be made
 //! to own its memory by flag (see [`Buffer::set_owns_data`](crate::Buffer::set_owns_data)).
-//!
-//! Imports `handler` and `error`.
 
 use crate::heap::error::BufferError;
 use crate::heap::handler::Handler;

@@ -1,7 +1,5 @@
 //! Errors of a worker's sandbox ([`crate::isolate::sandbox`]): the setting in
 //! `MEMPLUG_SANDBOX` was not understood, or the sandbox could not be set up.
-//!
-//! Imports nothing from the rest of the crate.
 
 use thiserror::Error;
 

@@ -6,9 +6,6 @@
 //!
 //! A report also travels from a worker process to its parent
 //! ([`crate::isolate::probe`]), so it is `Deserialize` too and owns its strings.
-//!
-//! Imports `check`, `handler`, `info`, `load`, `validate`, `discover` and
-//! `error`.
 
 use crate::admit::discover::Candidate;
 use crate::admit::error::{LoadError, Refusal};

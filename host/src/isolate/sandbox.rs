@@ -44,8 +44,6 @@
 //! and runs the plugin anyway — the sandbox is defence in depth beneath the
 //! worker process itself; `require` refuses to run a plugin unsandboxed;
 //! `off` does not sandbox (for debugging a plugin with `strace` or `gdb`).
-//!
-//! Imports `error`, `syscalls` and `raw`.
 
 use crate::isolate::error::SandboxError;
 use crate::isolate::raw::privileges as raw;

@@ -9,8 +9,6 @@
 //! handler that writes the record lives in the unsafe core (`raw::trap`);
 //! the parent reads the record as untrusted input (`probe::frames`) and
 //! names the call from this table.
-//!
-//! Imports nothing from the crate.
 
 /// When a system call in [`denials`] is forbidden.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

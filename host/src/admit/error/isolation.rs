@@ -2,8 +2,6 @@
 //! the verdict cache ([`crate::isolate::cache`]): what an application that probes
 //! plugins before loading them sees. They travel inside
 //! [`Refusal::Isolation`](super::Refusal::Isolation).
-//!
-//! Imports nothing from the rest of the crate.
 
 use thiserror::Error;
 

@@ -1,8 +1,6 @@
 //! The message for a library the dynamic loader refused
 //! ([`Refusal::NotALibrary`](super::Refusal::NotALibrary)): what is
 //! missing and who needs it, what to do, and the loader's own text.
-//!
-//! Imports nothing from the rest of the crate.
 
 /// The message for a library the dynamic loader refused: what is missing
 /// and who needs it, then what to do, then the loader's own text.

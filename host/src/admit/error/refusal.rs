@@ -3,7 +3,6 @@
 //! Owns [`Refusal`] (one variant per situation, each with a stable reason
 //! code) and [`LoadError`] (a refusal with the candidate it is about).
 //! The message of a dynamic loader failure is composed in `loader.rs`.
-//! Imports nothing from the rest of the crate.
 
 use super::isolation::IsolationRefusal;
 use super::loader::loader_message;

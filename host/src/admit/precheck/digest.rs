@@ -14,8 +14,6 @@
 //! assert!(list.contains(&Digest::of(b"")));
 //! assert!(!list.contains(&Digest::of(b"something else")));
 //! ```
-//!
-//! Imports only `error`.
 
 use crate::heap::error::PolicyError;
 use sha2::{Digest as _, Sha256};

@@ -19,8 +19,6 @@
 //! reads what a library asks the loader to load with it (`DT_NEEDED`,
 //! `DT_RUNPATH`, `DT_RPATH`), for the verdict cache's key; finding those
 //! files is [`super::resolve`]'s (I/O).
-//!
-//! Imports only `error`.
 
 use crate::admit::error::Refusal;
 use std::fmt;

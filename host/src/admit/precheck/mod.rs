@@ -44,7 +44,7 @@
 //! `elf`, `trust` and the allowlist parsing in `digest` are pure functions
 //! over bytes and facts (fuzzed in `tests/fuzz.rs`); this file, `walk.rs`
 //! and `resolve.rs` (where the loader would find a library's dependencies)
-//! do the I/O. Imports `error` and `raw` (the effective user id).
+//! do the I/O.
 
 pub mod digest;
 pub mod elf;

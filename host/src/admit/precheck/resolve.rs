@@ -12,8 +12,6 @@
 //! Not modelled: `glibc-hwcaps` subdirectories, `$LIB`/`$PLATFORM` (a
 //! directory naming them is skipped), the main program's own `DT_RPATH`, and
 //! libraries already loaded under the same soname.
-//!
-//! Imports only `precheck::elf`.
 
 use super::elf::{self, Dependencies, HEADER_LEN, Target};
 use std::collections::HashMap;

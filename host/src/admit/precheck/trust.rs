@@ -19,8 +19,6 @@
 //! As Debian's sshd does, group write is harmless when the group has exactly
 //! one member and that member owns the file: a user-private group, as
 //! `umask 002` systems create for every user.
-//!
-//! Imports only `error`.
 
 use crate::admit::error::Refusal;
 use std::collections::BTreeSet;

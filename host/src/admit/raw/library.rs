@@ -6,8 +6,6 @@
 //! at open, not at the first call) and are never closed: each handle is
 //! leaked into [`LIBRARIES`] for the life of the process. "Unloading" a
 //! handler only unregisters its name.
-//!
-//! Imports `error`, `validate` and the vtable; nothing above `raw`.
 
 use crate::admit::error::Refusal;
 use crate::admit::validate::{self, Prefix, ValidatedHeader};

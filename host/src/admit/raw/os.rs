@@ -1,8 +1,6 @@
 //! What the process is, from the operating system: its effective user id,
 //! for the trust checks (`precheck`), which take it as an argument so that
 //! they stay pure.
-//!
-//! Imports nothing from the crate.
 
 /// The effective user id of this process.
 pub(crate) fn euid() -> u32 {

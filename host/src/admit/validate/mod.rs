@@ -27,8 +27,6 @@
 //! bytes[0] ^= 0xff;
 //! assert_eq!(validate(&bytes).unwrap_err().code(), "bad-magic");
 //! ```
-//!
-//! Imports only `error` from the crate.
 
 mod header;
 mod rules;

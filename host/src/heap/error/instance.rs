@@ -1,7 +1,5 @@
 //! Errors of making an instance of a handler with options (ABI 1.1
 //! `create`): what someone configuring a plugin sees.
-//!
-//! Imports its sibling `usage` (the lock's error) only.
 
 use super::usage::LockError;
 use thiserror::Error;

@@ -1,7 +1,5 @@
 //! Errors of allocating through a handler and of using buffers: what code
 //! that allocates sees.
-//!
-//! Imports nothing from the rest of the crate.
 
 use thiserror::Error;
 

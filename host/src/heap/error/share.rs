@@ -1,8 +1,6 @@
 //! Errors of sharing memory between processes (ABI 1.2 `locate`/`resolve`):
 //! what code that hands blocks to other processes, or attaches to them,
 //! sees.
-//!
-//! Imports its sibling `usage` (the lock's error) only.
 
 use super::usage::LockError;
 use thiserror::Error;

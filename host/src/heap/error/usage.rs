@@ -3,8 +3,6 @@
 //! not parse, a lock that would break the global lock order or would
 //! have to be waited for while holding others. What the
 //! programmer embedding memplug sees.
-//!
-//! Imports nothing from the rest of the crate.
 
 use thiserror::Error;
 

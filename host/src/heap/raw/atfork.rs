@@ -24,8 +24,6 @@
 //! when plugins register theirs), up to [`SLOTS`] times; only the newest
 //! registration acts. The same reasoning puts the host's handlers after
 //! glibc's own, which take `malloc`'s locks after every handler ran.
-//!
-//! Imports nothing from the crate.
 
 use memplug_abi::fork::ForkLock;
 use std::cell::UnsafeCell;

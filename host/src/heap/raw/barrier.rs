@@ -11,8 +11,6 @@
 //! ([`light`]) only keeps the compiler from reordering. Where `membarrier`
 //! is not available (another OS, an old kernel, valgrind), both sides are a
 //! `SeqCst` fence.
-//!
-//! Imports nothing from the crate.
 
 use std::sync::atomic::{AtomicU8, Ordering, compiler_fence, fence};
 

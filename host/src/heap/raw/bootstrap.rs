@@ -7,8 +7,6 @@
 //! so only the pages it hands out cost memory.
 //!
 //! Also the system allocator's calls, for the global allocator's fallback.
-//!
-//! Imports nothing from the crate.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::UnsafeCell;

@@ -1,7 +1,5 @@
 //! The built-in handler: libc's `malloc`/`calloc`/`realloc`/`free`. It is
 //! the process default until another one is set.
-//!
-//! Imports only the vtable.
 
 use super::vtable::VTable;
 use core::ffi::c_void;

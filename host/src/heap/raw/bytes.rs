@@ -10,8 +10,6 @@
 //! It does not know who releases the memory: its owner (a `Buffer`) does.
 //! [`Unshared`] is the other half of what lets a buffer be `Sync`: a value
 //! that is never reached through a shared reference.
-//!
-//! Imports nothing from the crate.
 
 use std::mem::MaybeUninit;
 use std::ptr::NonNull;

@@ -4,8 +4,6 @@
 //! four calls). The vtable makes them (`VTable::direct_calls`,
 //! `VTable::plain_calls`) only for handlers whose calls need nothing
 //! around them.
-//!
-//! Imports only the ABI crate.
 
 use core::ffi::c_void;
 use memplug_abi::{CallocFn, FreeFn, MallocFn, ReallocFn};

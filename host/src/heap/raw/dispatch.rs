@@ -27,8 +27,6 @@
 //! else goes through [`Held`](super::held::Held) (`held.rs`), whose `counted` is the one place
 //! that counts a block, calls, and undoes the count when the plugin returns
 //! NULL.
-//!
-//! Imports `error` and its siblings below it in `raw`; nothing above `raw`.
 
 use super::life::Life;
 use super::pending::{Deferred, HandlerLock, PendingBlock};

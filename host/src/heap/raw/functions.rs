@@ -7,9 +7,6 @@
 //! The functions are kept in a leaked [`ContextTable`], which is the
 //! handler's `ctx`; each trampoline calls the user's function with the
 //! user's `ctx`.
-//!
-//! Imports the function types of `functions` and the vtable; nothing above
-//! `raw`.
 
 use super::vtable::VTable;
 use crate::heap::functions::ContextFunctions;

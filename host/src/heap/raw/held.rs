@@ -13,9 +13,6 @@
 //! counts, per thread, how many locks the thread holds: a thread holding any
 //! lock never waits for another handler's lock to free a block
 //! ([`RawHandler::now_or_later`]).
-//!
-//! Imports `error` and its siblings below it in `raw` (the handler's
-//! [`state`](super::state)); nothing above `raw`.
 
 use super::aligned::{align_within, over_allocation};
 use super::barrier;

@@ -8,8 +8,6 @@
 //! instance never handed out (a double free or a foreign pointer caught by
 //! a debugging plugin) cannot destroy it while its owner lives; a free with
 //! no live block counted is ignored here (the plugin reports it).
-//!
-//! Imports nothing from the crate.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 

@@ -5,8 +5,6 @@
 //!
 //! Kept apart from `dispatch.rs` and `held.rs`: the allocation paths do not
 //! change; these are the only additions to the handler core for sharing.
-//!
-//! Imports `error` and its siblings in `raw`; nothing above `raw`.
 
 use super::state::RawHandler;
 use super::user::{Refused, User};

@@ -19,8 +19,6 @@
 //! (`atfork.rs`) take a handler's lock and its queue's before a fork and
 //! release them after, so the child finds no call half-made and no lock
 //! held by a thread it does not have.
-//!
-//! Imports `barrier` and `relock` (its siblings) only.
 
 use super::relock::ReentrantLock;
 use memplug_abi::fork::{ForkLock, ForkMutex};

@@ -8,8 +8,6 @@
 //! lock across a fork through [`ForkLock`], so that no thread is inside a
 //! plugin that is not thread-safe when the process is copied, and release
 //! it after, in the parent and in the child.
-//!
-//! Imports nothing from the crate.
 
 use memplug_abi::fork::ForkLock;
 use std::cell::UnsafeCell;

@@ -4,8 +4,6 @@
 //! under the lock, and an instance's destruction), `user` (the calls
 //! counted as users of an instance), `dispatch` (the per-call API) and
 //! `share` (the calls that share blocks).
-//!
-//! Imports `error` and its siblings below it in `raw`; nothing above `raw`.
 
 use super::aligned::{block_start, over_allocation};
 use super::life::Life;

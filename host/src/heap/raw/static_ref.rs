@@ -1,8 +1,6 @@
 //! [`AtomicRef`]: a `&'static T` that can be swapped atomically, for the
 //! process-wide default handler (read on every allocation through the
 //! current handler, so it must be one atomic load, not a lock).
-//!
-//! Imports nothing from the crate.
 
 use std::sync::atomic::{AtomicPtr, Ordering};
 

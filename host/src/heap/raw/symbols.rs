@@ -18,9 +18,6 @@
 //!
 //! The same table serves C functions given by address, with no library
 //! ([`crate::heap::functions`]).
-//!
-//! Imports the role table of `roles`, the function types of `functions` and
-//! the vtable.
 
 use super::vtable::VTable;
 use crate::heap::functions::CFunctions;

@@ -7,8 +7,6 @@
 //! free: it is made as `user.rs` says (counted as a user of the instance,
 //! under the lock taken by the no-wait rule). The sizeless free and realloc
 //! follow the rules of the ordinary ones (`dispatch.rs`).
-//!
-//! Imports its siblings in `raw` and `error`; nothing above `raw`.
 
 use super::held::Held;
 use super::pending::{Deferred, PendingBlock};

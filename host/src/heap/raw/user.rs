@@ -20,8 +20,6 @@
 //! a live block already keeps its instance alive, and allocation keeps its
 //! own documented rule. [`Retained`](super::locate::Retained) is a `User`
 //! that lives as long as memory attached through the instance.
-//!
-//! Imports `error` and its siblings below it in `raw`; nothing above `raw`.
 
 use super::held::Held;
 use super::state::RawHandler;

@@ -8,8 +8,6 @@
 //! [`FunctionAddrs`] is the vtable as the validator reads it out of a
 //! plugin's header: addresses, before they are made into function
 //! pointers.
-//!
-//! Imports `direct` and the ABI crate.
 
 pub(crate) use super::direct::{DirectCalls, PlainCalls};
 use core::ffi::c_void;

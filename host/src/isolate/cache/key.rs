@@ -24,8 +24,6 @@
 //! ([`crate::admit::precheck::resolve`]), found again at every lookup, and held to
 //! the same rule. A library that is found elsewhere than before, appears or
 //! disappears, or changed makes the entry unusable.
-//!
-//! Imports `discover`, `precheck` and `symbols`.
 
 use crate::admit::discover::Candidate;
 use crate::admit::precheck::Digest;

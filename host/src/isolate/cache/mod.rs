@@ -20,12 +20,7 @@
 //! they run every time, before the cache is consulted. A good verdict (the reports) is also
 //! tied to what was asked — the task (`check`, `list`), the policy and the
 //! instance options — while a bad one (crashed, timed out, no report)
-//! holds whatever is asked.
-//!
-//! Imports `report`, `probe` (tasks), `policy`, `discover`, `dirs`,
-//! `precheck` (the digest, the loader's search), `symbols` (a manifest's
-//! library), `raw` (the user id) and `error`; `store.rs` reads and writes
-//! the file.
+//! holds whatever is asked. `store.rs` reads and writes the file.
 
 pub mod key;
 mod store;

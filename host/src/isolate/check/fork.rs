@@ -15,7 +15,7 @@
 //! [`super::conformance_with_fork`] runs it (a worker process, or a program
 //! that checks plugins). The child runs nothing but the handler's `malloc`
 //! and `free` and plain writes and reads of its blocks, then `_exit`s
-//! (`raw/fork.rs` has the contract). The forks are made on a thread of
+//! (`isolate/raw/forked.rs` has the contract). The forks are made on a thread of
 //! their own, which ends when the check gives up on a child: that ends the
 //! child too, even inside the worker's sandbox, which lets a process signal
 //! nothing but itself.
@@ -23,8 +23,6 @@
 //! A plugin whose own fork handlers deadlock in the parent hangs the fork
 //! itself: the worker's timeout catches that (`timed-out`, in the stage
 //! `check:fork`).
-//!
-//! Imports `handler` and `check`'s blocks, and `raw` (the fork).
 
 use super::{Block, CheckResult, Verdict, alloc_failure, result};
 use crate::heap::handler::Handler;

@@ -47,9 +47,6 @@
 //! - `share-refusals`: memory the handler did not make is not located;
 //!   handles to another segment, an older incarnation or another size are
 //!   refused.
-//!
-//! Imports `buffer`, `share`, `handler`, `error`, `stage` and `raw` (the
-//! fork).
 
 mod fork;
 mod shared_block;

@@ -9,8 +9,6 @@
 //! created it (or first called it) fails here, or crashes in the stage
 //! `check:threads`. The round is short — a few thousand calls — because it
 //! runs in every check. A handler that is not thread-safe is skipped.
-//!
-//! Imports `buffer`, `handler` (through `check`).
 
 use super::{Block, CheckResult, Verdict, alloc_failure, fill, result, verify};
 use crate::heap::handler::Handler;

@@ -12,8 +12,6 @@
 //! cheap: they do not stop a plugin from lying about itself (see the threat
 //! model), only from answering for something else or in a shape the worker
 //! never writes.
-//!
-//! Imports `wire`, `report` and `discover`.
 
 use super::wire::{Answer, Request, Task};
 use crate::admit::discover::Candidate;

@@ -12,8 +12,6 @@
 //! [`MAX_LINE`] are consumed in chunks and dropped; a frame longer than
 //! [`MAX_ANSWER`] is refused before a byte of it is read. Whatever breaks
 //! these rules ends the reading with an [`Event::Violation`].
-//!
-//! Imports `wire` and `syscalls`.
 
 use super::wire::{Answer, decode};
 use crate::isolate::syscalls::parse_record;

@@ -51,9 +51,6 @@
 //! (pure), `answer.rs` judges an answer (pure), `runner.rs` starts a worker
 //! and watches it, `supervise.rs` ends what it started, `outcome.rs` says
 //! what the outcome means.
-//!
-//! Imports `report`, `policy`, `discover`, `symbols`, `stage`, `syscalls`,
-//! `error` and `raw` (process primitives).
 
 mod supervise;
 pub(crate) mod wire;

@@ -1,8 +1,5 @@
 //! How a worker ended ([`WorkerOutcome`]), and what that means as reports
 //! and as a registry's verdict.
-//!
-//! Imports `wire`, `report`, `check`, `discover`, `stage`, `syscalls`,
-//! `error` and `raw` (the names of signals).
 
 use super::wire::Answer;
 use crate::admit::discover::Candidate;

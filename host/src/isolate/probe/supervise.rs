@@ -27,8 +27,6 @@
 //! forward. The children an application starts itself stay in its session
 //! and are never touched — unless they leave it (`setsid`) while a probe
 //! runs, which an application that probes plugins should not combine with.
-//!
-//! Imports `raw` (process primitives).
 
 use crate::isolate::raw::process::{self, Saved};
 use std::collections::HashSet;

@@ -17,8 +17,6 @@
 //! which also reaches a child stuck before its first act, in a fork
 //! handler). A child that escapes both is in the worker's process group,
 //! which the worker's parent kills when the worker is done.
-//!
-//! Imports nothing from the crate (only its sibling `process`).
 
 use super::process::Exit;
 use std::io;

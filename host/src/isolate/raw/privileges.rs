@@ -7,8 +7,6 @@
 //! Capabilities belong to a thread: call these while the process has one
 //! thread (a worker does, before it opens a plugin), so that every thread
 //! started later inherits the result.
-//!
-//! Imports nothing from the crate.
 
 use std::io;
 

@@ -4,8 +4,6 @@
 //! descendants, watching a child end without reaping it, and the process
 //! attributes a supervising host sets (child subreaper, non-dumpable); and
 //! the names of the signals a child can end by.
-//!
-//! Imports nothing from the crate.
 
 use std::fs::File;
 use std::io;

@@ -19,8 +19,6 @@
 //!
 //! What is forbidden lives in [`crate::isolate::sandbox`] and [`crate::isolate::syscalls`];
 //! the parent reads the record as untrusted input (`probe::frames`).
-//!
-//! Imports `syscalls` (constants only).
 
 use crate::isolate::syscalls::{RECORD, TRAPPED_STATUS};
 use std::ffi::{c_int, c_uint, c_void};
