@@ -17,8 +17,8 @@
 //!    [`dirs`], [`discover`], [`precheck`], [`validate`], [`symbols`],
 //!    [`load`], [`policy`], over the library-opening code;
 //! 3. `isolate` (private) — running a candidate where its crash cannot
-//!    hurt: [`sandbox`], [`check`], [`report`], [`probe`], [`cache`], over
-//!    the worker's process code;
+//!    hurt: [`sandbox`], [`check`], [`report`], [`probe`], [`cache`],
+//!    [`screen`], over the worker's process code;
 //! 4. [`registry`] — install validated handlers under unique names, under
 //!    a policy (probing them first if it says so);
 //! 5. [`global`] — a `#[global_allocator]` whose handler an environment
@@ -79,7 +79,7 @@ pub mod error;
 
 pub use admit::{dirs, discover, load, policy, precheck, stage, symbols, validate};
 pub use heap::{alloc_api, buffer, current, functions, handler, info, lock, share};
-pub use isolate::{cache, check, probe, report, sandbox, syscalls};
+pub use isolate::{cache, check, probe, report, sandbox, screen, syscalls};
 
 pub use buffer::Buffer;
 pub use current::HandlerScope;

@@ -21,6 +21,64 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 pub use crate::admit::dirs::{PATH_ENV, SYSTEM_PATH_ENV};
+use crate::admit::error::Refusal;
+use crate::admit::precheck::{self, Trust, Vetted};
+use crate::admit::stage;
+
+/// The two kinds of file a candidate can be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CandidateKind {
+    /// A plugin library: opened, and its entry symbol called.
+    Plugin,
+    /// An allocator manifest (`*.memplug.toml`, see [`crate::symbols`]):
+    /// read, and the library it names taken by symbol name.
+    Manifest,
+}
+
+/// A candidate's file after [`Candidate::check_file`]: what loading it
+/// needs.
+#[derive(Debug, Clone)]
+pub enum CheckedFile {
+    /// A plugin library that passed the file checks.
+    Plugin(Vetted),
+    /// A manifest that passed them, and its text as read then.
+    Manifest(String),
+}
+
+/// How a candidate came to be loaded: the input of the rule for a name
+/// already taken ([`name_taken`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Found {
+    /// Named by the caller: a file given to the API or on the command line.
+    Explicit,
+    /// Found by a scan: of the search path, or of a directory.
+    Scan,
+}
+
+impl Found {
+    /// How candidates from `paths` were found ([`candidates_from`], or
+    /// [`discover`] when `paths` is empty): named when any were given, else
+    /// a scan of the search path.
+    pub fn of(paths: &[PathBuf]) -> Found {
+        if paths.is_empty() { Found::Scan } else { Found::Explicit }
+    }
+}
+
+/// The one rule for a handler named `name` whose name an earlier handler
+/// already has (`by`, shown as its source): when both came from files
+/// (`here` and `there`, their directories) in different directories it is
+/// shadowed (`shadowed`: the earlier directory on the search path wins, not
+/// a failure); otherwise it is refused as `duplicate-name`. `found` says how
+/// the later one came to be loaded; today an explicit load and a scan follow
+/// the same rule. The registry applies it as it installs, and the command's
+/// `check`, `list` and `run` to the reports of their workers.
+pub fn name_taken(name: &str, by: String, here: Option<&Path>, there: Option<&Path>, found: Found) -> Refusal {
+    let elsewhere = matches!((here, there), (Some(a), Some(b)) if a != b);
+    match found {
+        Found::Explicit | Found::Scan if elsewhere => Refusal::Shadowed { name: name.to_string(), by },
+        Found::Explicit | Found::Scan => Refusal::DuplicateName { name: name.to_string(), existing: by },
+    }
+}
 
 /// A library to try, and the entry symbol to call in it.
 ///
@@ -41,10 +99,28 @@ impl Candidate {
         Candidate { path: path.into(), symbol: memplug_abi::ENTRY_SYMBOL.to_string() }
     }
 
-    /// Whether this is an allocator manifest (`*.memplug.toml`) rather than
-    /// a plugin library.
-    pub fn is_manifest(&self) -> bool {
-        self.path.file_name().is_some_and(|n| crate::admit::symbols::is_manifest_name(&n.to_string_lossy()))
+    /// What the file is: a plugin library, or an allocator manifest
+    /// (`*.memplug.toml`), by its name.
+    pub fn kind(&self) -> CandidateKind {
+        match self.path.file_name().is_some_and(|n| crate::admit::symbols::is_manifest_name(&n.to_string_lossy())) {
+            true => CandidateKind::Manifest,
+            false => CandidateKind::Plugin,
+        }
+    }
+
+    /// The checks of this candidate's file before anything in it is used
+    /// ([`crate::precheck`]), under `trust`: a plugin library's type, ELF
+    /// and trust checks, or a manifest's trust checks and its text. What
+    /// they give is what loading needs ([`CheckedFile`]), so that a file is
+    /// checked once.
+    pub fn check_file(&self, trust: &Trust) -> Result<CheckedFile, Refusal> {
+        match self.kind() {
+            CandidateKind::Plugin => {
+                stage::enter(stage::PRECHECK, self);
+                precheck::check_candidate(&self.path, trust).map(CheckedFile::Plugin)
+            }
+            CandidateKind::Manifest => precheck::check_manifest(&self.path, trust).map(CheckedFile::Manifest),
+        }
     }
 
     /// The same library, another entry symbol (one library may export

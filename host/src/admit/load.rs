@@ -3,23 +3,22 @@
 //! symbol name: open the library a [`SymbolSpec`] names and find its
 //! functions.
 //!
-//! Before a library is opened by path (a plugin, or the library a manifest
-//! names by path), [`precheck::check_candidate`] checks the file under the
-//! caller's [`Trust`]; a manifest is checked and read by
-//! [`precheck::check_manifest`].
+//! A candidate's own file is checked once, before loading, by
+//! [`Candidate::check_file`] (a manifest is read then, and its text handed
+//! over as a [`CheckedFile`]); a library a spec names by path is checked
+//! here by [`precheck::check_candidate`] under the caller's [`Trust`].
 //!
-//! Functions given by address ([`crate::heap::functions`]) need no loading: their
+//! Functions given by address ([`crate::functions`]) need no loading: their
 //! spec is checked as a manifest is and `prepare_functions` builds their
 //! handler.
 //!
-//! `prepare`, `prepare_manifest`, `prepare_symbols` and `prepare_functions`
-//! give a `Prepared`
+//! `prepare`, `prepare_symbols` and `prepare_functions` give a `Prepared`
 //! handler that is not installed yet; the [`Registry`](crate::Registry)
 //! installs it once its name is known to be free. [`inspect`] does the same
 //! reading as `prepare` but keeps every field, valid or not, for
 //! `memplug inspect`.
 
-use crate::admit::discover::Candidate;
+use crate::admit::discover::{Candidate, CheckedFile};
 use crate::admit::error::Refusal;
 use crate::admit::layout;
 use crate::admit::precheck::{self, Trust};
@@ -34,10 +33,19 @@ use crate::heap::raw::functions::ContextTable;
 use crate::heap::raw::symbols::SymbolTable;
 use std::path::Path;
 
-/// Check the file, open, call, copy and validate a plugin candidate.
-pub(crate) fn prepare(candidate: &Candidate, trust: &Trust) -> Result<Prepared, Refusal> {
-    stage::enter(stage::PRECHECK, candidate);
-    precheck::check_candidate(&candidate.path, trust)?;
+/// Open, call, copy and validate a candidate whose file passed its checks
+/// ([`Candidate::check_file`]): a plugin library, or a manifest (then
+/// [`prepare_symbols`] on the spec it holds).
+pub(crate) fn prepare(candidate: &Candidate, checked: &CheckedFile, trust: &Trust) -> Result<Prepared, Refusal> {
+    let CheckedFile::Manifest(text) = checked else { return prepare_plugin(candidate) };
+    let mut spec = SymbolSpec::parse_manifest(text)?;
+    spec.base_dir = candidate.path.parent().map(Path::to_path_buf);
+    prepare_symbols(&spec, Some(&candidate.path), trust)
+}
+
+/// Open, call, copy and validate a plugin library whose file passed its
+/// checks.
+fn prepare_plugin(candidate: &Candidate) -> Result<Prepared, Refusal> {
     stage::enter(stage::OPEN, candidate);
     let lib = library::open(&candidate.path)?;
     stage::enter(stage::ENTRY, candidate);
@@ -55,13 +63,6 @@ pub(crate) fn prepare(candidate: &Candidate, trust: &Trust) -> Result<Prepared, 
     let info = HandlerInfo::from_header(header, layout, source);
     tracing::debug!(candidate = %candidate, name = %info.name, version = %info.version, "validated plugin");
     Ok(Prepared { vtable, info })
-}
-
-/// Check and read a manifest (`*.memplug.toml`), then [`prepare_symbols`].
-pub(crate) fn prepare_manifest(path: &Path, trust: &Trust) -> Result<Prepared, Refusal> {
-    let mut spec = SymbolSpec::parse_manifest(&precheck::check_manifest(path, trust)?)?;
-    spec.base_dir = path.parent().map(Path::to_path_buf);
-    prepare_symbols(&spec, Some(path), trust)
 }
 
 /// Check a by-symbol spec, open the library (checking its file first when

@@ -16,7 +16,10 @@
 //! 5. `probe` — run a candidate in a worker process, under a deadline, and
 //!    read its answer as untrusted input;
 //! 6. `cache` — the verdict cache: unchanged files are not checked again,
-//!    and files that crashed a worker are refused without running.
+//!    and files that crashed a worker are refused without running;
+//! 7. `screen` — a candidate screened before it runs here, in one order for
+//!    the registry and the command: the file checks, the cache, a worker,
+//!    the record of what it said.
 
 pub(crate) mod error;
 pub mod syscalls;
@@ -27,3 +30,4 @@ pub mod check;
 pub mod report;
 pub mod probe;
 pub mod cache;
+pub mod screen;

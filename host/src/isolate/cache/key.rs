@@ -25,7 +25,7 @@
 //! the same rule. A library that is found elsewhere than before, appears or
 //! disappears, or changed makes the entry unusable.
 
-use crate::admit::discover::Candidate;
+use crate::admit::discover::{Candidate, CandidateKind};
 use crate::admit::precheck::Digest;
 use crate::admit::precheck::elf::Dependencies;
 use crate::admit::precheck::resolve::{self, Resolver};
@@ -206,12 +206,13 @@ impl State {
     /// made (the file or a library cannot be read): then nothing is cached.
     pub fn key(&mut self, candidate: &Candidate) -> Option<Key> {
         let file = self.files.key(&candidate.path)?;
-        let (needs, base) = if candidate.is_manifest() {
-            let library = SymbolSpec::read_manifest(&candidate.path).map(|s| s.library).unwrap_or_default();
-            let needed = if library.is_empty() { Vec::new() } else { vec![library] };
-            (Dependencies { needed, ..Dependencies::default() }, candidate.path.parent())
-        } else {
-            (resolve::dependencies_of(&candidate.path)?, None)
+        let (needs, base) = match candidate.kind() {
+            CandidateKind::Manifest => {
+                let library = SymbolSpec::read_manifest(&candidate.path).map(|s| s.library).unwrap_or_default();
+                let needed = if library.is_empty() { Vec::new() } else { vec![library] };
+                (Dependencies { needed, ..Dependencies::default() }, candidate.path.parent())
+            }
+            CandidateKind::Plugin => (resolve::dependencies_of(&candidate.path)?, None),
         };
         let files = &mut self.files;
         let mut found: HashMap<PathBuf, (FileKey, Dependencies)> = HashMap::new();
@@ -236,7 +237,7 @@ impl State {
     /// `None`.
     pub fn verify(&mut self, candidate: &Candidate, key: &Key) -> Option<Key> {
         let file = self.files.verify(&candidate.path, &key.file)?;
-        let base = if candidate.is_manifest() { candidate.path.parent() } else { None };
+        let base = (candidate.kind() == CandidateKind::Manifest).then(|| candidate.path.parent()).flatten();
         let files = &mut self.files;
         let mut renewed: HashMap<PathBuf, FileKey> = HashMap::new();
         let walked = walk(&mut self.resolver, &candidate.path, &key.needs, base, &mut |path| {

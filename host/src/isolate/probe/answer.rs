@@ -14,7 +14,7 @@
 //! never writes.
 
 use super::wire::{Answer, Request, Task};
-use crate::admit::discover::Candidate;
+use crate::admit::discover::{Candidate, CandidateKind};
 use crate::admit::stage::{CHECK_PREFIX, CREATE, ENTRY, OPEN};
 use crate::isolate::report::{Checks, Report, Status};
 use std::path::Path;
@@ -99,7 +99,7 @@ fn reports_fit(
     }
     // A plugin file (not a manifest, not a spec) is only loaded through its
     // entry function.
-    let by_entry = request.spec.is_none() && !subject.is_manifest();
+    let by_entry = request.spec.is_none() && subject.kind() == CandidateKind::Plugin;
     coherent(first, task, seen, by_entry, false)?;
     if instances.is_empty() {
         return Ok(());
