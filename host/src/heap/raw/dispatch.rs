@@ -32,6 +32,7 @@ use super::life::Life;
 use super::pending::{Deferred, HandlerLock, PendingBlock};
 use super::state::RawHandler;
 use super::user::Refused;
+use super::vtable::served;
 use crate::heap::error::AllocError;
 use memplug_abi::MemplugStats;
 use std::ptr::NonNull;
@@ -72,7 +73,7 @@ impl RawHandler {
     /// Allocate `size` bytes (0 is served as 1).
     #[inline]
     pub(crate) fn malloc(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
-        let size = size.max(1);
+        let size = served(size);
         if self.direct {
             // The hot path: one load, one branch, one indirect call.
             // SAFETY: a direct handler is thread-safe, so the call needs no
@@ -112,7 +113,7 @@ impl RawHandler {
         if self.direct {
             // SAFETY: the caller guarantees `ptr`/`size` describe a live block
             // of this thread-safe, uncounted handler: nothing to lock or count.
-            return unsafe { self.vtable.free(ptr.as_ptr(), size.max(1)) };
+            return unsafe { self.vtable.free(ptr.as_ptr(), served(size)) };
         }
         // SAFETY: forwarded: the caller's contract.
         unsafe { self.free_slow(ptr, size) }
@@ -125,7 +126,7 @@ impl RawHandler {
     /// As for [`Held::free`](super::held::Held::free).
     #[inline(never)]
     unsafe fn free_slow(&self, ptr: NonNull<u8>, size: usize) {
-        let later = Deferred::Free(PendingBlock { ptr, size: size.max(1) });
+        let later = Deferred::Free(PendingBlock { ptr, size: served(size) });
         // SAFETY: forwarded: the caller's contract (the block stays counted
         // and untouched until it is freed, now or by the lock's next holder).
         self.now_or_later(later, |held| unsafe { held.free(ptr, size) });

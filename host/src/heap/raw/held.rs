@@ -19,6 +19,7 @@ use super::barrier;
 use super::pending::Deferred;
 use super::relock::ReentrantGuard;
 use super::state::RawHandler;
+use super::vtable::served;
 use crate::heap::error::AllocError;
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -148,7 +149,7 @@ impl<'a> Held<'a> {
     /// Allocate `size` bytes (uninitialised); 0 is served as 1.
     #[inline]
     pub(crate) fn malloc(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
-        let size = size.max(1);
+        let size = served(size);
         // SAFETY: this `Held` serialises the call; `size > 0`.
         self.counted(size, || unsafe { self.raw.vtable.malloc(size) })
     }
@@ -173,7 +174,7 @@ impl<'a> Held<'a> {
     /// `realloc`) of `old` bytes. On success it is not used again.
     #[inline]
     pub(crate) unsafe fn realloc(&self, ptr: NonNull<u8>, old: usize, new: usize) -> Result<NonNull<u8>, AllocError> {
-        let (old, new) = (old.max(1), new.max(1));
+        let (old, new) = (served(old), served(new));
         // SAFETY: this `Held` serialises the call; the caller guarantees the
         // block and its size, rounded as it was when allocated; `new > 0`.
         let p = unsafe { self.raw.vtable.realloc(ptr.as_ptr(), old, new) };
@@ -189,7 +190,7 @@ impl<'a> Held<'a> {
     pub(crate) unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
         // SAFETY: this `Held` serialises the call; the caller guarantees the
         // block and its size, rounded as it was when allocated.
-        unsafe { self.raw.vtable.free(ptr.as_ptr(), size.max(1)) };
+        unsafe { self.raw.vtable.free(ptr.as_ptr(), served(size)) };
         // An instance's last block may destroy it; that takes the lock again,
         // which the reentrant lock allows on this thread.
         self.raw.leave_block();
@@ -205,7 +206,7 @@ impl<'a> Held<'a> {
         if alignment <= self.raw.alignment {
             return self.malloc(size);
         }
-        let size = size.max(1);
+        let size = served(size);
         if self.raw.vtable.has_aligned_alloc() {
             // SAFETY: this `Held` serialises the call; `alignment` is a power of
             // two and `size > 0`.

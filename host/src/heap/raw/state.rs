@@ -8,6 +8,7 @@
 use super::aligned::{block_start, over_allocation};
 use super::life::Life;
 use super::pending::{HandlerLock, PendingBlock};
+use super::vtable::served;
 use super::vtable::{DirectCalls, PlainCalls, VTable};
 use crate::heap::error::AllocError;
 use std::ptr::NonNull;
@@ -105,7 +106,7 @@ impl RawHandler {
     /// `ptr` was returned by `alloc_aligned(size, alignment)` of this
     /// handler (or `realloc_aligned` to `size`) and is live.
     pub(super) unsafe fn plain_block(&self, ptr: NonNull<u8>, size: usize, alignment: usize) -> PendingBlock {
-        let size = size.max(1);
+        let size = served(size);
         if alignment <= self.alignment || self.vtable.has_aligned_alloc() {
             // From `malloc` or the plugin's `aligned_alloc`, both released by
             // the ordinary `free`.

@@ -12,6 +12,7 @@ use super::held::Held;
 use super::pending::{Deferred, PendingBlock};
 use super::state::RawHandler;
 use super::user::Refused;
+use super::vtable::served;
 use crate::heap::error::AllocError;
 use std::ptr::NonNull;
 
@@ -59,7 +60,7 @@ impl RawHandler {
     /// As for [`free_sizeless`](RawHandler::free_sizeless); on success the
     /// old pointer is not used again.
     pub(crate) unsafe fn realloc_sizeless(&self, ptr: NonNull<u8>, new: usize) -> Result<NonNull<u8>, AllocError> {
-        let new = new.max(1);
+        let new = served(new);
         let held = self.lock();
         // SAFETY: `held` serialises the call; the caller guarantees the block
         // and that the handler needs no old size; `new > 0`.

@@ -18,6 +18,16 @@ use memplug_abi::{
 use serde::{Deserialize, Serialize};
 use std::ptr::NonNull;
 
+/// The size a plugin is asked for when `size` bytes are requested: 0 is
+/// served as 1, so that every request gets a unique, freeable, non-null
+/// pointer, and a block is freed with the size it was made with. The one
+/// place the host's zero-size rule is written: every call into a plugin's
+/// block functions passes its sizes through it.
+#[inline(always)]
+pub(crate) const fn served(size: usize) -> usize {
+    if size == 0 { 1 } else { size }
+}
+
 /// The addresses of a handler's functions, as read. The four ABI 1.0 ones
 /// are non-zero after [`validate`](crate::validate::validate) succeeded; the optional
 /// 1.1, 1.2 and 1.3 ones are 0 when absent.
