@@ -394,12 +394,12 @@ fn circles_in_wings(tree: &Tree) -> Vec<String> {
         // module -> module it imports, with the first import seen.
         let mut edges: BTreeMap<(String, String), Reference> = BTreeMap::new();
         for r in tree.references() {
-            if r.from.first() == Some(&wing) && r.to.first() == Some(&wing) {
-                if let (Some(a), Some(b)) = (r.from.get(1), r.to.get(1))
-                    && a != b
-                {
-                    edges.entry((a.clone(), b.clone())).or_insert(r);
-                }
+            if r.from.first() == Some(&wing)
+                && r.to.first() == Some(&wing)
+                && let (Some(a), Some(b)) = (r.from.get(1), r.to.get(1))
+                && a != b
+            {
+                edges.entry((a.clone(), b.clone())).or_insert(r);
             }
         }
         let mut named: BTreeSet<BTreeSet<String>> = BTreeSet::new();

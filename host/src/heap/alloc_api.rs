@@ -50,75 +50,12 @@
 //! drop(v); // freed under the guard's lock, before the guard goes
 //! ```
 
+use crate::heap::calls::Calls;
 use crate::heap::error::AllocError as MemplugError;
 use crate::heap::handler::Handler;
 use crate::heap::lock::HandlerGuard;
 use allocator_api2::alloc::{AllocError, Allocator, Layout};
 use std::ptr::NonNull;
-
-/// The calls an allocator is made of: per call through a [`Handler`], or
-/// under a held lock through a [`HandlerGuard`].
-#[allow(unsafe_code)]
-trait Calls {
-    fn handler(&self) -> Handler;
-    fn malloc(&self, size: usize) -> Result<NonNull<u8>, MemplugError>;
-    fn calloc(&self, size: usize) -> Result<NonNull<u8>, MemplugError>;
-    fn malloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, MemplugError>;
-    /// # Safety
-    /// As for [`Handler::realloc`].
-    unsafe fn realloc(&self, ptr: NonNull<u8>, old: usize, new: usize) -> Result<NonNull<u8>, MemplugError>;
-    /// # Safety
-    /// As for [`Handler::free`].
-    unsafe fn free(&self, ptr: NonNull<u8>, size: usize);
-    /// # Safety
-    /// As for [`Handler::free_aligned`].
-    unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize);
-}
-
-/// The impls of [`Calls`] for `Handler` and `HandlerGuard` are one and the
-/// same but for how the handler is reached (`$handler`, called with `self`):
-/// each call forwards to the type's inherent method of the same role.
-macro_rules! calls_impl {
-    ($ty:ident, $handler:expr) => {
-        impl Calls for $ty {
-            #[inline]
-            fn handler(&self) -> Handler {
-                ($handler)(self)
-            }
-            #[inline]
-            fn malloc(&self, size: usize) -> Result<NonNull<u8>, MemplugError> {
-                $ty::alloc(self, size)
-            }
-            #[inline]
-            fn calloc(&self, size: usize) -> Result<NonNull<u8>, MemplugError> {
-                $ty::alloc_zeroed(self, size, 1)
-            }
-            fn malloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, MemplugError> {
-                $ty::alloc_aligned(self, size, alignment)
-            }
-            #[inline]
-            #[allow(unsafe_code)]
-            unsafe fn realloc(&self, ptr: NonNull<u8>, old: usize, new: usize) -> Result<NonNull<u8>, MemplugError> {
-                // SAFETY: forwarded: the caller's contract.
-                unsafe { $ty::realloc(self, ptr, old, new) }
-            }
-            #[inline]
-            #[allow(unsafe_code)]
-            unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
-                // SAFETY: forwarded: the caller's contract.
-                unsafe { $ty::free(self, ptr, size) }
-            }
-            #[allow(unsafe_code)]
-            unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
-                // SAFETY: forwarded: the caller's contract.
-                unsafe { $ty::free_aligned(self, ptr, size, alignment) }
-            }
-        }
-    };
-}
-
-calls_impl!(Handler, |h: &Handler| *h);
-calls_impl!(HandlerGuard, HandlerGuard::handler);
 
 /// A dangling, non-null pointer aligned to `layout.align()`: the block of a
 /// zero-size layout, which is never read or written.
@@ -150,9 +87,9 @@ fn allocate<C: Calls>(c: &C, layout: Layout, zeroed: bool) -> Result<NonNull<[u8
         return Ok(dangling(layout));
     }
     let p = if plain(c, layout) {
-        if zeroed { c.calloc(size) } else { c.malloc(size) }
+        if zeroed { c.alloc_zeroed(size, 1) } else { c.alloc(size) }
     } else {
-        c.malloc_aligned(size, layout.align()).inspect(|p| {
+        c.alloc_aligned(size, layout.align()).inspect(|p| {
             if zeroed {
                 // SAFETY: `p` is a fresh block of `size` writable bytes.
                 unsafe { p.as_ptr().write_bytes(0, size) }

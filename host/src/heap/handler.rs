@@ -299,88 +299,6 @@ impl Handler {
         self.raw().stats().map_err(|_| lock::would_block(self.name()))
     }
 
-    /// Allocate `size` bytes (uninitialised). See the module docs for `size == 0`.
-    #[inline]
-    pub fn alloc(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
-        self.raw().malloc(size)
-    }
-
-    /// Allocate `nelem * elsize` zeroed bytes. An overflowing product is
-    /// refused with [`AllocError::SizeOverflow`] before the plugin is called.
-    #[inline]
-    pub fn alloc_zeroed(&self, nelem: usize, elsize: usize) -> Result<NonNull<u8>, AllocError> {
-        self.raw().calloc(nelem, elsize)
-    }
-
-    /// Allocate `size` bytes aligned to `alignment` (a power of two). Free
-    /// with [`free_aligned`](Handler::free_aligned) and the same size and
-    /// alignment. See the module docs for how it is served.
-    pub fn alloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, AllocError> {
-        self.raw().alloc_aligned(size, alignment)
-    }
-
-    /// Resize a block made by this handler, keeping `min(old_size, new_size)`
-    /// bytes. On error the old block is untouched and still owned by the
-    /// caller. Sizes of 0 are rounded up to 1 (see the module docs).
-    ///
-    /// # Safety
-    /// `ptr` was returned by this handler (`alloc`, `alloc_zeroed` or
-    /// `realloc`) with size `old_size` and has not been freed. On success it
-    /// must not be used again.
-    #[inline]
-    #[allow(unsafe_code)]
-    pub unsafe fn realloc(
-        &self,
-        ptr: NonNull<u8>,
-        old_size: usize,
-        new_size: usize,
-    ) -> Result<NonNull<u8>, AllocError> {
-        // SAFETY: the caller's contract, which is the raw core's.
-        unsafe { self.raw().realloc(ptr, old_size, new_size) }
-    }
-
-    /// Free a block made by this handler.
-    ///
-    /// # Safety
-    /// `ptr` was returned by this handler with size `size` (its allocation
-    /// size or last `realloc` size) and is not used again.
-    #[inline]
-    #[allow(unsafe_code)]
-    pub unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
-        // SAFETY: the caller's contract, which is the raw core's.
-        unsafe { self.raw().free(ptr, size) }
-    }
-
-    /// Free a block made by [`alloc_aligned`](Handler::alloc_aligned).
-    ///
-    /// # Safety
-    /// `ptr` was returned by `self.alloc_aligned(size, alignment)` (or
-    /// `realloc_aligned` to `size` with `alignment`) and is not used again.
-    #[allow(unsafe_code)]
-    pub unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
-        // SAFETY: the caller's contract, which is the raw core's.
-        unsafe { self.raw().free_aligned(ptr, size, alignment) }
-    }
-
-    /// Resize a block made by [`alloc_aligned`](Handler::alloc_aligned),
-    /// keeping its alignment and `min(old_size, new_size)` bytes. On error
-    /// the old block is untouched.
-    ///
-    /// # Safety
-    /// As for [`free_aligned`](Handler::free_aligned) with `old_size`; on
-    /// success the old pointer is not used again.
-    #[allow(unsafe_code)]
-    pub unsafe fn realloc_aligned(
-        &self,
-        ptr: NonNull<u8>,
-        old_size: usize,
-        new_size: usize,
-        alignment: usize,
-    ) -> Result<NonNull<u8>, AllocError> {
-        // SAFETY: the caller's contract, which is the raw core's.
-        unsafe { self.raw().realloc_aligned(ptr, old_size, new_size, alignment) }
-    }
-
     /// Hold this handler's lock until the returned guard is dropped, and call
     /// the plugin through the guard without locking again. For a thread-safe
     /// handler nothing is locked. See the [`lock`](crate::heap::lock) module.
@@ -417,6 +335,8 @@ pub struct Instance {
     /// Released when the `Instance` is dropped.
     _owner: InstanceOwner,
 }
+
+crate::heap::calls::block_calls!(Handler, "", |h| core: h.raw(), handler: *h);
 
 impl Instance {
     /// The instance's handler.

@@ -234,87 +234,9 @@ impl HandlerGuard {
     pub fn stats(&self) -> Option<memplug_abi::MemplugStats> {
         self.held.stats()
     }
-
-    /// Allocate `size` bytes (uninitialised) under the held lock; a request
-    /// for 0 bytes is served as 1 (see [`Handler::alloc`]).
-    #[inline]
-    pub fn alloc(&self, size: usize) -> Result<NonNull<u8>, AllocError> {
-        self.held.malloc(size)
-    }
-
-    /// Allocate `nelem * elsize` zeroed bytes under the held lock. An
-    /// overflowing product is refused before the plugin is called.
-    #[inline]
-    pub fn alloc_zeroed(&self, nelem: usize, elsize: usize) -> Result<NonNull<u8>, AllocError> {
-        self.held.calloc(nelem, elsize)
-    }
-
-    /// Resize a block of this handler under the held lock, keeping
-    /// `min(old_size, new_size)` bytes. On error the old block is untouched.
-    ///
-    /// # Safety
-    /// As for [`Handler::realloc`]: `ptr` is a live block of this handler of
-    /// `old_size` bytes; on success it is not used again.
-    #[inline]
-    #[allow(unsafe_code)]
-    pub unsafe fn realloc(
-        &self,
-        ptr: NonNull<u8>,
-        old_size: usize,
-        new_size: usize,
-    ) -> Result<NonNull<u8>, AllocError> {
-        // SAFETY: the caller's contract, which is `Held::realloc`'s.
-        unsafe { self.held.realloc(ptr, old_size, new_size) }
-    }
-
-    /// Free a block of this handler under the held lock.
-    ///
-    /// # Safety
-    /// As for [`Handler::free`]: `ptr` is a live block of this handler of
-    /// `size` bytes (its allocation or last `realloc` size) and is not used
-    /// again.
-    #[inline]
-    #[allow(unsafe_code)]
-    pub unsafe fn free(&self, ptr: NonNull<u8>, size: usize) {
-        // SAFETY: the caller's contract, which is `Held::free`'s.
-        unsafe { self.held.free(ptr, size) }
-    }
-
-    /// Allocate `size` bytes aligned to `alignment` (a power of two) under
-    /// the held lock, as [`Handler::alloc_aligned`] serves it.
-    pub fn alloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, AllocError> {
-        self.held.alloc_aligned(size, alignment)
-    }
-
-    /// Free a block made by [`alloc_aligned`](HandlerGuard::alloc_aligned)
-    /// (or [`Handler::alloc_aligned`]) under the held lock.
-    ///
-    /// # Safety
-    /// As for [`Handler::free_aligned`].
-    #[allow(unsafe_code)]
-    pub unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
-        // SAFETY: the caller's contract, which is `Held::free_aligned`'s.
-        unsafe { self.held.free_aligned(ptr, size, alignment) }
-    }
-
-    /// Resize an aligned block under the held lock, keeping its alignment
-    /// and `min(old_size, new_size)` bytes. On error the old block is
-    /// untouched.
-    ///
-    /// # Safety
-    /// As for [`Handler::realloc_aligned`].
-    #[allow(unsafe_code)]
-    pub unsafe fn realloc_aligned(
-        &self,
-        ptr: NonNull<u8>,
-        old_size: usize,
-        new_size: usize,
-        alignment: usize,
-    ) -> Result<NonNull<u8>, AllocError> {
-        // SAFETY: the caller's contract, which is `Held::realloc_aligned`'s.
-        unsafe { self.held.realloc_aligned(ptr, old_size, new_size, alignment) }
-    }
 }
+
+crate::heap::calls::block_calls!(HandlerGuard, " under the held lock", |g| core: g.held, handler: g.handler);
 
 /// Lock `handler` for [`Handler::lock_checked`]: refused if this thread
 /// holds guards of other non-thread-safe handlers.

@@ -12,7 +12,8 @@
 //!    `functions` — allocators made of functions given by address: specs;
 //! 2. `raw` (private) — the unsafe call core;
 //! 3. `info` — what is known about a handler (`HandlerInfo`, `Source`);
-//! 4. `handle` (private) — the `Handler` type itself;
+//! 4. `handle` (private) — the `Handler` type itself; `calls` (private) —
+//!    the block calls, written once for `Handler` and `HandlerGuard`;
 //! 5. `lock` — guards that hold a handler's lock across a batch, and
 //!    several handlers locked at once without deadlock;
 //! 6. `handler` — `Handler`'s API: dispatch, aligned requests, instances;
@@ -31,6 +32,7 @@ pub mod functions;
 pub(crate) mod raw;
 pub mod info;
 pub(crate) mod handle;
+pub(crate) mod calls;
 pub mod lock;
 pub mod handler;
 pub mod alloc_api;
