@@ -27,7 +27,7 @@ use crate::admit::stage;
 use crate::admit::symbols::{Role, SymbolSpec};
 use crate::admit::validate::{self, FieldReading, MAX_ALIGNMENT, Prefix, RawFields, ValidatedHeader};
 use crate::heap::functions::{FunctionSpec, Functions};
-use crate::heap::handle::Prepared;
+use crate::heap::handler::Prepared;
 use crate::heap::info::{HandlerInfo, LayoutCheck, Source};
 use crate::heap::raw::functions::ContextTable;
 use crate::heap::raw::symbols::SymbolTable;

@@ -21,9 +21,9 @@
 //! assert!(registry.policy().requirements.contains_key("aligned"));
 //! ```
 
+pub use crate::admit::error::PolicyError;
 pub use crate::admit::precheck::{Allowlist, Trust};
 use crate::admit::validate::is_name_byte;
-pub use crate::heap::error::PolicyError;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

@@ -68,14 +68,14 @@ fn dangling(layout: Layout) -> NonNull<[u8]> {
 /// Whether `layout` is served by a plain block of `c`'s handler.
 #[inline]
 fn plain<C: Calls>(c: &C, layout: Layout) -> bool {
-    layout.align() <= c.handler().alignment()
+    layout.align() <= c.alignment()
 }
 
 /// Turn a memplug error into the trait's, logging what it was (the trait's
 /// error has no room for it, and a collection turns it into an abort).
 #[cold]
 fn failed<C: Calls>(c: &C, layout: Layout, e: MemplugError) -> AllocError {
-    tracing::debug!(handler = c.handler().name(), size = layout.size(), align = layout.align(), code = e.code(), "{e}");
+    tracing::debug!(handler = c.name(), size = layout.size(), align = layout.align(), code = e.code(), "{e}");
     AllocError
 }
 

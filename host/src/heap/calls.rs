@@ -1,6 +1,6 @@
 //! The block calls — allocate, allocate zeroed, allocate aligned, resize,
 //! free — written once for the two ways of reaching a handler: per call,
-//! through a [`Handler`] (the handler core takes the lock around each call),
+//! through a [`Handler`](crate::Handler) (the handler core takes the lock around each call),
 //! and under a held lock, through a [`HandlerGuard`](crate::HandlerGuard)
 //! (the calls go straight to the plugin). [`block_calls!`] writes them as
 //! inherent methods of the type, with their docs and contracts, over the
@@ -9,35 +9,36 @@
 //! API (`alloc_api`) serves collections from either type.
 
 use crate::heap::error::AllocError;
-use crate::heap::handle::Handler;
 use std::ptr::NonNull;
 
-/// The block calls of a [`Handler`] or a [`HandlerGuard`](crate::HandlerGuard),
+/// The block calls of a [`Handler`](crate::Handler) or a [`HandlerGuard`](crate::HandlerGuard),
 /// for code that serves either (the allocator API).
 #[allow(unsafe_code)]
 pub(crate) trait Calls {
-    /// The handler called.
-    fn handler(&self) -> Handler;
-    /// [`Handler::alloc`].
+    /// The handler's alignment ([`crate::Handler::alignment`]).
+    fn alignment(&self) -> usize;
+    /// The handler's name ([`crate::Handler::name`]).
+    fn name(&self) -> &'static str;
+    /// [`crate::Handler::alloc`].
     fn alloc(&self, size: usize) -> Result<NonNull<u8>, AllocError>;
-    /// [`Handler::alloc_zeroed`].
+    /// [`crate::Handler::alloc_zeroed`].
     fn alloc_zeroed(&self, nelem: usize, elsize: usize) -> Result<NonNull<u8>, AllocError>;
-    /// [`Handler::alloc_aligned`].
+    /// [`crate::Handler::alloc_aligned`].
     fn alloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, AllocError>;
-    /// [`Handler::realloc`].
+    /// [`crate::Handler::realloc`].
     ///
     /// # Safety
-    /// As for [`Handler::realloc`].
+    /// As for [`crate::Handler::realloc`].
     unsafe fn realloc(&self, ptr: NonNull<u8>, old: usize, new: usize) -> Result<NonNull<u8>, AllocError>;
-    /// [`Handler::free`].
+    /// [`crate::Handler::free`].
     ///
     /// # Safety
-    /// As for [`Handler::free`].
+    /// As for [`crate::Handler::free`].
     unsafe fn free(&self, ptr: NonNull<u8>, size: usize);
-    /// [`Handler::free_aligned`].
+    /// [`crate::Handler::free_aligned`].
     ///
     /// # Safety
-    /// As for [`Handler::free_aligned`].
+    /// As for [`crate::Handler::free_aligned`].
     unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize);
 }
 
@@ -146,9 +147,13 @@ macro_rules! block_calls {
 
         impl $crate::heap::calls::Calls for $ty {
             #[inline]
-            fn handler(&self) -> Handler {
+            fn alignment(&self) -> usize {
                 let $this = self;
-                $handler
+                $handler.alignment()
+            }
+            fn name(&self) -> &'static str {
+                let $this = self;
+                $handler.name()
             }
             #[inline]
             fn alloc(&self, size: usize) -> Result<NonNull<u8>, AllocError> {

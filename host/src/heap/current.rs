@@ -21,9 +21,9 @@
 //! }
 //! ```
 
-use crate::heap::handle::HandlerState;
-use crate::heap::handle::Prepared;
 use crate::heap::handler::Handler;
+use crate::heap::handler::HandlerState;
+use crate::heap::handler::Prepared;
 use crate::heap::info::{HandlerInfo, Source};
 use crate::heap::raw::static_ref::AtomicRef;
 use std::cell::Cell;

@@ -1,8 +1,11 @@
-//! [`Handler`]'s API: a validated, registered allocator. Every method of the
-//! type is here but sharing blocks with other processes
-//! ([`Handler::share`], [`Handler::attach`]: `share.rs`, which sits above
-//! buffers); the type itself (identity, formatting) is in `handle.rs`, the
-//! calls into the plugin in `raw/`, the guards it hands out in `lock.rs`.
+//! [`Handler`]: a validated, registered allocator — the type, the state
+//! behind it, and its API. Every method of the type is here but two
+//! features that sit above it and keep their calls beside them: the guards
+//! it hands out ([`Handler::lock`], in `lock.rs`) and sharing blocks with
+//! other processes ([`Handler::share`], [`Handler::attach`], in `share.rs`,
+//! which sits above buffers). The block calls (`alloc`, `free`, …) are
+//! written once for a handler and its guard, in `calls.rs`; the calls into
+//! the plugin are in `raw/`.
 //!
 //! A `Handler` is a `Copy` reference to handler state that lives for the rest
 //! of the process: libraries are never closed, and a handler's state is never
@@ -32,17 +35,98 @@
 //! gets back the size it allocated.
 
 use crate::heap::error::{AllocError, InstanceError, LockError};
-pub use crate::heap::handle::Handler;
-use crate::heap::handle::HandlerState;
-use crate::heap::handle::Prepared;
+use crate::heap::guarded::would_block;
 use crate::heap::info::HandlerInfo;
-use crate::heap::lock::{self, HandlerGuard};
 pub use crate::heap::raw::direct::DirectCalls;
 use crate::heap::raw::dispatch::{CreateError, InstanceOwner};
 use crate::heap::raw::state::RawHandler;
 use crate::heap::raw::user::Refused;
+use crate::heap::raw::vtable::VTable;
 use std::fmt;
+use std::hash::{Hash, Hasher};
 use std::ptr::NonNull;
+
+/// A validated handler, not installed yet: what the loader (`load`) makes
+/// and the registry installs once its name is known to be free.
+pub(crate) struct Prepared {
+    pub(crate) vtable: VTable,
+    pub(crate) info: HandlerInfo,
+}
+
+/// The state behind a [`Handler`], leaked on installation. `repr(C)` keeps
+/// the core (whose first field is the hot path's flag) first.
+#[repr(C)]
+pub(crate) struct HandlerState {
+    /// The functions, the lock and the counts: every call goes through it.
+    pub(crate) raw: RawHandler,
+    /// Everything else known about the handler.
+    pub(crate) info: HandlerInfo,
+}
+
+/// A registered allocator. Cheap to copy; compares by identity.
+///
+/// Its methods (allocation, instances, locking) are documented in the
+/// [`handler`](crate::heap::handler) module.
+///
+/// ```
+/// let h = memplug::current::default_handler();
+/// let p = h.alloc(64).unwrap();
+/// // SAFETY: `p` came from `h.alloc(64)` and is not used again.
+/// unsafe { h.free(p, 64) };
+/// ```
+#[derive(Clone, Copy)]
+pub struct Handler {
+    pub(crate) state: &'static HandlerState,
+}
+
+impl Handler {
+    /// The key of identity (and of the global lock order): the address of
+    /// the handler's state.
+    #[inline]
+    pub(crate) fn key(self) -> usize {
+        std::ptr::from_ref(self.state) as usize
+    }
+}
+
+// A handler's state is immutable but for its lock and instance count, which
+// a panic cannot leave half-updated (the lock has no poisoning, and a count
+// changes in one atomic step), so observing a handler after a caught panic is
+// as sound as before it.
+impl std::panic::RefUnwindSafe for Handler {}
+impl std::panic::UnwindSafe for Handler {}
+
+impl PartialEq for Handler {
+    fn eq(&self, other: &Handler) -> bool {
+        std::ptr::eq(self.state, other.state)
+    }
+}
+
+impl Eq for Handler {}
+
+impl Hash for Handler {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.key().hash(state);
+    }
+}
+
+impl fmt::Debug for Handler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let info = &self.state.info;
+        f.debug_struct("Handler")
+            .field("name", &info.name)
+            .field("version", &info.version.to_string())
+            .field("abi", &info.abi())
+            .field("alignment", &self.state.raw.alignment())
+            .field("source", &info.source.to_string())
+            .finish()
+    }
+}
+
+impl fmt::Display for Handler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.state.raw.name())
+    }
+}
 
 /// How [`Handler::alloc_aligned`] serves alignments above the handler's own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +177,7 @@ impl Handler {
                 InstanceError::BadOptions { name: self.name().to_string(), options: options.to_string(), message }
             }
             CreateError::Call(Refused::Gone) => InstanceError::Destroyed { name: self.name().to_string() },
-            CreateError::Call(Refused::WouldBlock) => InstanceError::Lock(lock::would_block(self.name())),
+            CreateError::Call(Refused::WouldBlock) => InstanceError::Lock(would_block(self.name())),
         })?;
         let mut info = self.info().clone();
         info.alignment = raw.alignment();
@@ -296,34 +380,7 @@ impl Handler {
     /// handler's lock and this one is taken by another thread. A thread that
     /// holds no lock waits for it, as any call does.
     pub fn stats_checked(&self) -> Result<Option<memplug_abi::MemplugStats>, LockError> {
-        self.raw().stats().map_err(|_| lock::would_block(self.name()))
-    }
-
-    /// Hold this handler's lock until the returned guard is dropped, and call
-    /// the plugin through the guard without locking again. For a thread-safe
-    /// handler nothing is locked. See the [`lock`](crate::heap::lock) module.
-    ///
-    /// # Panics
-    /// If this thread holds guards of other non-thread-safe handlers (see the
-    /// [module docs](crate::heap::lock)); [`Handler::lock_checked`] returns the
-    /// error instead.
-    ///
-    /// ```
-    /// let h = memplug::current::default_handler();
-    /// let g = h.lock();
-    /// let p = g.alloc_zeroed(4, 8).unwrap();
-    /// // SAFETY: `p` came from `h` with 32 bytes; it is freed once.
-    /// unsafe { g.free(p, 32) };
-    /// ```
-    #[must_use = "the lock is released when the guard is dropped"]
-    pub fn lock(&self) -> HandlerGuard {
-        self.lock_checked().unwrap_or_else(|e| panic!("{e}"))
-    }
-
-    /// [`Handler::lock`], returning [`LockError::OrderViolation`] instead of
-    /// panicking.
-    pub fn lock_checked(&self) -> Result<HandlerGuard, LockError> {
-        lock::lock_one(*self)
+        self.raw().stats().map_err(|_| would_block(self.name()))
     }
 }
 

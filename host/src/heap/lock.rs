@@ -142,17 +142,12 @@
 
 use crate::heap::error::AllocError;
 pub use crate::heap::error::LockError;
-use crate::heap::handle::Handler;
+use crate::heap::guarded::HELD;
+pub(crate) use crate::heap::guarded::would_block;
+use crate::heap::handler::Handler;
 use crate::heap::raw::held::Held;
-use std::cell::RefCell;
 use std::fmt;
 use std::ptr::NonNull;
-
-thread_local! {
-    /// The non-thread-safe handlers whose locks this thread holds through
-    /// guards: (address of the handler state, name), one entry per guard.
-    static HELD: RefCell<Vec<(usize, &'static str)>> = const { RefCell::new(Vec::new()) };
-}
 
 /// The key of the global lock order: the address of the handler's state.
 #[inline]
@@ -177,14 +172,6 @@ fn check_order(sorted: &[Handler]) -> Result<(), LockError> {
             }
         }
     })
-}
-
-/// The error of a call that would have to wait for `wanted`'s lock while
-/// this thread holds other handlers' locks.
-pub(crate) fn would_block(wanted: &'static str) -> LockError {
-    let mut held: Vec<&'static str> = HELD.with(|h| h.borrow().iter().map(|&(_, n)| n).collect());
-    held.dedup();
-    LockError::WouldBlock { wanted, held }
 }
 
 /// Exclusive access to one handler for as long as it lives.
@@ -237,6 +224,37 @@ impl HandlerGuard {
 }
 
 crate::heap::calls::block_calls!(HandlerGuard, " under the held lock", |g| core: g.held, handler: g.handler);
+
+/// Guards are made from the handler: [`Handler::lock`] (and
+/// [`lock_all`] for several).
+impl Handler {
+    /// Hold this handler's lock until the returned guard is dropped, and call
+    /// the plugin through the guard without locking again. For a thread-safe
+    /// handler nothing is locked. See the [`lock`](crate::heap::lock) module.
+    ///
+    /// # Panics
+    /// If this thread holds guards of other non-thread-safe handlers (see the
+    /// [module docs](crate::heap::lock)); [`Handler::lock_checked`] returns the
+    /// error instead.
+    ///
+    /// ```
+    /// let h = memplug::current::default_handler();
+    /// let g = h.lock();
+    /// let p = g.alloc_zeroed(4, 8).unwrap();
+    /// // SAFETY: `p` came from `h` with 32 bytes; it is freed once.
+    /// unsafe { g.free(p, 32) };
+    /// ```
+    #[must_use = "the lock is released when the guard is dropped"]
+    pub fn lock(&self) -> HandlerGuard {
+        self.lock_checked().unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`Handler::lock`], returning [`LockError::OrderViolation`] instead of
+    /// panicking.
+    pub fn lock_checked(&self) -> Result<HandlerGuard, LockError> {
+        lock_one(*self)
+    }
+}
 
 /// Lock `handler` for [`Handler::lock_checked`]: refused if this thread
 /// holds guards of other non-thread-safe handlers.

@@ -12,11 +12,13 @@
 //!    `functions` — allocators made of functions given by address: specs;
 //! 2. `raw` (private) — the unsafe call core;
 //! 3. `info` — what is known about a handler (`HandlerInfo`, `Source`);
-//! 4. `handle` (private) — the `Handler` type itself; `calls` (private) —
-//!    the block calls, written once for `Handler` and `HandlerGuard`;
-//! 5. `lock` — guards that hold a handler's lock across a batch, and
+//! 4. `guarded` (private) — the handler locks this thread holds through
+//!    guards; `calls` (private) — the block calls, written once for
+//!    `Handler` and `HandlerGuard`;
+//! 5. `handler` — the `Handler` type and its API: dispatch, aligned
+//!    requests, instances;
+//! 6. `lock` — guards that hold a handler's lock across a batch, and
 //!    several handlers locked at once without deadlock;
-//! 6. `handler` — `Handler`'s API: dispatch, aligned requests, instances;
 //! 7. `alloc_api` — `Handler` and `HandlerGuard` as allocators of Rust
 //!    collections;
 //! 8. `current` — the process default and per-thread scoped handler;
@@ -31,10 +33,10 @@ pub mod functions;
 #[allow(unsafe_code)]
 pub(crate) mod raw;
 pub mod info;
-pub(crate) mod handle;
+pub(crate) mod guarded;
 pub(crate) mod calls;
-pub mod lock;
 pub mod handler;
+pub mod lock;
 pub mod alloc_api;
 pub mod current;
 pub(crate) mod view;

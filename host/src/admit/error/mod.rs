@@ -5,6 +5,7 @@
 //! - [`Refusal`], [`LoadError`] (`refusal.rs`, and `loader.rs` for the
 //!   message of a library the dynamic loader refused) — a plugin candidate
 //!   was refused: whoever loads plugins sees these;
+//! - [`PolicyError`] (`policy.rs`) — a policy string that does not parse;
 //! - [`IsolationRefusal`] (`isolation.rs`) — what the isolate wing
 //!   concluded of a candidate in its worker; one kind of [`Refusal`], so it
 //!   is declared here, below the worker code that raises it.
@@ -12,8 +13,10 @@
 mod isolation;
 mod loader;
 mod refusal;
+mod policy;
 
 pub use isolation::IsolationRefusal;
+pub use policy::PolicyError;
 pub use refusal::{LoadError, Refusal};
 
 use std::fmt;

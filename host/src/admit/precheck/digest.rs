@@ -15,7 +15,7 @@
 //! assert!(!list.contains(&Digest::of(b"something else")));
 //! ```
 
-use crate::heap::error::PolicyError;
+use crate::admit::error::PolicyError;
 use sha2::{Digest as _, Sha256};
 use std::collections::BTreeSet;
 use std::fmt;

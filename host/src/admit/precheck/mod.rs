@@ -55,7 +55,7 @@ mod walk;
 pub use digest::{Allowlist, Digest};
 pub use elf::{Elf, Target};
 
-use crate::heap::error::PolicyError;
+use crate::admit::error::PolicyError;
 
 use crate::admit::error::Refusal;
 use std::fs::{File, Metadata};

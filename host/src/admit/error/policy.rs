@@ -1,8 +1,6 @@
-//! Errors of using the host's API the wrong way: a policy string (a
-//! version requirement, a trust level, a digest, an allowlist) that does
-//! not parse, a lock that would break the global lock order or would
-//! have to be waited for while holding others. What the
-//! programmer embedding memplug sees.
+//! Errors of a policy string (a version requirement, a trust level, a
+//! digest, an allowlist) that does not parse: what the programmer embedding
+//! memplug sees.
 
 use thiserror::Error;
 
@@ -86,53 +84,6 @@ impl PolicyError {
             PolicyError::BadDigest { .. } => "bad-digest",
             PolicyError::BadAllowlist { .. } | PolicyError::AllowlistUnreadable { .. } => "bad-allowlist",
             PolicyError::TrustConflict => "trust-conflict",
-        }
-    }
-}
-
-/// Why a lock was refused.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[non_exhaustive]
-pub enum LockError {
-    /// The thread already holds guards and asked for a handler it does not
-    /// hold: locking it now could break the global lock order.
-    #[error(
-        "lock-order violation: this thread holds the lock of {held} and asked for `{wanted}` too; taking handler \
-         locks one after another can deadlock against a thread that takes them in the other order. Ask for every \
-         handler in one `memplug::lock::lock_all` call (it locks in one global order), or drop the guards first",
-        held = held.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
-    )]
-    OrderViolation {
-        /// The handler asked for.
-        wanted: &'static str,
-        /// The handlers whose locks this thread holds through guards.
-        held: Vec<&'static str>,
-    },
-    /// A call that needs a handler's lock (statistics, making an instance,
-    /// sharing or attaching a block) found it taken by another thread while
-    /// this thread holds other handlers' locks: waiting could deadlock, so
-    /// the call was not made.
-    #[error(
-        "handler `{wanted}`'s lock is taken by another thread, and this thread holds the lock of {held}: waiting \
-         for it could deadlock, so the call was not made. Make the call before taking those guards (or after \
-         dropping them), or lock `{wanted}` together with them in one `memplug::lock::lock_all` call and use its \
-         guard",
-        held = held.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
-    )]
-    WouldBlock {
-        /// The handler whose lock was needed.
-        wanted: &'static str,
-        /// The handlers whose locks this thread holds through guards.
-        held: Vec<&'static str>,
-    },
-}
-
-impl LockError {
-    /// The stable reason code: `lock-order-violation` or `would-block`.
-    pub fn code(&self) -> &'static str {
-        match self {
-            LockError::OrderViolation { .. } => "lock-order-violation",
-            LockError::WouldBlock { .. } => "would-block",
         }
     }
 }
