@@ -7,7 +7,7 @@
 
 use crate::boundary_raw::{ErrOut, arg, guarded, optional_text, put, quiet};
 use crate::error::ErrorObject;
-use crate::handles::{Entry, Info, InstanceBox};
+use crate::opaque::{Entry, Info, InstanceBox};
 use memplug::HandlerGuard;
 use memplug_abi::MemplugStats;
 use std::ffi::{c_char, c_void};

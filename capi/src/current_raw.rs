@@ -5,7 +5,7 @@
 
 use crate::boundary_raw::{ErrOut, arg, guarded, put, quiet};
 use crate::error::ErrorObject;
-use crate::handles::Entry;
+use crate::opaque::Entry;
 use crate::scope;
 use memplug::current;
 use std::ffi::c_void;

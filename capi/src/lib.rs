@@ -24,7 +24,7 @@
 //! 0. `error` — the error object: a stable kebab-case code and a message,
 //!    made from any of the library's errors, and the codes of the C API's
 //!    own refusals;
-//! 1. `handles` — what a C handle points to: a handler's entry (its
+//! 1. `opaque` — what a C handle points to: a handler's entry (its
 //!    fast-call prefix, the handler and its info as C strings, one per
 //!    handler for the rest of the process), an instance's owner, the
 //!    outcomes of a batch load;
@@ -57,7 +57,7 @@
 #![allow(unreachable_pub)]
 
 mod error;
-mod handles;
+mod opaque;
 mod settings;
 mod scope;
 #[allow(unsafe_code)]

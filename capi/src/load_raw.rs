@@ -5,7 +5,7 @@
 
 use crate::boundary_raw::{ErrOut, arg, guarded, optional_text, put, quiet, text};
 use crate::error::ErrorObject;
-use crate::handles::{Entry, Outcomes, RegistryHandle};
+use crate::opaque::{Entry, Outcomes, RegistryHandle};
 use crate::settings;
 use memplug::discover::{Candidate, scan_dir};
 use memplug::{Policy, Registry, SymbolSpec};
