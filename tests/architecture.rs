@@ -9,7 +9,10 @@
 //! every source file is a module the test reads; no module's docs carry a
 //! hand-written "Imports ..." line (this test is the truth); each of the
 //! host's wings keeps its unsafe code in its own `raw`, which imports
-//! nothing of the wing's front ends; the interposer's, the C API's and the
+//! nothing of the wing's front ends, and the heap's call core (the vtable,
+//! the direct calls, the built-in handler, the aligned-block arithmetic)
+//! needs neither an allocator nor anything of `std` that `core` lacks, so
+//! that an interposer can share it; the interposer's, the C API's and the
 //! Python crate's unsafe code is only in modules named `*_raw`; the
 //! guide's copies of the host's layer lists (docs/src/architecture.md) name
 //! the same modules as `lib.rs`'s and each wing's `mod.rs`; and no source
@@ -346,6 +349,62 @@ fn each_wings_unsafe_core_imports_no_front_end() {
             r.text
         );
     }
+}
+
+/// The names in `file` (before its tests, outside comments) that a
+/// `no_std` crate without an allocator would not have: allocating types
+/// and macros, and `std` paths other than those `core` has too.
+fn needs_std_or_alloc(file: &Path) -> Vec<String> {
+    let core = ["std::ptr", "std::mem", "std::fmt", "std::ffi::c_void", "std::ffi::CStr", "std::sync::atomic"];
+    let allocating = ["Vec", "String", "Box", "format!", "vec!", "to_string", "to_owned", "CString", "libloading"];
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut found = BTreeSet::new();
+    for line in text.lines().take_while(|l| !l.starts_with("#[cfg(test)]")).map(str::trim) {
+        if line.starts_with("//") {
+            continue;
+        }
+        for (i, _) in line.match_indices("std::") {
+            let before = line[..i].chars().next_back();
+            let path: String =
+                line[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':').collect();
+            if !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !core.iter().any(|c| path.starts_with(c))
+                && path != "std::"
+            {
+                found.insert(path);
+            }
+        }
+        let words: Vec<&str> = line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '!')).collect();
+        found.extend(words.iter().filter(|w| allocating.contains(w)).map(|w| w.to_string()));
+    }
+    found.into_iter().collect()
+}
+
+#[test]
+fn the_heaps_call_core_needs_no_allocator() {
+    // The vtable and the calls through it, the direct calls copied out of
+    // it, the built-in handler and the aligned-block arithmetic: what an
+    // interposer that may not allocate can share with the host.
+    let mut wrong = Vec::new();
+    for name in ["vtable", "direct", "aligned", "builtin"] {
+        let file = support::root().join(format!("host/src/heap/raw/{name}.rs"));
+        for what in needs_std_or_alloc(&file) {
+            wrong.push(format!("{}: uses `{what}`", rel(&file)));
+        }
+    }
+    assert!(wrong.is_empty(), "the heap's call core is no_std and needs no allocator:\n{}", wrong.join("\n"));
+    let dir = std::env::temp_dir().join(format!("memplug-architecture-alloc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = dir.join("case.rs");
+    std::fs::write(
+        &case,
+        "use std::ptr::NonNull;\n// String in a comment\nfn f() -> Vec<u8> { format!(\"x\"); std::fs::read(\"a\") }\n\
+         #[cfg(test)]\nmod tests { fn g() -> String { String::new() } }\n",
+    )
+    .unwrap();
+    let found = needs_std_or_alloc(&case);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(found, ["Vec", "format!", "std::fs::read"], "allocating names and std-only paths are found");
 }
 
 /// The wings of `tree`: its root's children that are folders (`x/mod.rs`).

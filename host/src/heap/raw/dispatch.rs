@@ -32,7 +32,7 @@ use super::life::Life;
 use super::pending::{Deferred, HandlerLock, PendingBlock};
 use super::state::RawHandler;
 use super::user::Refused;
-use super::vtable::served;
+use super::vtable::{CreateFailure, served};
 use crate::heap::error::AllocError;
 use memplug_abi::MemplugStats;
 use std::ptr::NonNull;
@@ -54,10 +54,27 @@ impl RawHandler {
     /// a destroyed instance, or if the lock would have to be waited for
     /// while this thread holds another; the plugin's message on failure.
     pub(crate) fn create(&self, options: &str, name: &'static str) -> Result<RawHandler, CreateError> {
+        let Ok(c_options) = std::ffi::CString::new(options) else {
+            return Err(CreateError::Plugin("options must not contain NUL bytes".into()));
+        };
+        let mut error = [0; memplug_abi::ERROR_CAP];
         // SAFETY: `call` serialises the call (it holds the lock, if any) and
         // keeps this instance's `ctx` (if it is one) alive during it.
-        let made = self.call(|v| unsafe { v.create(options, self.alignment) }).map_err(CreateError::Call)?;
-        let (ctx, alignment) = made.map_err(CreateError::Plugin)?;
+        let made = self.call(|v| unsafe { v.create(&c_options, self.alignment, &mut error) });
+        let made = made.map_err(CreateError::Call)?;
+        let (ctx, alignment) = made.map_err(|f| {
+            CreateError::Plugin(match f {
+                CreateFailure::NoCreate => "the plugin has no `create` function".into(),
+                CreateFailure::Status(rc) => {
+                    let end = error.iter().position(|&b| b == 0).unwrap_or(error.len());
+                    let msg = String::from_utf8_lossy(&error[..end]).into_owned();
+                    if msg.is_empty() { format!("create failed with status {rc}") } else { msg }
+                }
+                CreateFailure::BadAlignment(align) => {
+                    format!("create reported alignment {align}, which is not a power of two")
+                }
+            })
+        })?;
         let lock = self.lock.as_ref().map(|_| HandlerLock::new());
         let life = Some(Life::new());
         Ok(RawHandler { direct: false, vtable: self.vtable.with_ctx(ctx), alignment, name, lock, life })

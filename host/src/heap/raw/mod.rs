@@ -43,6 +43,14 @@
 //!    keeps an attached instance alive; `usable` — the ABI 1.3 call that
 //!    answers a block's usable size.
 //!
+//! The call core proper — `vtable`, `direct`, `builtin`, `aligned` — needs
+//! no allocator and nothing of `std` that `core` lacks (the architecture
+//! test checks it), so that it can be lifted into a `no_std` crate the
+//! interposer shares: a vtable is plain data, `create` takes a C string and
+//! reports a failure as the plugin's own bytes, and the zero-size rule
+//! (`vtable::served`) is a `const fn`. The trampolines of `symbols` and
+//! `functions` allocate only their table, once, when a handler is made.
+//!
 //! Every `unsafe` block states why it holds; every `unsafe fn` says what its
 //! caller must guarantee.
 

@@ -10,7 +10,7 @@
 //! pointers.
 
 pub(crate) use super::direct::{DirectCalls, PlainCalls};
-use core::ffi::c_void;
+use core::ffi::{CStr, c_void};
 use memplug_abi::{
     AlignedAllocFn, CallocFn, CreateFn, DestroyFn, FreeFn, LocateFn, MallocFn, MemplugInstance, MemplugLocation,
     MemplugStats, ReallocFn, ResolveFn, StatsFn, UsableSizeFn,
@@ -78,6 +78,18 @@ impl FunctionAddrs {
             ("usable_size", self.usable_size),
         ]
     }
+}
+
+/// Why [`VTable::create`] made no instance, as the plugin said it.
+#[derive(Debug)]
+pub(crate) enum CreateFailure {
+    /// The plugin has no `create` function.
+    NoCreate,
+    /// `create` returned this non-zero status; its message (a NUL-terminated
+    /// string, maybe empty) is in the caller's `error` buffer.
+    Status(i32),
+    /// `create` reported an alignment that is not a power of two.
+    BadAlignment(usize),
 }
 
 /// A handler's functions and `ctx`; the four required functions non-null.
@@ -306,15 +318,19 @@ impl VTable {
     }
 
     /// `create(ctx, options, &out)`: a new instance's `ctx` and the alignment
-    /// it reports (at least `alignment`), or the plugin's message.
+    /// it reports (at least `alignment`), or why not. Allocates nothing:
+    /// the options come as a C string, and a failure as the plugin's own
+    /// status ([`CreateFailure`]) with its message bytes left in `error`.
     ///
     /// # Safety
     /// The call is serialised.
-    pub(crate) unsafe fn create(&self, options: &str, alignment: usize) -> Result<(*mut c_void, usize), String> {
-        let Some(create) = self.create else { return Err("the plugin has no `create` function".into()) };
-        let Ok(c_options) = std::ffi::CString::new(options) else {
-            return Err("options must not contain NUL bytes".into());
-        };
+    pub(crate) unsafe fn create(
+        &self,
+        options: &CStr,
+        alignment: usize,
+        error: &mut [u8; memplug_abi::ERROR_CAP],
+    ) -> Result<(*mut c_void, usize), CreateFailure> {
+        let Some(create) = self.create else { return Err(CreateFailure::NoCreate) };
         let mut out = MemplugInstance {
             struct_size: size_of::<MemplugInstance>() as u64,
             ctx: std::ptr::null_mut(),
@@ -324,15 +340,14 @@ impl VTable {
         // SAFETY: `create` is this plugin's ABI function and `ctx` its own, the
         // options a live NUL-terminated string, `out` a writable struct with
         // `struct_size` set; the caller serialises the call.
-        let rc = unsafe { create(self.ctx, c_options.as_ptr(), &mut out) };
+        let rc = unsafe { create(self.ctx, options.as_ptr(), &mut out) };
         if rc != 0 {
-            let end = out.error.iter().position(|&b| b == 0).unwrap_or(out.error.len());
-            let msg = String::from_utf8_lossy(&out.error[..end]).into_owned();
-            return Err(if msg.is_empty() { format!("create failed with status {rc}") } else { msg });
+            *error = out.error;
+            return Err(CreateFailure::Status(rc));
         }
         let align = (out.alignment as usize).max(alignment);
         if !align.is_power_of_two() {
-            return Err(format!("create reported alignment {align}, which is not a power of two"));
+            return Err(CreateFailure::BadAlignment(align));
         }
         Ok((out.ctx, align))
     }
