@@ -16,7 +16,8 @@
 //! Python crate's unsafe code is only in modules named `*_raw`; the
 //! guide's copies of the host's layer lists (docs/src/architecture.md) name
 //! the same modules as `lib.rs`'s and each wing's `mod.rs`; and no source
-//! file grows past 450 lines before its tests.
+//! file grows past 450 lines before its tests (but a file that keeps one
+//! type's whole API, named in `ONE_TYPE_WHOLE` with a cap of its own).
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -567,6 +568,13 @@ fn no_module_docs_carry_a_hand_written_imports_line() {
     );
 }
 
+/// The files allowed past 450 lines, each with its own cap: a type whose
+/// whole API is better read in one file than split over several (STYLE.md:
+/// hashbrown's `raw/mod.rs`). The handler core `RawHandler` and its lock's
+/// proof `Held` call into each other at every layer (the per-call API takes
+/// the lock, the lock's holder frees what others queued), so they are one.
+const ONE_TYPE_WHOLE: [(&str, usize); 1] = [("host/src/heap/raw/raw_handler.rs", 950)];
+
 #[test]
 fn no_source_file_is_over_450_lines_before_its_tests() {
     let mut long = Vec::new();
@@ -575,7 +583,8 @@ fn no_source_file_is_over_450_lines_before_its_tests() {
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         let lines = text.lines().take_while(|l| !l.starts_with("#[cfg(test)]")).count();
-        if lines > 450 {
+        let cap = ONE_TYPE_WHOLE.iter().find(|(f, _)| support::root().join(f) == file).map_or(450, |&(_, cap)| cap);
+        if lines > cap {
             long.push(format!("{}: {lines} lines", rel(&file)));
         }
     }

@@ -145,7 +145,7 @@ pub use crate::heap::error::LockError;
 use crate::heap::guarded::HELD;
 pub(crate) use crate::heap::guarded::would_block;
 use crate::heap::handler::Handler;
-use crate::heap::raw::held::Held;
+use crate::heap::raw::raw_handler::Held;
 use std::fmt;
 use std::ptr::NonNull;
 

@@ -27,21 +27,15 @@
 //!    given by address that take a context pointer; `symbols` —
 //!    trampolines for allocators taken by symbol name (and C functions
 //!    given by address);
-//! 4. `state` — [`RawHandler`](state::RawHandler), the handler core: a
-//!    vtable with its lock and instance count, and what can be read of it
-//!    without calling the plugin;
-//! 5. `held` — [`Held`](held::Held), the proof a lock is held that every
-//!    call but the direct hot path goes through, and what needs the lock:
-//!    an instance's destruction, frees done now or left to the lock's
-//!    holder;
-//! 6. `user` — every other call into a plugin (`stats`, `create`,
-//!    `locate`, `resolve`, `usable_size`): counted as a user of the instance, under the
-//!    lock taken by the no-wait rule;
-//! 7. `dispatch` — the per-call API of the handler core (and the direct
-//!    hot path), and instances made by `create`; `locate` — the ABI 1.2
-//!    calls that share blocks with other processes, and the count that
-//!    keeps an attached instance alive; `usable` — the ABI 1.3 call that
-//!    answers a block's usable size.
+//! 4. `raw_handler` — [`RawHandler`](raw_handler::RawHandler), the handler
+//!    core — a vtable with its lock and instance count — and its whole API:
+//!    [`Held`](raw_handler::Held), the proof its lock is held that every
+//!    call but the direct hot path goes through; the calls counted as users
+//!    of an instance (`stats`, `create`, `locate`, `resolve`,
+//!    `usable_size`) under the no-wait rule; the per-call API and the
+//!    direct hot path; instances made by `create`; the ABI 1.2 calls that
+//!    share blocks, with the count that keeps an attached instance alive;
+//!    the ABI 1.3 calls.
 //!
 //! The call core proper — `vtable`, `direct`, `builtin`, `aligned` — needs
 //! no allocator and nothing of `std` that `core` lacks (the architecture
@@ -68,9 +62,4 @@ pub(crate) mod vtable;
 pub(crate) mod builtin;
 pub(crate) mod functions;
 pub(crate) mod symbols;
-pub(crate) mod state;
-pub(crate) mod held;
-pub(crate) mod user;
-pub(crate) mod dispatch;
-pub(crate) mod locate;
-pub(crate) mod usable;
+pub(crate) mod raw_handler;

@@ -8,8 +8,9 @@
 //! it: that someone may be waiting for A (two threads each dropping the
 //! other's memory while holding a guard). So it pushes the block onto B's
 //! queue and goes on; the block is freed by whoever holds B's lock next.
-//! `held.rs` does the draining — when a [`Held`](super::held::Held) takes the
-//! lock, and when it releases it — and `dispatch.rs` decides when to queue.
+//! [`Held`](super::raw_handler::Held) does the draining — when it takes the
+//! lock, and when it releases it — and the per-call API of `raw_handler.rs`
+//! decides when to queue.
 //!
 //! The queue's own mutex is held only to push one block or to take the whole
 //! list; never while calling the plugin, and never while waiting for

@@ -2,7 +2,7 @@
 //!
 //! [`VTable`] is plain data: the plugin's function pointers as the ABI types
 //! them. Every call is an `unsafe fn` whose `# Safety` section says what the
-//! caller must guarantee; the only caller is `core.rs`, which keeps those
+//! caller must guarantee; the only caller is `raw_handler.rs`, which keeps those
 //! guarantees for every handler (its lock, its counts, non-zero sizes).
 //! The calls copied out for hot paths are in `direct.rs`.
 //! [`FunctionAddrs`] is the vtable as the validator reads it out of a
@@ -112,7 +112,7 @@ pub(crate) struct VTable {
 
 // SAFETY: the vtable is immutable plain data (function pointers and an opaque
 // `ctx` value). Sharing it lets other threads *call* the plugin only through
-// `core.rs`, which serialises every call into a plugin that is not
+// `raw_handler.rs`, which serialises every call into a plugin that is not
 // thread-safe with its lock.
 unsafe impl Send for VTable {}
 // SAFETY: as above.
