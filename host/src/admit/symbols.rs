@@ -51,9 +51,10 @@
 //! with the parser's line and column. A relative `library` path (one with a
 //! `/`) is taken relative to the manifest's directory.
 //!
-//! This module describes and parses specs only (it imports nothing from the
-//! crate but `error`); `load` opens the library and finds the functions, and
-//! `heap/raw/symbols.rs` holds the trampolines that call them.
+//! This module describes and parses specs only; the roles and the functions
+//! named for them are the heap wing's (`heap/roles.rs`), `load` opens the
+//! library and finds the functions, and `heap/raw/symbols.rs` holds the
+//! trampolines that call them.
 //!
 //! ```
 //! use memplug::symbols::SymbolSpec;

@@ -7,7 +7,7 @@
 //! file's real path are all recorded.
 //!
 //! I/O (`lstat`, `readlink`, and `/etc/passwd` and `/etc/group` when an
-//! entry is group-writable); imports only `precheck::trust`.
+//! entry is group-writable).
 
 use super::trust::{EntryKind, Fact, sole_member};
 use std::ffi::OsString;
