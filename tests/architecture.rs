@@ -1,14 +1,23 @@
 //! The shape of the code, checked, in every crate of the repository (the
 //! ABI crate, the host, each plugin, the interposer, the C API and the
-//! Python package's native crate): at every module level a module's children
-//! import only from the siblings declared before them, so there is no circle
-//! of imports (a failure names the reference and the circle it closes); a
-//! `# Layers` list in a module's docs follows its declarations; every source
-//! file is a module the test reads; the host's unsafe core `raw` imports no
-//! front end; the interposer's, the C API's and the Python crate's unsafe
-//! code is only in modules named `*_raw`; the guide's copy of the host's layer list
-//! (docs/src/architecture.md) names the same modules as `lib.rs`'s; and no
-//! source file grows past 450 lines before its tests.
+//! Python package's native crate): a crate's folder modules are its wings,
+//! and a wing imports only from the wings (and modules) its crate root
+//! declares before it; inside a wing there is no circle of imports; at
+//! every module level a module's children import only from the siblings
+//! declared before them (a failure names the reference, and the circle it
+//! closes); a `# Layers` list in a module's docs follows its declarations;
+//! every source file is a module the test reads; no module's docs carry a
+//! hand-written "Imports ..." line (this test is the truth); each of the
+//! host's wings keeps its unsafe code in its own `raw`, which imports
+//! nothing of the wing's front ends, and the heap's call core (the vtable,
+//! the direct calls, the built-in handler, the aligned-block arithmetic)
+//! needs neither an allocator nor anything of `std` that `core` lacks, so
+//! that an interposer can share it; the interposer's, the C API's and the
+//! Python crate's unsafe code is only in modules named `*_raw`; the
+//! guide's copies of the host's layer lists (docs/src/architecture.md) name
+//! the same modules as `lib.rs`'s and each wing's `mod.rs`; and no source
+//! file grows past 450 lines before its tests (but a file that keeps one
+//! type's whole API, named in `ONE_TYPE_WHOLE` with a cap of its own).
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
@@ -314,15 +323,257 @@ fn unsafe_code_is_told_from_unsafe_function_pointer_types() {
 }
 
 #[test]
-fn the_unsafe_core_imports_no_front_end() {
-    let front_ends = ["handle", "handler", "buffer", "lock", "current", "registry", "check", "report", "load"];
-    for r in tree("host/src/lib.rs").references() {
-        if r.from.first().is_some_and(|m| m == "raw") && r.to.first().is_some_and(|m| front_ends.contains(&m.as_str()))
-        {
-            panic!("{}:{}: the unsafe core uses `{}`, a front end", rel(&r.file), r.line, r.text);
+fn each_wings_unsafe_core_imports_no_front_end() {
+    let tree = tree("host/src/lib.rs");
+    let root = &tree.modules[&Vec::new()].children;
+    let wings = ["heap", "admit", "isolate"];
+    for wing in wings {
+        assert!(root.contains(&wing.to_string()), "host/src/lib.rs declares the wing `{wing}`");
+        let children = &tree.modules[&vec![wing.to_string()]].children;
+        assert!(children.contains(&"raw".to_string()), "the wing `{wing}` has its own `raw`");
+    }
+    for r in tree.references() {
+        let (Some(wing), Some(raw)) = (r.from.first(), r.from.get(1)) else { continue };
+        if !wings.contains(&wing.as_str()) || raw != "raw" {
+            continue;
         }
+        let children = &tree.modules[&vec![wing.clone()]].children;
+        let rank = |m: &str| children.iter().position(|c| c == m);
+        let front_end = r.to.first() == Some(wing) && r.to.get(1).is_some_and(|m| rank(m) > rank("raw"));
+        let above =
+            r.to.first().is_some_and(|m| root.iter().position(|c| c == m) > root.iter().position(|c| c == wing));
+        assert!(
+            !front_end && !above,
+            "{}:{}: the unsafe core of `{wing}` uses `{}`, a front end",
+            rel(&r.file),
+            r.line,
+            r.text
+        );
     }
 }
+
+/// The names in `file` (before its tests, outside comments) that a
+/// `no_std` crate without an allocator would not have: allocating types
+/// and macros, and `std` paths other than those `core` has too.
+fn needs_std_or_alloc(file: &Path) -> Vec<String> {
+    let core = ["std::ptr", "std::mem", "std::fmt", "std::ffi::c_void", "std::ffi::CStr", "std::sync::atomic"];
+    let allocating = ["Vec", "String", "Box", "format!", "vec!", "to_string", "to_owned", "CString", "libloading"];
+    let text = std::fs::read_to_string(file).unwrap();
+    let mut found = BTreeSet::new();
+    for line in text.lines().take_while(|l| !l.starts_with("#[cfg(test)]")).map(str::trim) {
+        if line.starts_with("//") {
+            continue;
+        }
+        for (i, _) in line.match_indices("std::") {
+            let before = line[..i].chars().next_back();
+            let path: String =
+                line[i..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':').collect();
+            if !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !core.iter().any(|c| path.starts_with(c))
+                && path != "std::"
+            {
+                found.insert(path);
+            }
+        }
+        let words: Vec<&str> = line.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '!')).collect();
+        found.extend(words.iter().filter(|w| allocating.contains(w)).map(|w| w.to_string()));
+    }
+    found.into_iter().collect()
+}
+
+#[test]
+fn the_heaps_call_core_needs_no_allocator() {
+    // The vtable and the calls through it, the direct calls copied out of
+    // it, the built-in handler and the aligned-block arithmetic: what an
+    // interposer that may not allocate can share with the host.
+    let mut wrong = Vec::new();
+    for name in ["vtable", "direct", "aligned", "builtin"] {
+        let file = support::root().join(format!("host/src/heap/raw/{name}.rs"));
+        for what in needs_std_or_alloc(&file) {
+            wrong.push(format!("{}: uses `{what}`", rel(&file)));
+        }
+    }
+    assert!(wrong.is_empty(), "the heap's call core is no_std and needs no allocator:\n{}", wrong.join("\n"));
+    let dir = std::env::temp_dir().join(format!("memplug-architecture-alloc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let case = dir.join("case.rs");
+    std::fs::write(
+        &case,
+        "use std::ptr::NonNull;\n// String in a comment\nfn f() -> Vec<u8> { format!(\"x\"); std::fs::read(\"a\") }\n\
+         #[cfg(test)]\nmod tests { fn g() -> String { String::new() } }\n",
+    )
+    .unwrap();
+    let found = needs_std_or_alloc(&case);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(found, ["Vec", "format!", "std::fs::read"], "allocating names and std-only paths are found");
+}
+
+/// The wings of `tree`: its root's children that are folders (`x/mod.rs`).
+fn wings(tree: &Tree) -> Vec<String> {
+    let root = &tree.modules[&Vec::new()];
+    root.children
+        .iter()
+        .filter(|c| {
+            let file = &tree.modules[&vec![c.to_string()]].file;
+            file != &root.file && file.file_name().is_some_and(|n| n == "mod.rs")
+        })
+        .cloned()
+        .collect()
+}
+
+/// Where a wing of `tree` imports from a module its crate root declares
+/// after it (a wing above it, or a module on top): each such import named.
+fn wing_breaches(tree: &Tree) -> Vec<String> {
+    let root = &tree.modules[&Vec::new()];
+    let rank = |m: &str| root.children.iter().position(|c| c == m);
+    let wings = wings(tree);
+    let mut out = Vec::new();
+    for r in tree.references() {
+        let (Some(a), Some(b)) = (r.from.first(), r.to.first()) else { continue };
+        if wings.contains(a) && rank(b) > rank(a) {
+            let what = if wings.contains(b) { "a wing" } else { "a module" };
+            out.push(format!(
+                "{}:{}: `{}` in `{}` imports from `{b}`, {what} above the wing `{a}` ({} declares `{b}` after `{a}`)",
+                rel(&r.file),
+                r.line,
+                r.text,
+                show(&r.from),
+                rel(&root.file)
+            ));
+        }
+    }
+    out
+}
+
+/// The circles of imports among the modules of each wing of `tree` (a
+/// module's nested modules count as the module): each named with the
+/// import that closes it.
+fn circles_in_wings(tree: &Tree) -> Vec<String> {
+    let mut out = Vec::new();
+    for wing in wings(tree) {
+        // module -> module it imports, with the first import seen.
+        let mut edges: BTreeMap<(String, String), Reference> = BTreeMap::new();
+        for r in tree.references() {
+            if r.from.first() == Some(&wing)
+                && r.to.first() == Some(&wing)
+                && let (Some(a), Some(b)) = (r.from.get(1), r.to.get(1))
+                && a != b
+            {
+                edges.entry((a.clone(), b.clone())).or_insert(r);
+            }
+        }
+        let mut named: BTreeSet<BTreeSet<String>> = BTreeSet::new();
+        for ((a, b), r) in &edges {
+            // A way from `b` back to `a`: then `a → b` closes a circle.
+            let mut came: BTreeMap<&str, &str> = BTreeMap::new();
+            let mut queue = VecDeque::from([b.as_str()]);
+            while let Some(m) = queue.pop_front() {
+                for (_, y) in edges.keys().filter(|(x, _)| x == m) {
+                    if y != b && !came.contains_key(y.as_str()) {
+                        came.insert(y, m);
+                        queue.push_back(y);
+                    }
+                }
+            }
+            if !came.contains_key(a.as_str()) && a != b {
+                continue;
+            }
+            let mut way = vec![a.as_str()];
+            while *way.last().unwrap() != b {
+                way.push(came[way.last().unwrap()]);
+            }
+            way.reverse();
+            let members: BTreeSet<String> = way.iter().map(|m| m.to_string()).collect();
+            if named.insert(members) {
+                out.push(format!(
+                    "{}:{}: `{}` in `{}` closes a circle inside the wing `{wing}`: {a} → {}",
+                    rel(&r.file),
+                    r.line,
+                    r.text,
+                    show(&r.from),
+                    way.join(" → ")
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn wings_import_only_from_below_and_have_no_circle_inside() {
+    let mut breaches = Vec::new();
+    let mut wings_seen = 0;
+    for tree in trees() {
+        wings_seen += wings(&tree).len();
+        breaches.extend(wing_breaches(&tree));
+        breaches.extend(circles_in_wings(&tree));
+    }
+    assert!(wings_seen >= 5, "the wings of the host (heap, admit, isolate, global) and the others are read");
+    assert!(breaches.is_empty(), "a wing imports only from below it, with no circle inside:\n{}", breaches.join("\n"));
+}
+
+#[test]
+fn the_wing_checks_name_an_upward_import_and_a_circle_inside_a_wing() {
+    let dir = std::env::temp_dir().join(format!("memplug-architecture-wings-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("low")).unwrap();
+    std::fs::create_dir_all(dir.join("high")).unwrap();
+    let files = [
+        ("lib.rs", "mod leaf;\nmod low;\nmod high;\nmod top;\n"),
+        ("leaf.rs", "pub struct L;\n"),
+        ("top.rs", "use crate::high::a::A;\n"),
+        ("low/mod.rs", "mod x;\nmod y;\n"),
+        ("low/x.rs", "use crate::leaf::L;\npub struct X;\n"),
+        ("low/y.rs", "use super::x::X;\nuse crate::high::b::B;\nuse crate::top;\n"),
+        ("high/mod.rs", "pub mod a;\npub mod b;\n"),
+        ("high/a.rs", "use super::b::B;\nuse crate::low::x::X;\npub struct A;\n"),
+        ("high/b.rs", "pub struct B;\nfn f() {\n    let _ = super::a::A;\n}\n"),
+    ];
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let tree = modules::read_tree(&dir.join("lib.rs"));
+    let mut found = wing_breaches(&tree);
+    found.extend(circles_in_wings(&tree));
+    std::fs::remove_dir_all(&dir).unwrap();
+    let found: Vec<String> = found.iter().map(|b| b.replace(&format!("{}/", dir.display()), "")).collect();
+    assert_eq!(
+        found,
+        [
+            "low/y.rs:2: `crate::high::b::B` in `low::y` imports from `high`, a wing above the wing `low` \
+             (lib.rs declares `high` after `low`)",
+            "low/y.rs:3: `crate::top` in `low::y` imports from `top`, a module above the wing `low` \
+             (lib.rs declares `top` after `low`)",
+            "high/a.rs:1: `super::b::B` in `high::a` closes a circle inside the wing `high`: a → b → a",
+        ]
+    );
+}
+
+#[test]
+fn no_module_docs_carry_a_hand_written_imports_line() {
+    let mut found = Vec::new();
+    let files: BTreeSet<PathBuf> = trees().iter().flat_map(Tree::files).collect();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            let docs = line.trim_start().strip_prefix("//!").map(str::trim_start);
+            if docs.is_some_and(|d| d.starts_with("Imports ") || d.contains(". Imports ")) {
+                found.push(format!("{}:{}: {}", rel(&file), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "what a module imports is checked by this test, not written by hand (it drifts):\n{}",
+        found.join("\n")
+    );
+}
+
+/// The files allowed past 450 lines, each with its own cap: a type whose
+/// whole API is better read in one file than split over several (STYLE.md:
+/// hashbrown's `raw/mod.rs`). The handler core `RawHandler` and its lock's
+/// proof `Held` call into each other at every layer (the per-call API takes
+/// the lock, the lock's holder frees what others queued), so they are one.
+const ONE_TYPE_WHOLE: [(&str, usize); 1] = [("host/src/heap/raw/raw_handler.rs", 950)];
 
 #[test]
 fn no_source_file_is_over_450_lines_before_its_tests() {
@@ -332,7 +583,8 @@ fn no_source_file_is_over_450_lines_before_its_tests() {
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         let lines = text.lines().take_while(|l| !l.starts_with("#[cfg(test)]")).count();
-        if lines > 450 {
+        let cap = ONE_TYPE_WHOLE.iter().find(|(f, _)| support::root().join(f) == file).map_or(450, |&(_, cap)| cap);
+        if lines > cap {
             long.push(format!("{}: {lines} lines", rel(&file)));
         }
     }
@@ -406,7 +658,7 @@ fn host_layer_list() -> Vec<Layer> {
 #[test]
 fn the_guides_layer_list_names_the_modules_of_lib_rs() {
     let lib = host_layer_list();
-    assert!(lib.len() > 10, "host/src/lib.rs's `# Layers` list is read: {lib:?}");
+    assert!(lib.len() > 5, "host/src/lib.rs's `# Layers` list is read: {lib:?}");
     let guide = std::fs::read_to_string(support::root().join("docs/src/architecture.md")).unwrap();
     let guide = layer_list(&guide, "## The layers");
     let show = |l: Option<&Layer>| l.map_or("(no item)".to_string(), |(n, m)| format!("{n}. {}", m.join(", ")));
@@ -421,6 +673,21 @@ fn the_guides_layer_list_names_the_modules_of_lib_rs() {
         "docs/src/architecture.md's layer list differs from host/src/lib.rs's `# Layers` (copy it):\n{}",
         differences.join("\n")
     );
+}
+
+#[test]
+fn the_guides_wing_lists_name_the_modules_of_each_wings_mod_rs() {
+    let guide = std::fs::read_to_string(support::root().join("docs/src/architecture.md")).unwrap();
+    for wing in ["heap", "admit", "isolate"] {
+        let file = format!("host/src/{wing}/mod.rs");
+        let text = std::fs::read_to_string(support::root().join(&file)).unwrap();
+        let docs: Vec<&str> =
+            text.lines().filter_map(|l| l.strip_prefix("//!")).map(|l| l.strip_prefix(' ').unwrap_or(l)).collect();
+        let code = layer_list(&docs.join("\n"), "# Layers");
+        assert!(code.len() > 3, "{file}'s `# Layers` list is read: {code:?}");
+        let copy = layer_list(&guide, &format!("### The {wing} wing"));
+        assert_eq!(copy, code, "docs/src/architecture.md's list of the {wing} wing differs from {file}'s (copy it)");
+    }
 }
 
 #[test]

@@ -295,6 +295,6 @@ fn manifest_errors() {
     assert_eq!(h.name(), "rel");
     // Manifests are discovered beside .so plugins.
     let found = memplug::discover::scan_dir(dir.path()).unwrap();
-    assert!(found.iter().any(|c| c.is_manifest()));
+    assert!(found.iter().any(|c| c.kind() == memplug::discover::CandidateKind::Manifest));
     assert!(found.iter().any(|c| c.path.ends_with("libfx.so")));
 }

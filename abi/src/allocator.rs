@@ -1,7 +1,5 @@
 //! The [`Allocator`] trait: what a Rust type implements to be exported as
 //! a plugin by [`export_handler!`](crate::export_handler).
-//!
-//! Imports `fork` (the locks a fork must find free) and the ABI's types.
 
 use crate::fork::ForkLock;
 use crate::{DEFAULT_ALIGNMENT, KIND_CPU, MemplugLocation, MemplugStats, ShareFailure};

@@ -7,8 +7,6 @@
 //! it, each instance made by `create` until its `destroy`. The handlers hold
 //! the list from before the fork until after it, so no instance is made or
 //! destroyed meanwhile.
-//!
-//! Imports `allocator` (and calls the `fork` locks it names).
 
 use crate::allocator::Allocator;
 use core::cell::UnsafeCell;

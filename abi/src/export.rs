@@ -11,8 +11,6 @@
 //!
 //! The trampolines themselves are in `tramp.rs`; the entry registers the
 //! instance it builds with the fork handlers (`atfork.rs`).
-//!
-//! Imports `allocator`, `atfork`, `tramp` and the ABI's types.
 
 use crate::allocator::Allocator;
 use crate::atfork;

@@ -2,9 +2,6 @@
 //! at, each calling one [`Allocator`] method under
 //! [`catch_unwind`](std::panic::catch_unwind), so that no panic unwinds into
 //! the host. `export.rs` builds handlers out of them.
-//!
-//! Imports `allocator`, `atfork` (instances are registered with the fork
-//! handlers while they live) and the ABI's types.
 
 use crate::allocator::Allocator;
 use crate::atfork;

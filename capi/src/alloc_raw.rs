@@ -4,12 +4,10 @@
 //! into [`memplug::Handler`] with its semantics: sizes of 0 served as 1,
 //! `free` and `realloc` told the size, not-thread-safe handlers locked per
 //! call.
-//!
-//! Imports `error`, `handles` and `boundary_raw`.
 
 use crate::boundary_raw::{ErrOut, arg, guarded, optional_text, put, quiet};
 use crate::error::ErrorObject;
-use crate::handles::{Entry, Info, InstanceBox};
+use crate::opaque::{Entry, Info, InstanceBox};
 use memplug_abi::MemplugStats;
 use std::ffi::{c_char, c_void};
 use std::ptr::{NonNull, null, null_mut};

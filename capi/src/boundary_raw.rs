@@ -1,8 +1,6 @@
 //! The boundary between C and Rust: every exported function's body runs in
 //! [`guarded`], so a panic never unwinds into C; C strings are read with
 //! [`text`]; errors reach the caller through [`fail`].
-//!
-//! Imports `error`.
 
 use crate::error::ErrorObject;
 use std::ffi::{CStr, c_char};

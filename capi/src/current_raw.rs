@@ -2,12 +2,10 @@
 //! nest (the exports of `memplug_host.h`'s "The current handler" section),
 //! with the library's rule that a block is freed by the handler that made
 //! it — [`memplug_host_current_alloc`] says which handler that is.
-//!
-//! Imports `error`, `handles`, `scope` and `boundary_raw`.
 
 use crate::boundary_raw::{ErrOut, arg, guarded, put, quiet};
 use crate::error::ErrorObject;
-use crate::handles::Entry;
+use crate::opaque::Entry;
 use crate::scope;
 use memplug::current;
 use std::ffi::c_void;

@@ -5,8 +5,6 @@
 //! message never repeats the subject or the code: each has its own
 //! accessor. Its [`Status`] says whether the refusal is a skip (`shadowed`)
 //! or a failure.
-//!
-//! Imports nothing from the crate.
 
 use std::ffi::{CStr, CString};
 use std::fmt::Display;

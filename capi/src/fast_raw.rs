@@ -3,7 +3,7 @@
 //! as exported symbols.
 //!
 //! The header's inline functions read the handler's fast-call prefix
-//! ([`crate::handles::FastCalls`]) and call the plugin themselves when it is
+//! ([`crate::opaque::FastCalls`]) and call the plugin themselves when it is
 //! filled; otherwise (an instance, a not-thread-safe handler, a NULL
 //! handler), and when the plugin returns NULL, they call
 //! `memplug_host_alloc_call` / `memplug_host_free_call` here: the full
@@ -13,11 +13,9 @@
 //! the header, or that define `MEMPLUG_HOST_NO_INLINE`) do what the inline
 //! functions do, out of line. `memplug_host_direct_calls` hands the prefix
 //! out as a `memplug_host_direct`.
-//!
-//! Imports `handles` and `boundary_raw`.
 
 use crate::boundary_raw::{ErrOut, arg, guarded, quiet};
-use crate::handles::Entry;
+use crate::opaque::Entry;
 use std::ffi::c_void;
 use std::ptr::{NonNull, null_mut};
 

@@ -25,7 +25,7 @@
 //!    the subject it is about, made from any of the library's errors, the
 //!    codes of the C API's own refusals, and whether a refusal is a skip or
 //!    a failure;
-//! 1. `handles` — what a C handle points to: a handler's entry (its
+//! 1. `opaque` — what a C handle points to: a handler's entry (its
 //!    fast-call prefix, the handler and its info as C strings, one per
 //!    handler for the rest of the process), an instance's owner, the
 //!    outcomes of a batch load;
@@ -62,7 +62,7 @@
 #![allow(unreachable_pub)]
 
 mod error;
-mod handles;
+mod opaque;
 mod settings;
 mod scope;
 #[allow(unsafe_code)]

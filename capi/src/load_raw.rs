@@ -3,12 +3,10 @@
 //! `memplug_host_load_symbols` (`symbols_raw`), and [`ready`], which makes a
 //! registry ready to load. Every load goes through [`memplug::Registry`], so it is checked exactly
 //! as the Rust library checks (trust policy, worker probe, verdict cache).
-//!
-//! Imports `error`, `handles`, `settings` and `boundary_raw`.
 
 use crate::boundary_raw::{ErrOut, arg, guarded, optional_text, put, quiet, text};
 use crate::error::{ErrorObject, Status};
-use crate::handles::{Entry, Outcomes, RegistryHandle};
+use crate::opaque::{Entry, Outcomes, RegistryHandle};
 use crate::settings;
 use memplug::discover::{Candidate, scan_dir};
 use memplug::{Policy, Registry};

@@ -8,12 +8,10 @@
 //!
 //! A `memplug_host_guards *` owns a [`memplug::MultiGuard`]; the guards it
 //! hands out (`memplug_host_guards_get`) are its own, borrowed.
-//!
-//! Imports `handles`, `boundary_raw` and `alloc_raw`.
 
 use crate::alloc_raw::c_ptr;
 use crate::boundary_raw::{ErrOut, arg, guarded, quiet};
-use crate::handles::Entry;
+use crate::opaque::Entry;
 use memplug::{Handler, HandlerGuard, MultiGuard};
 use std::ffi::c_void;
 use std::ptr::{NonNull, null, null_mut};

@@ -1,6 +1,4 @@
 //! The version functions and the error object's accessors.
-//!
-//! Imports `error` and `boundary_raw`.
 
 use crate::boundary_raw::quiet;
 use crate::error::{ErrorObject, Status};

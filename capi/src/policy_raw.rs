@@ -1,8 +1,6 @@
 //! Policies: what a registry accepts and whether it probes (the exports of
 //! `memplug_host.h`'s "Policies" section), each a setting of
 //! [`memplug::Policy`].
-//!
-//! Imports `error`, `settings` and `boundary_raw`.
 
 use crate::boundary_raw::{ErrOut, guarded, optional_text, quiet, text};
 use crate::error::ErrorObject;

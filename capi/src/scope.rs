@@ -3,8 +3,6 @@
 //! returns a token, its depth; pop takes the token of the innermost scope
 //! and restores what was current before it. A thread's scopes still open
 //! when it ends are closed then.
-//!
-//! Imports `error`.
 
 use crate::error::ErrorObject;
 use memplug::{Handler, HandlerScope, current};

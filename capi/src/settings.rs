@@ -7,8 +7,6 @@
 //! built for installation (`PREFIX/bin/memplug`). When the policy asks for a
 //! probe and that file is missing, loading is refused as
 //! `probe-unavailable` before anything is opened.
-//!
-//! Imports `error`.
 
 use crate::error::ErrorObject;
 use memplug::Policy;

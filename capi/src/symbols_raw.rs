@@ -3,13 +3,11 @@
 //! only as many bytes of it as the caller's `struct_size` says, since the
 //! struct grows by appending fields — turned into a [`memplug::SymbolSpec`]
 //! and loaded through the registry, checked as every load is.
-//!
-//! Imports `error`, `handles`, `boundary_raw` and `load_raw`.
 
 use crate::boundary_raw::{ErrOut, arg, guarded, optional_text, put, text};
 use crate::error::ErrorObject;
-use crate::handles::{Entry, RegistryHandle};
 use crate::load_raw::ready;
+use crate::opaque::{Entry, RegistryHandle};
 use memplug::SymbolSpec;
 use std::ffi::c_char;
 use std::ptr::null;

@@ -18,27 +18,25 @@
 //! Functions given by address ([`Registry::register_functions`]) are
 //! checked by the conformance pass in this process before their name is
 //! taken.
-//!
-//! Imports `load`, `discover`, `symbols`, `functions`, `handler`, `check`,
-//! `current`, `policy`, `share`, `buffer`, `raw` (the list of opened
-//! libraries) and `error`.
 
-use crate::buffer::Buffer;
-use crate::cache::{self, FileId, Lookup, VerdictCache};
-use crate::check;
-use crate::current;
-use crate::discover::{self, Candidate};
-use crate::error::{LoadError, Refusal, ShareError};
-use crate::functions::FunctionSpec;
-use crate::handler::Handler;
-use crate::info::Source;
-use crate::load::{self, Prepared};
-use crate::policy::Probe;
-pub use crate::policy::{Policy, PolicyError};
-use crate::precheck;
-use crate::probe::{Request, Task, Worker};
-use crate::share::{Attachments, SharedBlock};
-use crate::symbols::SymbolSpec;
+use crate::admit::discover::{self, Candidate, CandidateKind, CheckedFile, Found};
+use crate::admit::error::{LoadError, Refusal};
+use crate::admit::load;
+use crate::admit::policy::Probe;
+pub use crate::admit::policy::{Policy, PolicyError};
+use crate::admit::symbols::SymbolSpec;
+use crate::heap::buffer::Buffer;
+use crate::heap::current;
+use crate::heap::error::ShareError;
+use crate::heap::functions::FunctionSpec;
+use crate::heap::handler::Handler;
+use crate::heap::handler::Prepared;
+use crate::heap::info::Source;
+use crate::heap::share::{Attachments, SharedBlock};
+use crate::isolate::cache;
+use crate::isolate::check;
+use crate::isolate::probe::{Request, Task, Worker};
+use crate::isolate::screen::{Known, Screen};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{OnceLock, RwLock};
@@ -103,18 +101,18 @@ impl Registry {
     /// candidate this registry already loaded (the same file, the same entry
     /// symbol) gives the handler it made then: loading is idempotent.
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
+        self.load_found(candidate, Found::Explicit)
+    }
+
+    /// [`load`](Registry::load) a candidate found as `found` says.
+    fn load_found(&self, candidate: &Candidate, found: Found) -> Result<Handler, LoadError> {
         if let Some(h) = self.loaded(candidate) {
             return Ok(h);
         }
         let err = |refusal| LoadError { source_desc: candidate.to_string(), refusal };
-        self.screen(Some(candidate), None).map_err(err)?;
+        let checked = self.screen(Some(candidate), None).map_err(err)?.expect("a candidate's file was checked");
         let trust = self.policy.read().unwrap_or_else(|e| e.into_inner()).trust.clone();
-        let prepared = if candidate.is_manifest() {
-            load::prepare_manifest(&candidate.path, &trust)
-        } else {
-            load::prepare(candidate, &trust)
-        };
-        self.install(prepared.map_err(err)?, &candidate.to_string())
+        self.install(load::prepare(candidate, &checked, &trust).map_err(err)?, &candidate.to_string(), found)
     }
 
     /// Make, validate and register a handler from a library's plain C
@@ -125,50 +123,41 @@ impl Registry {
         let trust = self.policy.read().unwrap_or_else(|e| e.into_inner()).trust.clone();
         let prepared = load::prepare_symbols(spec, None, &trust)
             .map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
-        self.install(prepared, &desc)
+        self.install(prepared, &desc, Found::Explicit)
     }
 
-    /// Before loading into this process: refuse a file the verdict cache
-    /// knows crashed, hung or exited a worker (`known-bad`); then, if the
-    /// policy asks for it, load and check the candidate (or spec) in a worker
+    /// Before loading into this process ([`crate::screen`]): check the
+    /// candidate's file (the one time it is checked here: what the checks
+    /// give is returned for loading); refuse a file the verdict cache knows
+    /// crashed, hung or exited a worker (`known-bad`); then, if the policy
+    /// asks for it, load and check the candidate (or spec) in a worker
     /// process first — unless the cache saw the unchanged file pass — and
     /// refuse it if the worker crashes, hangs, ends without a report or sees
     /// a conformance check fail. What the worker said goes into the cache.
-    fn screen(&self, candidate: Option<&Candidate>, spec: Option<&SymbolSpec>) -> Result<(), Refusal> {
+    fn screen(&self, candidate: Option<&Candidate>, spec: Option<&SymbolSpec>) -> Result<Option<CheckedFile>, Refusal> {
         let mut policy = self.policy();
         let probe = policy.probe.take();
-        let mut cache = policy.cache.as_deref().map(VerdictCache::open);
         let ctx = cache::context(Task::Check, &policy, &[]);
         let worker = match &probe {
             Some(Probe { worker: Some(exe), worker_args, .. }) => Some(Worker::with_args(exe, worker_args)),
             Some(_) => Some(Worker::find()?),
             None => None,
         };
-        let checker = worker.as_ref().and_then(|w| FileId::of(w.exe()).ok());
-        // The file checks run no plugin code and never block: refuse an
-        // untrusted or malformed file here, before the cache or a worker.
-        if let Some(c) = candidate.filter(|_| cache.is_some() || probe.is_some()) {
-            if c.is_manifest() {
-                precheck::check_manifest(&c.path, &policy.trust)?;
-            } else {
-                precheck::check_candidate(&c.path, &policy.trust)?;
-            }
-        }
-        if let (Some(cache), Some(c)) = (&mut cache, candidate) {
-            match cache.lookup(c, &ctx, checker) {
-                Lookup::KnownBad(entry) => return Err(entry.refusal().expect("a known-bad entry has a refusal")),
-                Lookup::Hit(reports) if probe.is_some() => {
-                    tracing::debug!(candidate = %c, "the verdict cache saw this file checked; not probing it again");
-                    return crate::probe::verdict_of_reports(&reports);
-                }
-                _ => {}
-            }
-        }
-        let (Some(settings), Some(worker)) = (probe, worker) else { return Ok(()) };
-        let key = match (&mut cache, candidate) {
-            (Some(cache), Some(c)) => cache.key(c),
-            _ => None,
+        let mut screen = Screen::open(policy.cache.as_deref(), worker.as_ref().map(Worker::exe));
+        let (checked, known) = match candidate {
+            Some(c) => screen.check(c, &policy.trust, &ctx, false).map(|(f, k)| (Some(f), k))?,
+            None => (None, Known::Unknown),
         };
+        match known {
+            Known::Bad(entry) => return Err(entry.refusal().expect("a known-bad entry has a refusal")),
+            Known::Seen(reports) if probe.is_some() => {
+                tracing::debug!("the verdict cache saw this file checked; not probing it again");
+                return crate::isolate::probe::verdict_of_reports(&reports).map(|()| checked);
+            }
+            _ => {}
+        }
+        let (Some(settings), Some(worker)) = (probe, worker) else { return Ok(checked) };
+        let key = candidate.and_then(|c| screen.key(c));
         let request = Request {
             task: Task::Check,
             candidate: candidate.cloned(),
@@ -180,17 +169,15 @@ impl Registry {
         let started = std::time::Instant::now();
         let outcome = worker.run(&request, settings.timeout);
         tracing::debug!(elapsed = ?started.elapsed(), outcome = ?outcome.verdict(), "probed in a worker process");
-        if let (Some(cache), Some(c), Some(key)) = (&mut cache, candidate, key) {
-            cache.record(c, &ctx, key, checker, &outcome.clone().into_reports(c, true));
-            if let Err(e) = cache.save() {
-                tracing::warn!(cache = %cache.file().display(), error = %e, "cannot write the verdict cache");
-            }
+        if let (Some(c), Some(key)) = (candidate, key) {
+            screen.record(c, &ctx, key, &outcome.clone().into_reports(c, true));
+            screen.save();
         }
-        outcome.verdict()
+        outcome.verdict().map(|()| checked)
     }
 
     /// Make, check and register a handler of functions given by address
-    /// ([`crate::functions`]): the name, version and alignment are checked
+    /// ([`crate::heap::functions`]): the name, version and alignment are checked
     /// as for a manifest, then the conformance pass ([`check::conformance`])
     /// runs on the functions in this process — a worker process cannot call
     /// them — and a handler failing any check is refused
@@ -214,7 +201,7 @@ impl Registry {
     ///
     /// # Safety
     /// The caller asserts that the spec's functions implement their roles
-    /// (the signatures and contracts in [`crate::functions`]: `malloc`
+    /// (the signatures and contracts in [`crate::heap::functions`]: `malloc`
     /// returns a block of at least the size asked for, or NULL; `free`
     /// releases a block the others made; …), that they may be called from
     /// any thread (from several at once only if the spec says
@@ -230,7 +217,7 @@ impl Registry {
         let mut prepared = unsafe { load::prepare_functions(spec) }.map_err(err)?;
         self.admit(&mut prepared, &desc).map_err(err)?;
         if let Some(existing) = self.get(&prepared.info.name) {
-            return Err(err(taken(&prepared, existing)));
+            return Err(err(taken(&prepared, existing, Found::Explicit)));
         }
         let handler = Handler::install(prepared);
         let results = check::conformance(handler);
@@ -282,12 +269,12 @@ impl Registry {
     }
 
     /// Apply the policy, check the name is free, and install.
-    fn install(&self, mut prepared: Prepared, desc: &str) -> Result<Handler, LoadError> {
+    fn install(&self, mut prepared: Prepared, desc: &str, found: Found) -> Result<Handler, LoadError> {
         let err = |refusal| LoadError { source_desc: desc.to_string(), refusal };
         self.admit(&mut prepared, desc).map_err(err)?;
         let mut map = self.handlers.write().unwrap_or_else(|e| e.into_inner());
         if let Some(&existing) = map.get(&prepared.info.name) {
-            return Err(err(taken(&prepared, existing)));
+            return Err(err(taken(&prepared, existing, found)));
         }
         let handler = Handler::install(prepared);
         map.insert(handler.name().to_string(), handler);
@@ -306,7 +293,7 @@ impl Registry {
         candidates
             .iter()
             .map(|c| {
-                let result = self.load(c);
+                let result = self.load_found(c, Found::Scan);
                 if let Err(e) = &result {
                     tracing::info!(code = e.code(), "{e}");
                 }
@@ -329,7 +316,7 @@ impl Registry {
                 symbol == &candidate.symbol && path.canonicalize().ok() == Some(want.clone())
             }
             Source::Symbols { manifest: Some(m), .. } => {
-                candidate.is_manifest() && m.canonicalize().ok() == Some(want.clone())
+                candidate.kind() == CandidateKind::Manifest && m.canonicalize().ok() == Some(want.clone())
             }
             _ => false,
         };
@@ -355,7 +342,7 @@ impl Registry {
     /// The memory a [`SharedBlock`] names — made by another process (or this
     /// one) and handed over as a handle — in this process: a base-owned
     /// [`Buffer`] over the same bytes, which keeps the attachment alive and
-    /// never frees the block (its owner does; see [`crate::share`]).
+    /// never frees the block (its owner does; see [`crate::heap::share`]).
     ///
     /// Finds the handler registered under the block's
     /// [`handler`](SharedBlock::handler) name (`unknown-handler` if none),
@@ -380,20 +367,15 @@ impl Registry {
     }
 }
 
-/// Why `prepared` cannot take its name from `existing`: shadowed, when both
-/// came from files in different directories; else a duplicate name.
-fn taken(prepared: &Prepared, existing: Handler) -> Refusal {
-    let name = prepared.info.name.clone();
-    let by = existing.info().source.to_string();
+/// Why `prepared`, loaded as `found` says, cannot take its name from
+/// `existing` ([`discover::name_taken`]).
+fn taken(prepared: &Prepared, existing: Handler, found: Found) -> Refusal {
     let here = prepared.info.source.file().and_then(Path::parent);
     let there = existing.info().source.file().and_then(Path::parent);
-    match (here, there) {
-        (Some(a), Some(b)) if a != b => Refusal::Shadowed { name, by },
-        _ => Refusal::DuplicateName { name, existing: by },
-    }
+    discover::name_taken(&prepared.info.name, existing.info().source.to_string(), here, there, found)
 }
 
 /// The paths of every library this process has opened (none is ever closed).
 pub fn opened_libraries() -> Vec<std::path::PathBuf> {
-    crate::raw::library::opened()
+    crate::admit::raw::library::opened()
 }

@@ -13,8 +13,6 @@
 //!   is UTF-8; otherwise as a CBOR byte string between processes (and in
 //!   the verdict cache), whole, and in JSON as [`escape_bytes`] of it
 //!   (lossy: JSON output is for reading).
-//!
-//! Imports nothing from the crate.
 
 use std::ffi::OsStr;
 use std::fmt::Write;

@@ -1,27 +1,24 @@
-//! The worker side of [`crate::probe`]: load and check one candidate in this
+//! The worker side of [`crate::isolate::probe`]: load and check one candidate in this
 //! (expendable) process and answer the parent.
 //!
 //! A program serves as a worker by calling [`serve`] when it is started with
-//! [`crate::probe::WORKER_ARG`] (the `memplug` executable
+//! [`crate::isolate::probe::WORKER_ARG`] (the `memplug` executable
 //! does). [`serve`] reads the [`Request`] from standard input, moves standard
 //! output out of the plugin's reach (whatever the plugin prints goes to
 //! standard error), enters the [sandbox] before the plugin
 //! is opened, announces every stage before it runs, and writes its
 //! [`Answer`].
-//!
-//! Imports `sandbox`, `registry`, `handler`, `probe`, `check`, `report`, `load`, `stage`,
-//! `discover` and `raw`.
 
-use crate::check::conformance_with_fork;
-use crate::discover::Candidate;
-use crate::handler::Handler;
-use crate::load;
-use crate::probe::wire::{self, Answer, Request, Task};
-use crate::raw::process::take_stdout;
+use crate::admit::discover::Candidate;
+use crate::admit::load;
+use crate::admit::stage;
+use crate::heap::handler::Handler;
+use crate::isolate::check::conformance_with_fork;
+use crate::isolate::probe::wire::{self, Answer, Request, Task};
+use crate::isolate::raw::process::take_stdout;
+use crate::isolate::report::{Checks, InspectionReport, Report};
+use crate::isolate::sandbox::{self, Entered};
 use crate::registry::Registry;
-use crate::report::{Checks, InspectionReport, Report};
-use crate::sandbox::{self, Entered};
-use crate::stage;
 use std::io::Read;
 use std::process::ExitCode;
 

@@ -5,6 +5,7 @@
 
 use super::args::IsolationArgs;
 use super::{candidates, describe_search, jobs, print_json, table};
+use memplug::discover::Found;
 use memplug::discover::PATH_ENV;
 use memplug::probe::{Request, Task};
 use memplug::{Policy, Report, SymbolSpec};
@@ -44,7 +45,7 @@ pub(crate) fn run(
         }
         return ExitCode::from(1);
     }
-    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation));
+    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation), Found::of(paths));
     let mut unused_options = false;
     for (name, opts) in options {
         let used = reports.iter().any(|r| r.name.as_deref() == Some(name) && r.options.as_deref() == Some(opts));

@@ -15,6 +15,7 @@ use super::args::IsolationArgs;
 use super::jobs;
 use super::table;
 use memplug::dirs::Env;
+use memplug::discover::CandidateKind;
 use memplug::probe::{Request, Task};
 use memplug::symbols::{SymbolSpec, is_manifest_name};
 use memplug::text::{escape, escape_os};
@@ -38,7 +39,7 @@ pub(crate) fn install(file: &Path, system: bool, mut policy: Policy, isolation: 
         Err(e) => return fail(&format!("cannot install: {e}")),
     };
     let Some(name) = file.file_name() else { return fail(&format!("{} is not a file", file.display())) };
-    let is_manifest = Candidate::new(file).is_manifest();
+    let is_manifest = Candidate::new(file).kind() == CandidateKind::Manifest;
     if !is_manifest && !name.to_string_lossy().ends_with(".so") {
         return fail(&format!(
             "{} is neither a plugin library (*.so) nor an allocator manifest (*.memplug.toml)",

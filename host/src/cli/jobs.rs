@@ -4,19 +4,20 @@
 //! rules that span candidates (duplicate names).
 
 use super::args::IsolationArgs;
-use memplug::cache::{FileId, Lookup, VerdictCache, context};
+use memplug::cache::context;
+use memplug::discover::{Found, name_taken};
 use memplug::error::Refusal;
-use memplug::precheck;
 use memplug::probe::{Request, Task, Worker};
 use memplug::report::Checks;
 use memplug::report::Status;
+use memplug::screen::{Known, Screen};
 use memplug::{Candidate, Report};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-/// Run every request — in workers, unless the verdict cache knows the
-/// answer (see [`cached`]) — and remember what they said; the reports of
-/// each, in request order.
+/// Run every request — in workers, unless the screening knows the answer
+/// (see [`cached`]) — and remember what they said; the reports of each, in
+/// request order.
 pub(crate) fn run(requests: Vec<Request>, isolation: &IsolationArgs) -> Vec<Vec<Report>> {
     if isolation.in_process {
         return requests.into_iter().map(in_process).collect();
@@ -24,16 +25,16 @@ pub(crate) fn run(requests: Vec<Request>, isolation: &IsolationArgs) -> Vec<Vec<
     let Some(file) = requests.first().and_then(|r| r.policy.cache.clone()) else {
         return run_workers(requests, isolation);
     };
-    let mut cache = VerdictCache::open(file);
-    let checker = std::env::current_exe().ok().and_then(|exe| FileId::of(&exe).ok());
+    let exe = std::env::current_exe().ok();
+    let mut screen = Screen::open(Some(&file), exe.as_deref());
     let mut reports: Vec<Option<Vec<Report>>> = Vec::new();
     let mut misses = Vec::new();
     for request in requests {
-        match cached(&mut cache, &request, checker, isolation.rescan) {
+        match cached(&mut screen, &request, isolation.rescan) {
             Some(r) => reports.push(Some(r)),
             None => {
                 reports.push(None);
-                let key = request.candidate.as_ref().and_then(|c| cache.key(c));
+                let key = request.candidate.as_ref().and_then(|c| screen.key(c));
                 misses.push((reports.len() - 1, key, request));
             }
         }
@@ -41,45 +42,35 @@ pub(crate) fn run(requests: Vec<Request>, isolation: &IsolationArgs) -> Vec<Vec<
     let ran = run_workers(misses.iter().map(|(_, _, r)| r.clone()).collect(), isolation);
     for ((slot, key, request), got) in misses.into_iter().zip(ran) {
         if let (Some(candidate), Some(key)) = (&request.candidate, key) {
-            let ctx = context(request.task, &request.policy, &request.options);
-            cache.record(candidate, &ctx, key, checker, &got);
+            screen.record(candidate, &context(request.task, &request.policy, &request.options), key, &got);
         }
         reports[slot] = Some(got);
     }
-    if let Err(e) = cache.save() {
-        tracing::warn!(cache = %cache.file().display(), error = %e, "cannot write the verdict cache");
-    }
+    screen.save();
     reports.into_iter().map(Option::unwrap_or_default).collect()
 }
 
-/// What the verdict cache says of `request`: the reports of an earlier run
-/// on the unchanged file, or a `known-bad` refusal of one that crashed, hung
-/// or exited its worker; `None` to run it (`rescan`, or nothing usable).
-fn cached(cache: &mut VerdictCache, request: &Request, checker: Option<FileId>, rescan: bool) -> Option<Vec<Report>> {
+/// What screening `request` concludes before a worker runs it: a refusal of
+/// its file (never cached: a `chmod` of a directory changes no file), the
+/// reports of an earlier run on the unchanged file, or a `known-bad`
+/// refusal of one that crashed, hung or exited its worker; `None` to run it
+/// (`rescan`, or nothing usable).
+fn cached(screen: &mut Screen, request: &Request, rescan: bool) -> Option<Vec<Report>> {
     let candidate = request.candidate.as_ref()?;
-    // The file checks run every time (they need no plugin code, and a
-    // `chmod` of a directory changes no file): a refusal is not cached.
-    let trust = &request.policy.trust;
-    let checked = match candidate.is_manifest() {
-        true => precheck::check_manifest(&candidate.path, trust).map(drop),
-        false => precheck::check_candidate(&candidate.path, trust).map(drop),
-    };
-    if let Err(refusal) = checked {
-        let checks = (request.task == Task::Check).then(Checks::none);
-        return Some(vec![Report::refused(candidate, refusal.code(), refusal.to_string(), None, None, checks)]);
-    }
-    if rescan {
-        return None;
-    }
-    match cache.lookup(candidate, &context(request.task, &request.policy, &request.options), checker) {
-        Lookup::Hit(mut reports) => {
+    let ctx = context(request.task, &request.policy, &request.options);
+    match screen.check(candidate, &request.policy.trust, &ctx, rescan) {
+        Err(refusal) => {
+            let checks = (request.task == Task::Check).then(Checks::none);
+            Some(vec![Report::refused(candidate, refusal.code(), refusal.to_string(), None, None, checks)])
+        }
+        Ok((_, Known::Seen(mut reports))) => {
             for r in &mut reports {
                 r.cached = true;
             }
             Some(reports)
         }
-        Lookup::KnownBad(entry) => entry.report(candidate, request.task == Task::Check).map(|r| vec![r]),
-        Lookup::Miss => None,
+        Ok((_, Known::Bad(entry))) => entry.report(candidate, request.task == Task::Check).map(|r| vec![r]),
+        Ok((_, Known::Unknown)) => None,
     }
 }
 
@@ -129,10 +120,11 @@ fn in_process(request: Request) -> Vec<Report> {
 }
 
 /// Apply, as a registry would, the rule for a handler whose name an earlier
-/// candidate's handler has: from another directory it is shadowed (not a
-/// failure), from the same directory it is refused as `duplicate-name`;
-/// either way the instances made of it go too. Flatten the reports.
-pub(crate) fn refuse_duplicates(per_job: Vec<Vec<Report>>) -> Vec<Report> {
+/// candidate's handler has ([`name_taken`]: from another directory it is
+/// shadowed, not a failure; from the same directory it is refused as
+/// `duplicate-name`); either way the instances made of it go too. `found`
+/// says how the candidates were found. Flatten the reports.
+pub(crate) fn refuse_duplicates(per_job: Vec<Vec<Report>>, found: Found) -> Vec<Report> {
     // (name, where it came from, its file)
     let mut seen: Vec<(String, String, PathBuf)> = Vec::new();
     let mut out = Vec::new();
@@ -142,16 +134,11 @@ pub(crate) fn refuse_duplicates(per_job: Vec<Vec<Report>>) -> Vec<Report> {
         let earlier = name.as_ref().and_then(|n| seen.iter().find(|(s, ..)| s == n)).cloned();
         match (name, earlier) {
             (Some(name), Some((_, by, file))) => {
-                let shadowed = file.parent() != first.path.parent();
-                let refusal = if shadowed {
-                    Refusal::Shadowed { name: name.clone(), by }
-                } else {
-                    Refusal::DuplicateName { name: name.clone(), existing: by }
-                };
+                let refusal = name_taken(&name, by, first.path.parent(), file.parent(), found);
                 let candidate = Candidate { path: first.path.clone(), symbol: first.symbol.clone() };
                 let checks = first.checks.as_ref().map(|_| Checks::none());
                 let mut r = Report::refused(&candidate, refusal.code(), refusal.to_string(), None, None, checks);
-                if shadowed {
+                if let Refusal::Shadowed { .. } = refusal {
                     r.status = Status::Shadowed;
                     r.name = Some(name);
                 }

@@ -4,6 +4,7 @@
 use super::args::IsolationArgs;
 use super::{candidates, describe_search, jobs, print_json, table};
 use memplug::Policy;
+use memplug::discover::Found;
 use memplug::probe::{Request, Task};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,7 +22,7 @@ pub(crate) fn run(paths: &[PathBuf], policy: Policy, isolation: &IsolationArgs, 
             bench: None,
         })
         .collect();
-    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation));
+    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation), Found::of(paths));
     if reports.is_empty() {
         // As `check` does: nothing found is not "all ok".
         eprintln!(

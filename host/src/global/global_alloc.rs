@@ -3,16 +3,14 @@
 //! within the handler's alignment goes straight to the plugin's calls
 //! ([`PlainCalls`]); every other call into the handler goes through its
 //! [`Allocator`] impl (`alloc_api.rs`), every other block to the system
-//! allocator or the bootstrap arena (`raw/bootstrap.rs`). The hot paths
+//! allocator or the bootstrap arena (`heap/raw/bootstrap.rs`). The hot paths
 //! (the system allocator, the direct calls) are inlined into the trait's
 //! methods; the rest is out of line, so they save no registers.
-//!
-//! Imports its parent, `handler`, `raw` and allocator-api2.
 
 use super::{DIRECT, FINISHING, Global, HANDLER, LOADING, LOCKED, SYSTEM, TAINTED, UNSET};
-use crate::handler::Handler;
-use crate::raw::bootstrap;
-use crate::raw::vtable::PlainCalls;
+use crate::heap::handler::Handler;
+use crate::heap::raw::bootstrap;
+use crate::heap::raw::vtable::PlainCalls;
 use allocator_api2::alloc::Allocator;
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::{self, NonNull};

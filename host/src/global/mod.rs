@@ -21,7 +21,7 @@
 //! - *loading* → every allocation, of any thread — memplug's own while it
 //!   reads the variable, scans directories and opens the library, the
 //!   plugin's constructor's, other threads' — comes from the **bootstrap
-//!   arena**, a static region with a bump pointer (`raw/bootstrap.rs`), so
+//!   arena**, a static region with a bump pointer (`heap/raw/bootstrap.rs`), so
 //!   nothing waits and nothing recurses into a handler that is not ready;
 //! - *handler* or *system* → the final state: every allocation from there.
 //!
@@ -67,18 +67,16 @@
 //!   memplug's loading takes (its registries' locks, the environment's);
 //!   in practice the first allocation happens in the Rust runtime before
 //!   `main`.
-//!
-//! Imports `registry`, `discover`, `handler`, `policy`, `text`, `raw` and
-//! `error`.
 
+pub(crate) mod error;
 mod global_alloc;
 
-use crate::discover::{self, Candidate};
-use crate::error::GlobalError;
-use crate::handler::{Handler, Instance};
-use crate::policy::Policy;
-use crate::raw::bootstrap;
-use crate::raw::vtable::PlainCalls;
+use crate::admit::discover::{self, Candidate};
+use crate::admit::policy::Policy;
+use crate::global::error::GlobalError;
+use crate::heap::handler::{Handler, Instance};
+use crate::heap::raw::bootstrap;
+use crate::heap::raw::vtable::PlainCalls;
 use crate::registry::Registry;
 use memplug_abi::fork::ForkMutex;
 use std::io::Write;
@@ -212,7 +210,7 @@ impl Global {
                 if word == LOCKED {
                     // Still loading: the registration's allocation comes
                     // from the arena.
-                    crate::raw::atfork::register(&SERIAL);
+                    crate::heap::raw::atfork::register(&SERIAL);
                 }
                 // No allocation from here to the final store, so that no
                 // block can come from the system allocator in between.

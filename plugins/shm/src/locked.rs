@@ -2,8 +2,6 @@
 //! metadata may be read and written, and the words it reads and writes.
 //! `Segment::lock` (`segment.rs`) takes it, and repairs the allocator
 //! first when the last holder died with it.
-//!
-//! Imports `format` and `raw` only.
 
 use crate::format::at;
 use crate::raw::map::Mapping;

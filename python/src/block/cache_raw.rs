@@ -31,8 +31,6 @@
 //! [`crate::counters`]): only it pushes and pops, with plain loads and
 //! stores; readers only read the depths. Which blocks may be cached (their
 //! size class was allocated in full) is the caller's rule.
-//!
-//! Imports its siblings [`super::classes`] and [`super::header_raw`].
 
 use super::classes::CLASSES;
 use super::header_raw;

@@ -4,8 +4,6 @@
 //!
 //! The classes reach 1 KiB, as NumPy's own cache does (it keeps up to 7
 //! blocks of each byte size below 1024).
-//!
-//! Imports nothing from the crate.
 
 /// Bytes of data served by each size class; a cached block of class `c`
 /// was allocated with room for `CLASSES[c]` bytes (at most half as much

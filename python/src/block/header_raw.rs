@@ -44,8 +44,7 @@
 //! block is never taken for a live one (a double free of it is recognised
 //! as a foreign pointer).
 //!
-//! Imports nothing from the crate: the callers pass the bridge's salt and
-//! header size.
+//! The callers pass the bridge's salt and header size.
 
 use std::ffi::c_void;
 use std::ptr::NonNull;

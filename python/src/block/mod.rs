@@ -9,8 +9,6 @@
 //! 1. `classes` — the size classes of small blocks (pure arithmetic);
 //! 2. `cache_raw` — one thread's lists of freed small blocks and its two
 //!    spares, threaded through the blocks' headers.
-//!
-//! Imports nothing from the crate.
 
 #[allow(unsafe_code)]
 pub mod header_raw;

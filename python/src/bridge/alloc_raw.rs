@@ -39,9 +39,6 @@
 //! foreign pointer's cold way, which tells the two apart); and a cached
 //! block leaves the peak's headroom alone ([`crate::counters::counting`]), so
 //! neither path can call anything but its misses' function.
-//!
-//! Imports its siblings [`super::state`] and [`super::plugin_raw`],
-//! [`crate::counters`] and [`crate::block`].
 
 use super::plugin_raw::plugin_alloc;
 use super::state::Bridge;

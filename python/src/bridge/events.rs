@@ -2,9 +2,6 @@
 //! a size passed to `free` that differs from the one allocated, a pointer a
 //! bridge never made. Recorded off the hot paths (their cold ends call
 //! [`EventLog::record`]), read by the bridge's statistics.
-//!
-//! Imports [`crate::thread_raw`] (whether this thread holds the GIL) and
-//! PyO3.
 
 use crate::thread_raw;
 use pyo3::prelude::*;

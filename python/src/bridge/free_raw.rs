@@ -3,9 +3,6 @@
 //! freed blocks and the path's shape), and the unsafe code it needs. A
 //! freed block goes to this thread's small-block list of its class, to
 //! one of its spares, or to the plugin.
-//!
-//! Imports its siblings [`super::state`] and [`super::plugin_raw`],
-//! [`crate::counters`] and [`crate::block`].
 
 use super::plugin_raw::{drain_line, plugin_free};
 use super::state::Bridge;

@@ -16,8 +16,6 @@
 //! 4. `alloc_raw` — `malloc`, `calloc` and `realloc` of the other bridges,
 //!    with the cache of freed blocks;
 //! 5. `free_raw` — their `free`.
-//!
-//! Imports [`crate::thread_raw`], [`crate::block`] and [`crate::counters`].
 
 pub mod events;
 pub mod state;

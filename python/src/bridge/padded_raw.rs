@@ -12,8 +12,6 @@
 //! block beside the size and the check word).
 //!
 //! No cache of freed blocks here: shareable handlers report statistics.
-//!
-//! Imports its sibling [`super::state`] and [`crate::block`]'s header.
 
 use super::state::Bridge;
 use crate::block::header_raw::{self as header, PADDED_OVERHEAD};

@@ -3,8 +3,6 @@
 //! bridge's copy of the plugin's `malloc` and `free` when it has one, else
 //! through the handler; and the giving back of the caches of freed blocks
 //! to the plugin, when the cache is turned off or the bridge closed.
-//!
-//! Imports its sibling [`super::state`] and [`crate::counters`].
 
 use super::state::Bridge;
 use crate::counters::thread_lines::Line;

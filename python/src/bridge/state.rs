@@ -7,9 +7,6 @@
 //! The functions NumPy calls are in [`super::alloc_raw`],
 //! [`super::free_raw`] and [`super::padded_raw`]; this module owns the
 //! state they use and the cold paths they call into.
-//!
-//! Imports its sibling [`super::events`], [`crate::counters`] and
-//! [`crate::block`] (the header's sizes, the size classes).
 
 use super::events::EventLog;
 use crate::block::classes::{MAX_CACHED, rounded};

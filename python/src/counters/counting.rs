@@ -30,9 +30,6 @@
 //! small blocks (its live bytes can grow past its last check by the
 //! headroom, and by the blocks its lists held then); live counts are
 //! always exact.
-//!
-//! Imports its sibling [`super::thread_lines`], and [`crate::block`]'s size
-//! classes.
 
 use super::thread_lines::{
     ALLOCS, BYTES_ALLOCATED, BYTES_FREED, Counts, FREES, FULL_HEADROOM, Line, NULL_FREES, REALLOCS,

@@ -8,9 +8,6 @@
 //!    freed blocks, and how a thread finds or claims its line;
 //! 1. `counting` — counting a call in a thread's line, the check of the
 //!    peak, and the totals summed over every line.
-//!
-//! Imports [`crate::block`] (the per-thread cache, the size classes) and
-//! [`crate::thread_raw`].
 
 pub mod thread_lines;
 pub mod counting;

@@ -31,8 +31,6 @@
 //! A line is marked [`CROWDED`] in its owner word once a second line is
 //! claimed (or a thread counts in the fallback); its owner takes the mark
 //! in at its next call (see [`super::counting`] on the peak, which is why).
-//!
-//! Imports [`crate::block`] (the cache), [`crate::thread_raw`].
 
 use crate::block::cache_raw::SmallCache;
 use crate::thread_raw::thread_id;

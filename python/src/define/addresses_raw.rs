@@ -2,8 +2,6 @@
 //! (`memplug.from_functions`): each address becomes a function of its
 //! role's signature here, in a [`memplug::functions::CFunctions`], and the
 //! handler is registered.
-//!
-//! Imports `memplug` (the host); nothing of this crate.
 
 use memplug::functions::{self, CFunctions, FunctionSpec, Functions};
 use memplug::{Handler, LoadError, Refusal, Registry};

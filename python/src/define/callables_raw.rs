@@ -14,8 +14,6 @@
 //! waiting for that lock); callables not declared thread-safe are instead
 //! called one at a time through a [`Turn`], waited for with the GIL
 //! released.
-//!
-//! Imports `memplug` (the host) and pyo3; nothing of this crate.
 
 use memplug::functions::{ContextFunctions, FunctionSpec, Functions};
 use memplug::{Handler, LoadError, Registry};

@@ -1,8 +1,6 @@
 //! `memplug.from_functions`: C functions by address, or Python callables,
 //! registered as a handler after the conformance pass ran on them (over
 //! [`super::callables_raw`] and [`super::addresses_raw`]).
-//!
-//! Imports its siblings.
 
 use super::addresses_raw::{self, Addresses};
 use super::callables_raw::{self, Callables, Turn};

@@ -1,7 +1,5 @@
 //! `memplug.from_library`: a library's C functions by symbol name, as a
 //! manifest gives them, registered as a handler.
-//!
-//! Imports its sibling [`super::outcome`].
 
 use super::outcome::outcome;
 use memplug::symbols::SymbolSpec;

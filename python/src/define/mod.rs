@@ -12,8 +12,6 @@
 //! 3. `addresses_raw` — C functions given by address, and their
 //!    registration;
 //! 4. `from_functions` — callables or addresses, from Python.
-//!
-//! Imports [`crate::registry`].
 
 pub mod outcome;
 pub mod from_library;

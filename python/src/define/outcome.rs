@@ -1,8 +1,6 @@
 //! The answer to a definition: an outcome dict like `memplug.load`'s
 //! (`status`, `reason`, `message`, `name`, and `source`); the Python layer
 //! raises `memplug.LoadError` for a refusal.
-//!
-//! Imports [`crate::registry`] (the outcome's common keys).
 
 use crate::registry::loading;
 use memplug::{Handler, LoadError};

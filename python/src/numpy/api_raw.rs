@@ -1,8 +1,6 @@
 //! NumPy's C API table, read once from NumPy's `_ARRAY_API` capsule: the
 //! feature version, and the two functions the bridge calls,
 //! `PyDataMem_SetHandler` and `PyDataMem_GetHandler`, behind safe methods.
-//!
-//! Imports PyO3 only.
 
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;

@@ -5,10 +5,6 @@
 //!
 //! Callers get plain values: an array's handler capsule, or who made its
 //! data ([`DataOwner`]).
-//!
-//! Imports its siblings [`super::api_raw`] and [`super::capsule_raw`],
-//! [`crate::errors`], [`crate::bridge`] and [`crate::block`] (the header's
-//! size reader), and PyO3.
 
 use super::api_raw;
 use super::capsule_raw;

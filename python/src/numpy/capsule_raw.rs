@@ -7,9 +7,6 @@
 //!
 //! Everything else here is reached through safe functions whose
 //! preconditions are checked inside; the callers hold no raw pointers.
-//!
-//! Imports [`crate::bridge`] (the `ctx` NumPy hands back, and the
-//! functions installed) and PyO3.
 
 use crate::bridge::alloc_raw::{bridge_calloc, bridge_malloc, bridge_realloc, direct_malloc};
 use crate::bridge::free_raw::{bridge_free, direct_free};

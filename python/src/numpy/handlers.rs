@@ -2,9 +2,6 @@
 //! capsule per bridged handler (made once, kept for the process), setting
 //! and reading NumPy's current handler, the handler an array's data came
 //! from, and hooked handlers (over [`super::hook_raw`]).
-//!
-//! Imports its siblings, [`crate::errors`], [`crate::bridge`] and
-//! [`crate::registry`] (bridges by name).
 
 use super::hook::Hook;
 use super::{api_raw, array_raw, capsule_raw, hook_raw};

@@ -7,10 +7,6 @@
 //!
 //! The callback is only called while the interpreter runs: not once
 //! finalization has begun (nor after), when Python code must not run.
-//!
-//! Imports its siblings [`super::hook`] (the callback's side) and
-//! [`super::capsule_raw`] (the handler struct and capsules), PyO3's FFI and
-//! libc.
 
 use super::capsule_raw::{self, PyDataMemAllocator};
 use super::hook::{Event, Hook};

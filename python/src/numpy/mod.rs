@@ -16,9 +16,6 @@
 //!    handler's and then tell the hook;
 //! 5. `handlers` — the safe front: a capsule per bridged handler, NumPy's
 //!    current handler, an array's handler, closing, hooking.
-//!
-//! Imports [`crate::errors`], [`crate::block`], [`crate::bridge`] and
-//! [`crate::registry`].
 
 #[allow(unsafe_code)]
 pub mod api_raw;

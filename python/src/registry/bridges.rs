@@ -1,8 +1,6 @@
 //! The one place names are resolved — `tracking`, or
 //! `arena:region_size=1m` for an instance made through the plugin's ABI 1.1
 //! `create` — into [`Bridge`]s: made on first use, kept by name, closed.
-//!
-//! Imports [`crate::errors`] and [`crate::bridge`].
 
 use crate::bridge::state::Bridge;
 use crate::errors;

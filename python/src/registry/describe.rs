@@ -1,10 +1,6 @@
 //! Describing what memplug's registry holds, as Python dicts: handler
 //! information, and the statistics of a handler — the plugin's own and its
 //! bridge's counters.
-//!
-//! Imports its sibling [`super::bridges`], [`crate::errors`],
-//! [`crate::bridge`] (the event logs) and [`crate::block`] (the padded
-//! data's alignment).
 
 use super::bridges::{bridge, existing_bridge};
 use crate::block::header_raw::PAD_ALIGN;

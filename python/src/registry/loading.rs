@@ -1,8 +1,6 @@
 //! Loading plugins into memplug's process-wide registry, as Python values:
 //! the outcome of each candidate like `memplug check` reports it, the
 //! package's search path, and the registry's worker probe.
-//!
-//! Imports nothing from the crate.
 
 use memplug::discover::{self, Candidate};
 use memplug::{Handler, Registry};

@@ -9,8 +9,6 @@
 //! 1. `bridges` — names (`name` or `name:options`) resolved into bridges,
 //!    made on first use; closing an instance's bridge; its cache switch;
 //! 2. `describe` — handler information and statistics as dicts.
-//!
-//! Imports [`crate::errors`], [`crate::block`] and [`crate::bridge`].
 
 pub mod loading;
 pub mod bridges;

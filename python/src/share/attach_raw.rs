@@ -1,7 +1,5 @@
 //! Attaching a block another process shared, through memplug's registry:
 //! the one unsafe call of sharing, and nothing else.
-//!
-//! Imports nothing from the crate.
 
 use memplug::{Buffer, Registry, ShareError, SharedBlock};
 

@@ -5,9 +5,6 @@
 //! it hold it as their base; when the last goes, the buffer goes, and with
 //! the last buffer of the segment the mapping. [`attach_block`] is
 //! `memplug.numpy.attach`'s native half.
-//!
-//! Imports its siblings [`super::attach_raw`] and [`super::handle`], and
-//! [`crate::errors`].
 
 use super::attach_raw;
 use super::handle::{block_dict, block_from};

@@ -1,9 +1,6 @@
 //! Sharing an array: the range of an array inside the block a memplug
 //! bridge made for it (or for the array it views), as a handle
 //! (`memplug.numpy.share`'s native half, [`share_array`]).
-//!
-//! Imports its sibling [`super::handle`], [`crate::errors`] and
-//! [`crate::numpy`] (who made an array's data).
 
 use super::handle::block_dict;
 use crate::errors;

@@ -1,8 +1,6 @@
 //! A handle to a shared block, as Python sees it: a dict of memplug's
 //! [`SharedBlock`] fields plus the plugin's file (so that a process that
 //! has not loaded the plugin can), and back.
-//!
-//! Imports [`crate::errors`].
 
 use crate::errors;
 use memplug::SharedBlock;

@@ -10,8 +10,6 @@
 //! 1. `handle` — a handle as a dict, and back;
 //! 2. `export` — the handle to a range of an array a bridge made;
 //! 3. `attachment` — the base object of attached arrays, and attaching.
-//!
-//! Imports [`crate::errors`] and [`crate::numpy`].
 
 #[allow(unsafe_code)]
 pub mod attach_raw;

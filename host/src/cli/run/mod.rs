@@ -8,11 +8,13 @@
 
 mod limits;
 mod program;
-mod report;
+mod summary;
 
 use super::args::{IsolationArgs, PolicyArgs};
 use super::jobs;
 use memplug::Candidate;
+use memplug::discover::CandidateKind;
+use memplug::discover::Found;
 use memplug::probe::{Request, Task};
 use memplug::report::Report;
 use memplug::symbols::{Role, SymbolSpec};
@@ -170,7 +172,7 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     {
         eprintln!("memplug: warning: {}", memplug::text::escape(&why));
     }
-    let report_file = (args.report || args.report_json.is_some()).then(report::temp_file).flatten();
+    let report_file = (args.report || args.report_json.is_some()).then(summary::temp_file).flatten();
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);
     let mut ld = preload.clone().into_os_string();
@@ -229,9 +231,9 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
         }
     };
     if let Some(file) = report_file {
-        let got = report::read(&file);
+        let got = summary::read(&file);
         let _ = std::fs::remove_file(&file);
-        let full = report::RunReport::new(&chosen, &args.program, got, code, signal);
+        let full = summary::RunReport::new(&chosen, &args.program, got, code, signal);
         if args.report {
             full.print();
         }
@@ -289,7 +291,7 @@ fn choose(args: &RunArgs, policy: &memplug::Policy) -> Result<Chosen, RunError> 
         bench: None,
     };
     let requests: Vec<Request> = candidates.iter().cloned().map(|c| request(c, Vec::new())).collect();
-    let reports = jobs::refuse_duplicates(jobs::run(requests, &args.isolation));
+    let reports = jobs::refuse_duplicates(jobs::run(requests, &args.isolation), Found::of(&args.plugin_path));
     let found = if by_path {
         reports.into_iter().next()
     } else {
@@ -302,7 +304,7 @@ fn choose(args: &RunArgs, policy: &memplug::Policy) -> Result<Chosen, RunError> 
     let Some(base) = found else { return Err(not_found(&what, &[], &args.plugin_path)) };
     refused_unless_ok(&base, &what)?;
     let candidate = Candidate { path: base.path.clone(), symbol: base.symbol.clone() };
-    if candidate.is_manifest() {
+    if candidate.kind() == CandidateKind::Manifest {
         let manifest = |problem: String| RunError::Manifest { what: what.clone(), problem };
         if !options.is_empty() {
             return Err(manifest("an allocator manifest takes no options".into()));
