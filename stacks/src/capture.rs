@@ -74,6 +74,27 @@ pub fn skip_module_of(addr: usize) {
     }
 }
 
+/// For an allocator whose code holds `own`: choose the unwinder, skip its
+/// own module's frames and those of `memplug run`'s interposer (which
+/// calls the allocator), found by the path `memplug run` gives it
+/// (`MEMPLUG_RUN_PRELOAD`) or its file name. The interposer's range
+/// `[start, end)`, if it is loaded.
+pub fn init_allocator(own: usize) -> Option<(usize, usize)> {
+    init();
+    skip_module_of(own);
+    let named = sys::env(c"MEMPLUG_RUN_PRELOAD").filter(|p| !p.is_empty());
+    let mut found = None;
+    maps::each_module(&mut |m| {
+        let is_ours = named == Some(m.path) || m.path.windows(18).any(|w| w == b"libmemplug_preload");
+        if is_ours && found.is_none() {
+            found = Some((m.start as usize, m.end as usize));
+        }
+    });
+    let (start, end) = found?;
+    skip_module_of(start);
+    Some((start, end))
+}
+
 /// Whether `addr` is in a skipped module.
 fn skipped(addr: usize) -> bool {
     SKIP.iter().any(|(s, e)| {

@@ -70,12 +70,16 @@
 //! 3. [`limits`] — `vm.max_map_count` and the process's mappings;
 //! 4. `raw` (private) — the mappings (all `unsafe` system calls) and
 //!    libc's allocator, for what is not sampled;
-//! 5. `report` (private) — the messages;
-//! 6. `tables` (private) — what the lock guards;
-//! 7. [`state`] — the allocator;
-//! 8. `export_raw` (private) — the plugin entry and the routing by address.
+//! 5. `tables` (private) — what the lock guards;
+//! 6. `errors` (private) — heap errors reported with their stacks (bad
+//!    accesses, bad frees, leaks);
+//! 7. `signal_raw` (private) — the `SIGSEGV` handler, the instances it
+//!    asks, the destructor that lists the blocks live at exit;
+//! 8. `report` (private) — the other messages;
+//! 9. [`state`] — the allocator;
+//! 10. `export_raw` (private) — the plugin entry and the routing by address.
 //!
-//! All `unsafe` code is in `raw/` and `export_raw`; the rest of the crate
+//! All `unsafe` code is in `raw/`, `signal_raw` and `export_raw`; the rest of the crate
 //! denies it.
 
 #![deny(unsafe_code)]
@@ -86,8 +90,11 @@ pub mod sample;
 pub mod limits;
 #[allow(unsafe_code)]
 mod raw;
-mod report;
 mod tables;
+mod errors;
+#[allow(unsafe_code)]
+mod signal_raw;
+mod report;
 pub mod state;
 #[allow(unsafe_code)]
 mod export_raw;
