@@ -33,8 +33,8 @@
 //!    block the interposer placed starts;
 //! 5. [`emit`] — reports out of the process: into `memplug run`'s trace, or
 //!    on standard error;
-//! 6. `symbolize` (feature `symbolize`) — addresses to names, files and
-//!    lines; a trace read back into reports.
+//! 6. `symbolize` — addresses to names, files and lines; a trace read back
+//!    into reports (with the feature `symbolize`).
 //!
 //! All `unsafe` code is in `raw`; the rest of the crate denies it.
 

@@ -467,7 +467,7 @@ mod tests {
 
     #[test]
     fn double_unknown_and_interior_frees_are_counted_not_served() {
-        let g = guard("");
+        let g = guard("recover=1");
         let p = g.alloc(64, 16, false);
         g.free(p, 64);
         g.free(p, 64); // double
@@ -483,7 +483,7 @@ mod tests {
 
     #[test]
     fn the_quarantine_is_bounded() {
-        let g = guard("quarantine=64k");
+        let g = guard("quarantine=64k,recover=1");
         let blocks: Vec<usize> = (0..40).map(|_| g.alloc(100, 16, false)).collect();
         for &p in &blocks {
             g.free(p, 100);
@@ -525,7 +525,7 @@ mod tests {
 
     #[test]
     fn sampled_blocks_live_in_a_bounded_pool_and_reuse_the_oldest_slot() {
-        let g = guard("sample=1,slots=4,sample_max=4k,quarantine=0");
+        let g = guard("sample=1,slots=4,sample_max=4k,quarantine=0,recover=1");
         assert!(g.is_sampling() && g.sampled());
         let ps: Vec<usize> = (0..4).map(|_| g.alloc(100, 16, false)).collect();
         assert!(ps.iter().all(|&p| p != 0 && g.owns(p)), "{ps:x?}");
@@ -543,7 +543,7 @@ mod tests {
 
     #[test]
     fn a_full_pool_takes_its_oldest_quarantined_slot() {
-        let g = guard("sample=1,slots=2,sample_max=4k");
+        let g = guard("sample=1,slots=2,sample_max=4k,recover=1");
         let (a, b) = (g.alloc(10, 16, false), g.alloc(10, 16, false));
         g.free(a, 10);
         g.free(b, 10);
@@ -556,7 +556,7 @@ mod tests {
 
     #[test]
     fn a_block_not_sampled_again_moves_out_of_the_pool() {
-        let g = guard("sample=1,slots=2,sample_max=4k");
+        let g = guard("sample=1,slots=2,sample_max=4k,recover=1");
         let p = g.alloc(10, 16, false);
         match g.resize(p, 10, 20, false) {
             Resized::MoveOut(b) => {
