@@ -288,8 +288,9 @@ fn free_slow(p: *mut c_void) {
         true
     });
     match freed {
+        Some(true) => {}
         Some(false) => free_unmatched(pl, p),
-        _ => free_foreign(p),
+        None => free_foreign(p),
     }
 }
 

@@ -15,7 +15,7 @@ use memplug_stacks::blocks::{could_be_libc_block, interposed_view};
 use memplug_stacks::capture::{self, Stack, StackId};
 use memplug_stacks::emit;
 use memplug_stacks::format::{ErrorKind, ErrorOut, NO_THREAD};
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::MutexGuard;
 
 /// What an instance shares with the signal handler: its configuration and
@@ -241,7 +241,7 @@ pub(crate) fn on_fault(shared: &Shared, addr: usize, ip: usize, interposer: Opti
 /// stack)`, largest first (bytes as the program asked for them).
 pub(crate) fn live_by_stack(shared: &Shared) -> Vec<(u64, u64, StackId)> {
     let t = shared.tables.lock();
-    let mut groups: HashMap<StackId, (u64, u64)> = HashMap::new();
+    let mut groups: BTreeMap<StackId, (u64, u64)> = BTreeMap::new();
     for b in t.live.values() {
         let g = groups.entry(b.made.stack).or_default();
         g.0 += view(b, false).1 as u64;

@@ -10,7 +10,7 @@ use memplug_stacks::capture::{self, Stack, StackId};
 use memplug_stacks::emit;
 use memplug_stacks::format::{ErrorKind, ErrorOut, NO_THREAD};
 use memplug_stacks::raw::sys::read_words;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 /// What follows a bad free.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,7 +105,7 @@ pub(crate) fn bad_free(reg: &Registry, depth: usize, recover: bool, ptr: usize, 
 /// The blocks live now, grouped by allocation stack: `(bytes, blocks,
 /// stack)` (bytes as the program asked for them).
 pub(crate) fn live_by_stack(reg: &Registry) -> Vec<(u64, u64, StackId)> {
-    let mut groups: HashMap<StackId, (u64, u64)> = HashMap::new();
+    let mut groups: BTreeMap<StackId, (u64, u64)> = BTreeMap::new();
     reg.each(&mut |s| {
         for (&k, l) in &s.live {
             let g = groups.entry(l.made.stack).or_default();
