@@ -271,8 +271,38 @@ pub fn read_trace(bytes: &[u8], sym: &mut Symbolizer) -> Trace {
             Record::Sample { .. } => {}
         }
     }
-    trace.leaks.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(b.blocks.cmp(&a.blocks)));
+    trace.leaks = merged(std::mem::take(&mut trace.leaks));
     trace
+}
+
+/// Leaks whose stacks name the same functions, files and lines (one call
+/// site unrolled into several return addresses, say) as one; largest first.
+fn merged(leaks: Vec<LeakReport>) -> Vec<LeakReport> {
+    let key = |l: &LeakReport| -> Vec<(Option<String>, Option<String>, Option<u32>, Option<u64>)> {
+        l.stack
+            .iter()
+            .map(|f| match (&f.function, &f.file, f.line) {
+                (Some(_), Some(_), Some(_)) => (f.function.clone(), f.file.clone(), f.line, None),
+                _ => (f.function.clone(), f.module.clone(), None, f.offset),
+            })
+            .collect()
+    };
+    let mut out: Vec<LeakReport> = Vec::new();
+    let mut at: HashMap<(u32, Vec<_>), usize> = HashMap::new();
+    for l in leaks {
+        match at.get(&(l.pid, key(&l))) {
+            Some(&i) => {
+                out[i].bytes += l.bytes;
+                out[i].blocks += l.blocks;
+            }
+            None => {
+                at.insert((l.pid, key(&l)), out.len());
+                out.push(l);
+            }
+        }
+    }
+    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(b.blocks.cmp(&a.blocks)));
+    out
 }
 
 /// LeakSanitizer's summary of the leaks: one paragraph per allocation
