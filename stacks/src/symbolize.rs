@@ -275,10 +275,14 @@ pub fn read_trace(bytes: &[u8], sym: &mut Symbolizer) -> Trace {
     trace
 }
 
+/// A frame as a call site: function, file and line, or function, module
+/// and offset.
+type SiteKey = (Option<String>, Option<String>, Option<u32>, Option<u64>);
+
 /// Leaks whose stacks name the same functions, files and lines (one call
 /// site unrolled into several return addresses, say) as one; largest first.
 fn merged(leaks: Vec<LeakReport>) -> Vec<LeakReport> {
-    let key = |l: &LeakReport| -> Vec<(Option<String>, Option<String>, Option<u32>, Option<u64>)> {
+    let key = |l: &LeakReport| -> Vec<SiteKey> {
         l.stack
             .iter()
             .map(|f| match (&f.function, &f.file, f.line) {
