@@ -240,3 +240,35 @@ fn clean_runs_report_no_error() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(!stderr.contains("ERROR: memplug"), "{stderr}");
 }
+
+#[test]
+fn memplug_symbolize_names_module_offset_frames() {
+    let s = setup();
+    // `make_block`'s address in the file, as a plugin's report outside
+    // `memplug run` would give a frame inside it.
+    let nm = Command::new("nm").arg(&s.c).output().expect("run nm (binutils)");
+    let text = String::from_utf8_lossy(&nm.stdout);
+    let addr = text
+        .lines()
+        .find_map(|l| l.strip_suffix(" T make_block").and_then(|a| u64::from_str_radix(a, 16).ok()))
+        .expect("make_block in the symbol table");
+    let report = format!(
+        "==1==ERROR: memplug guard: double-free on address 0x10 (thread T1)\n    #0 0x7f0000001000 ({}+{:#x})\n{}\n",
+        s.c.display(),
+        addr + 8,
+        memplug_stacks::text::SYMBOLIZE_HINT
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_memplug"))
+        .arg("symbolize")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), report.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let named = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(named.starts_with("==1==ERROR: memplug guard: double-free"), "{named}");
+    assert!(named.contains("#0 0x7f0000001000 in make_block ") && named.contains("heap_bugs.c:"), "{named}");
+    assert!(!named.contains("pipe this report"), "{named}");
+}
