@@ -174,6 +174,18 @@ run_stacks() {
 }
 section "memplug run: heap stacks (guard sampling, tracking vs heaptrack)" run_stacks
 
+# One stack captured and stored, 32 frames of a 40-frame chain through libc,
+# by libunwind (cached rules) and by libgcc's unwinder (the fallback).
+run_capture() {
+    local rounds
+    rounds=$(pick 20 3)
+    for unwinder in libunwind libgcc; do
+        MEMPLUG_UNWINDER=$unwinder cargo bench -q -p memplug-stacks --bench capture -- \
+            --warm-up-time 1 --measurement-time "$rounds" 2>&1 | grep -E "^capture|time:"
+    done
+}
+section "stacks: one capture" run_capture
+
 # memplug run: the interposer's instructions per malloc+free pair, headerless
 # and with headers, over mimalloc preloaded plainly (valgrind's callgrind).
 run_instructions() {
