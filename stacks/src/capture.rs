@@ -51,6 +51,7 @@ pub fn init() -> Backend {
     let first = unwind::chosen().is_none();
     let b = unwind::init();
     if first {
+        sys::watch_forks();
         // The unwinder's own frames, if it reports them, are its library's.
         if let Some(addr) = unwind::library_addr() {
             skip_module_of(addr);
@@ -124,7 +125,7 @@ impl Stack {
 
     /// Store it in the process's depot.
     pub fn intern(&self) -> StackId {
-        StackId(DEPOT.insert(self.frames()))
+        StackId(crate::raw::memo::remembered(self.frames(), &|f| DEPOT.insert(f)))
     }
 
     /// The stack `id` names, read back from the depot.

@@ -11,10 +11,12 @@
 //!    `_Unwind_Backtrace`, chosen once;
 //! 2. [`maps`] — the modules the dynamic loader has loaded;
 //! 3. [`depot`] — stacks stored once each, by id, in memory mapped once;
-//!    [`scratch`] — the one buffer reports are encoded in.
+//!    [`scratch`] — the one buffer reports are encoded in; [`memo`] — each
+//!    thread's last stack and its id.
 
 pub mod sys;
 pub mod unwind;
 pub mod maps;
 pub mod depot;
 pub mod scratch;
+pub mod memo;

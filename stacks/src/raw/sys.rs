@@ -6,10 +6,38 @@
 
 use core::ffi::{CStr, c_void};
 
-/// The calling thread's kernel id.
+/// Forks seen by this process image (a thread's cached id is stale after
+/// one: the child's one thread has a new id).
+static FORKS: core::sync::atomic::AtomicU32 = core::sync::atomic::AtomicU32::new(0);
+
+std::thread_local! {
+    /// This thread's id, with the fork count it was read at (0: not read).
+    static TID: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
+
+/// Count a fork (in the child).
+extern "C" fn forked() {
+    FORKS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// Keep cached thread ids right across `fork` (called once, by `init`).
+pub fn watch_forks() {
+    // SAFETY: a plain function as the child's handler, none for the parent.
+    unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+}
+
+/// The calling thread's kernel id (read once per thread, and again after a
+/// fork).
 pub fn thread_id() -> u32 {
+    let forks = FORKS.load(core::sync::atomic::Ordering::Relaxed);
+    let cached = TID.try_with(core::cell::Cell::get).unwrap_or(0);
+    if cached != 0 && (cached >> 32) as u32 == forks {
+        return cached as u32;
+    }
     // SAFETY: gettid has no preconditions.
-    (unsafe { libc::syscall(libc::SYS_gettid) }) as u32
+    let tid = (unsafe { libc::syscall(libc::SYS_gettid) }) as u32;
+    let _ = TID.try_with(|c| c.set(u64::from(forks) << 32 | u64::from(tid)));
+    tid
 }
 
 /// This process's id.
