@@ -161,6 +161,31 @@ run_programs() {
 }
 section "memplug run: real programs on the interposer" run_programs
 
+# Stacks: guard:sample=1000 with allocation stacks on the large compile;
+# tracking recording a stack for every block next to heaptrack on cc1 run
+# directly (heaptrack follows no child process). Needs heaptrack
+# (scripts/need-packages.sh installs it) and libunwind8 (memplug's stacks
+# use libunwind when it is there, libgcc's unwinder otherwise).
+run_stacks() {
+    scripts/need-packages.sh heaptrack=cmd:heaptrack libunwind8=lib:libunwind.so.8 || return 1
+    local quick_flag=()
+    ((quick)) && quick_flag=(--quick)
+    python3 scripts/bench_run.py --memplug "$target/release/memplug" --stacks --rounds "$(pick 9 3)" "${quick_flag[@]}"
+}
+section "memplug run: heap stacks (guard sampling, tracking vs heaptrack)" run_stacks
+
+# One stack captured and stored, 32 frames of a 40-frame chain through libc,
+# by libunwind (cached rules) and by libgcc's unwinder (the fallback).
+run_capture() {
+    local rounds
+    rounds=$(pick 20 3)
+    for unwinder in libunwind libgcc; do
+        MEMPLUG_UNWINDER=$unwinder cargo bench -q -p memplug-stacks --bench capture -- \
+            --warm-up-time 1 --measurement-time "$rounds" 2>&1 | grep -E "^capture|time:"
+    done
+}
+section "stacks: one capture" run_capture
+
 # memplug run: the interposer's instructions per malloc+free pair, headerless
 # and with headers, over mimalloc preloaded plainly (valgrind's callgrind).
 run_instructions() {

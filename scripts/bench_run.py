@@ -364,6 +364,8 @@ def main() -> None:
                     help="the Python program's tables run K times the rounds (default 5)")
     ap.add_argument("--acceptance", action="store_true", help="only the tables with a 1.02 goal (system, mimalloc)")
     ap.add_argument("--guard", action="store_true", help="only the guard tables (against memcheck; sampling)")
+    ap.add_argument("--stacks", action="store_true",
+                    help="only the stack tables: guard:sample=1000 with allocation stacks; tracking vs heaptrack on cc1")
     ap.add_argument("--sequential", action="store_true", help="run the variants one after another, never paired")
     ap.add_argument("--write-c-file", type=Path, metavar="FILE", help="only write the large C file to FILE")
     ap.add_argument("--lines", type=int, help="the generated C file's lines (default 100 000; 3 000 with --quick)")
@@ -414,6 +416,9 @@ def main() -> None:
             if not mi:
                 print("mimalloc tables SKIPPED: libmimalloc.so.2 is not installed (apt-get install libmimalloc2.0)\n")
             return
+        if a.stacks:
+            stack_tables(run, compile_big, big, gcc, Path(tmp), env, max(1, a.rounds // 3), lines)
+            return
         for what, argv, rounds in programs if not a.guard else []:
             table(
                 f"memplug run on system: {what}",
@@ -455,16 +460,50 @@ def main() -> None:
                 max(1, a.rounds // 3),
                 "",
             )
-        table(
-            f"guard sampling one allocation in 1000: gcc -O2 -c, a generated C file of {lines:_} lines".replace("_", " "),
-            [
-                ("alone", compile_big, env),
-                ("memplug run --handler guard:sample=1000", run + ["--handler", "guard:sample=1000", "--"] + compile_big,
-                 env),
-            ],
-            max(1, a.rounds // 3),
-            "memplug run --handler guard:sample=1000 within 1.3 of the compile alone (CPU time)",
-        )
+        stack_tables(run, compile_big, big, gcc, Path(tmp), env, max(1, a.rounds // 3), lines)
+
+
+def stack_tables(run: list[str], compile_big: list[str], big: Path, gcc: str, tmp: Path, env: dict[str, str],
+                 rounds: int, lines: int) -> None:
+    """guard:sample=1000 with allocation stacks on the large compile; and
+    tracking recording a stack for every block next to heaptrack, on cc1
+    run directly on the preprocessed file (heaptrack follows no child)."""
+    size = f"{lines:_}".replace("_", " ")
+    table(
+        f"guard sampling one allocation in 1000, with allocation stacks: gcc -O2 -c, a generated C file of {size} lines",
+        [
+            ("alone", compile_big, env),
+            ("memplug run --handler guard:sample=1000", run + ["--handler", "guard:sample=1000", "--"] + compile_big,
+             env),
+            ("memplug run --handler guard:sample=1000,stack_depth=0",
+             run + ["--handler", "guard:sample=1000,stack_depth=0", "--"] + compile_big, env),
+        ],
+        rounds,
+        "memplug run --handler guard:sample=1000 (stacks of 32 frames) within 1.10 of the compile alone (CPU time)",
+    )
+    cc1 = subprocess.run([gcc, "-print-prog-name=cc1"], capture_output=True, text=True).stdout.strip()
+    heaptrack = shutil.which("heaptrack")
+    if not cc1 or not Path(cc1).exists():
+        print("tracking vs heaptrack SKIPPED: gcc's cc1 was not found\n")
+        return
+    if heaptrack is None:
+        print("tracking vs heaptrack SKIPPED: heaptrack is not installed (apt-get install heaptrack)\n")
+        return
+    pre = tmp / "large.i"
+    subprocess.run([gcc, "-E", str(big), "-o", str(pre)], check=True)
+    compile_cc1 = [cc1, "-quiet", "-O1", str(pre), "-o", str(tmp / "large.s")]
+    table(
+        f"tracking, a stack for every block, vs heaptrack: cc1 -O1 on the preprocessed file of {size} lines",
+        [
+            ("alone", compile_cc1, env),
+            ("heaptrack", [heaptrack, "-o", str(tmp / "heaptrack.out")] + compile_cc1, env),
+            ("memplug run --handler tracking", run + ["--handler", "tracking", "--"] + compile_cc1, env),
+            ("memplug run --handler tracking:stack_depth=0", run + ["--handler", "tracking:stack_depth=0", "--"]
+             + compile_cc1, env),
+        ],
+        rounds,
+        "memplug run --handler tracking (stacks of 32 frames) at most heaptrack's CPU time",
+    )
 
 
 if __name__ == "__main__":

@@ -19,6 +19,9 @@ bridge gave the plugin the right size each time.
     python scripts/numpy-suite.py --runs bridged  # the baseline and one of the others
     python scripts/numpy-suite.py --parallel      # the runs at once
     python scripts/numpy-suite.py --runs created --baseline DIR/default.xml   # reuse a default run
+    python scripts/numpy-suite.py --runs interposed --memplug target/release/memplug
+        # the whole interpreter under `memplug run --handler guard:sample=1000`
+        # (--run-handler): the same outcomes and no heap error reported
 
 Run it with the Python that has numpy, pytest, hypothesis and memplug
 installed (scripts/python-tests.sh makes such a virtual environment). The
@@ -43,6 +46,7 @@ from pathlib import Path
 
 DEFAULT_MODULES = ["numpy._core.tests.test_multiarray", "numpy._core.tests.test_numeric"]
 COMPARED = ["bridged", "created"]
+EVERY_RUN = COMPARED + ["interposed"]
 CREATED = Path(__file__).resolve().parent / "numpy-suite-created.py"
 
 
@@ -82,8 +86,20 @@ def outcomes(junit: Path) -> dict[str, str]:
     return result
 
 
+def check_run_report(report: Path) -> list[str]:
+    """The problems `memplug run --report-json` shows: heap errors found."""
+    if not report.exists():
+        return ["the interposed run wrote no report"]
+    data = json.loads(report.read_text())
+    errors = data.get("errors", [])
+    print(f"   interposed: {len(errors)} heap errors reported by {data.get('handler')} ({data.get('options')})")
+    return [f"interposed: {e['kind']} at {e['address']:#x}: {[f['function'] for f in e['stack']][:4]}" for e in errors]
+
+
 def check_report(name: str, report: Path) -> list[str]:
     """The problems a memplug run's report shows; prints its counters."""
+    if name == "interposed":
+        return check_run_report(report)
     if not report.exists():
         return [f"the {name} run wrote no report"]
     problems = []
@@ -114,7 +130,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--handler", default="tracking")
     ap.add_argument("--modules", nargs="+", default=DEFAULT_MODULES)
-    ap.add_argument("--runs", nargs="+", choices=COMPARED, default=COMPARED, help="the runs compared with the baseline")
+    ap.add_argument("--runs", nargs="+", choices=EVERY_RUN, default=COMPARED, help="the runs compared with the baseline")
+    ap.add_argument("--memplug", type=Path, help="the memplug command, for the interposed run")
+    ap.add_argument("--run-handler", default="guard:sample=1000", help="the interposed run's handler")
     ap.add_argument("--parallel", action="store_true", help="run the suites at once (see above)")
     ap.add_argument("--workdir", type=Path, help="keep the JUnit XML and report here")
     ap.add_argument("--baseline", type=Path, help="a default run's JUnit XML to compare with, instead of running it")
@@ -135,6 +153,14 @@ def main() -> int:
             *pytest_args[2:], f"--junitxml={work / 'created.xml'}",
         ],
     }
+    if "interposed" in args.runs:
+        if args.memplug is None:
+            ap.error("--runs interposed needs --memplug")
+        every["interposed"] = [
+            str(args.memplug.resolve()), "run", "--handler", args.run_handler, "--report-json",
+            str(work / "interposed-report.json"), "--", sys.executable, *pytest_args,
+            f"--junitxml={work / 'interposed.xml'}",
+        ]
     runs = {name: cmd for name, cmd in every.items() if (name == "default" and not args.baseline) or name in args.runs}
     start = time.monotonic()
     procs = {}

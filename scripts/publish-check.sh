@@ -9,15 +9,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== publish-check: cargo publish --dry-run -p memplug-abi -p memplug ($(date +%T))"
+echo "== publish-check: cargo publish --dry-run -p memplug-abi -p memplug-stacks -p memplug ($(date +%T))"
 start=$SECONDS
 # --allow-dirty: CI's clone is clean, a developer's tree may not be; what is
 # packaged is each manifest's `include` list either way.
-cargo publish --dry-run --allow-dirty --quiet -p memplug-abi -p memplug
-for crate in memplug-abi memplug; do
+cargo publish --dry-run --allow-dirty --quiet -p memplug-abi -p memplug-stacks -p memplug
+for crate in memplug-abi memplug-stacks memplug; do
     listing=$(cargo package --list --allow-dirty -p "$crate")
     for f in LICENSE-MIT LICENSE-APACHE README.md; do
         grep -qx "$f" <<<"$listing" || { echo "publish-check: FAILED: the $crate crate does not carry $f" >&2; exit 1; }
     done
 done
-echo "   both crates package, build from their packages and carry their licence texts and README ($((SECONDS - start)) s)"
+echo "   the three crates package, build from their packages and carry their licence texts and README ($((SECONDS - start)) s)"

@@ -45,3 +45,9 @@ step "python: NumPy's own tests, default handler vs memplug tracking and a creat
 start=$SECONDS
 "$venv/bin/python" scripts/numpy-suite.py --workdir target/numpy-suite
 echo "   NumPy suite comparison took $((SECONDS - start)) s"
+
+step "python: NumPy's own tests, the interpreter under memplug run --handler guard:sample=1000 (no heap error)"
+start=$SECONDS
+"$venv/bin/python" scripts/numpy-suite.py --workdir target/numpy-suite-guard --runs interposed \
+    --baseline target/numpy-suite/default.xml --memplug target/debug/memplug --run-handler guard:sample=1000
+echo "   NumPy suite under guard:sample=1000 took $((SECONDS - start)) s"

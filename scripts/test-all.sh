@@ -23,7 +23,7 @@ quick=0
 echo "== what the tests need"
 need=(gcc=cmd:cc g++=cmd:g++ libc6-dev valgrind=cmd:valgrind
     libmimalloc2.0=lib:libmimalloc.so.2 libtcmalloc-minimal4=lib:libtcmalloc_minimal.so.4
-    libjemalloc2=lib:libjemalloc.so.2)
+    libjemalloc2=lib:libjemalloc.so.2 libunwind8=lib:libunwind.so.8)
 python=${PYTHON:-python3}
 if ! command -v "$python" >/dev/null 2>&1; then
     need+=(python3 python3-venv python3-dev)

@@ -143,7 +143,7 @@ fn inspect_shows_the_header_field_by_field() {
         "memory_kind:    1 (kDLCPU) (plugin)",
         "required_flags: 0x1 (plugin; sized-free)",
         "aligned_alloc:  absent (default; larger alignments are served by host over-allocation)",
-        "create:         absent (default; takes no options)",
+        "(plugin; takes options)",
         "stats:          0x",
         "locate:         absent (default; not shareable)",
         "resolve:        absent (default; not shareable)",

@@ -264,7 +264,7 @@ fn an_allocator_manifest_serves_through_its_c_functions() {
 }
 
 #[test]
-fn a_pointer_the_handler_did_not_make_is_counted_and_never_reaches_it() {
+fn a_block_libc_made_is_counted_and_never_reaches_the_handler() {
     if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
         return;
     }

@@ -131,6 +131,17 @@ pub const ENTRY_SYMBOL: &str = "memplug_handler";
 /// Suffix of the optional statistics companion of an entry function
 /// (`memplug_handler_stats` for the default entry).
 pub const STATS_SUFFIX: &str = "_stats";
+/// Suffix of the optional foreign-free companion of an entry function
+/// (`memplug_handler_foreign_free`): `int f(void *ctx, void *ptr)`, called
+/// by `memplug run`'s interposer with a pointer passed to `free` or
+/// `realloc` that it cannot match to a block of the handler's (its header
+/// is not one the interposer wrote). A debugging handler reports it (a
+/// double free, a pointer inside one of its blocks, one no allocator can
+/// have made) and aborts the program, or answers 0: "not mine, may be a
+/// block libc made before the interposer" (the interposer then leaves it
+/// alone, as it does without the companion). It never frees `ptr` and
+/// never reads memory through it that it did not find in its own tables.
+pub const FOREIGN_FREE_SUFFIX: &str = "_foreign_free";
 /// Capacity of [`MemplugHandler::name`], NUL included: names are 1–127 bytes.
 pub const NAME_CAP: usize = 128;
 /// Capacity of [`MemplugHandler::version`], NUL included.

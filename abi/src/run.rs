@@ -39,6 +39,10 @@ pub const EXACT_ENDS: &CStr = c"MEMPLUG_RUN_EXACT_ENDS";
 pub const FILE_ID: &CStr = c"MEMPLUG_RUN_FILE_ID";
 /// The file the interposer writes the report of `--report` to.
 pub const REPORT: &CStr = c"MEMPLUG_RUN_REPORT";
+/// The trace file debugging plugins append their reports to (heap errors
+/// with raw stacks, the blocks live at exit, the module map), for the
+/// command to symbolize and print when the program has ended.
+pub const TRACE: &CStr = c"MEMPLUG_RUN_TRACE";
 /// Set by the interposer, not the command: the pid of the process that
 /// writes the report (the first of the run; an image it `exec`s keeps it).
 pub const OWNER: &CStr = c"MEMPLUG_RUN_OWNER";
@@ -83,6 +87,7 @@ mod tests {
             EXACT_ENDS,
             FILE_ID,
             REPORT,
+            TRACE,
             OWNER,
             LIBRARY,
             NAME,

@@ -287,9 +287,34 @@ fn free_slow(p: *mut c_void) {
         unsafe { (pl.free)(pl.ctx, raw.cast(), total) };
         true
     });
-    if freed != Some(true) {
-        free_foreign(p);
+    match freed {
+        Some(true) => {}
+        Some(false) => free_unmatched(pl, p),
+        None => free_foreign(p),
     }
+}
+
+/// Free `p`, whose header is not this library's though the plugin serves:
+/// unmapped if the bootstrap heap mapped it; else the plugin's foreign-free
+/// companion, if it has one, judges it (a debugging plugin reports a bad
+/// free and aborts), and it is leaked.
+fn free_unmatched(pl: &crate::setup::Plugin, p: *mut c_void) {
+    if boot::release_mapped(p) {
+        stats::BOOT_FREES.add(1);
+        return;
+    }
+    free_unmatched_count(pl, p);
+}
+
+/// A `realloc` of `p`, whose header is not this library's: as
+/// [`free_unmatched`], without unmapping anything.
+fn free_unmatched_count(pl: &crate::setup::Plugin, p: *mut c_void) {
+    if let Some(f) = pl.foreign_free {
+        // SAFETY: the companion takes any pointer and reads only its own
+        // tables (memplug_abi::FOREIGN_FREE_SUFFIX).
+        let _ = plugin::call(pl, |pl| unsafe { f(pl.ctx, p) });
+    }
+    stats::FOREIGN.add(1);
 }
 
 /// Free `p`, which is not the plugin's (or was freed from inside a plugin
@@ -362,7 +387,10 @@ pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     }
     // SAFETY: as in `free`.
     let Some((total, offset)) = (unsafe { block::read(p.cast(), at_end_blocks()) }) else {
-        stats::FOREIGN.add(1);
+        match plugin::setup().plugin.as_ref().filter(|_| mode == READY) {
+            Some(pl) => free_unmatched_count(pl, p),
+            None => stats::FOREIGN.add(1),
+        }
         return nomem();
     };
     let old = total - offset;

@@ -7,7 +7,7 @@
 pub(crate) use crate::call_raw::call;
 use crate::call_raw::{after_fork_child, after_fork_parent, before_fork};
 use crate::env_raw::{claim_report, env, flag, remove_from_preload, same_file, write_c};
-use crate::setup::{BARE, FAST, FAST_C, LIBC, Libc, Plugin, READY, Setup, set_mode};
+use crate::setup::{BARE, FAST, FAST_C, ForeignFreeFn, LIBC, Libc, Plugin, READY, Setup, set_mode};
 use crate::text::Text;
 use core::cell::UnsafeCell;
 use core::ffi::{CStr, c_char, c_int, c_void};
@@ -350,6 +350,13 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
             stats = unsafe { core::mem::transmute::<*mut c_void, Option<StatsFn>>(sym(handle, c)) };
         }
     }
+    let mut name = Text::new();
+    let _ = write!(name, "{}{}\0", symbol.to_str().unwrap_or(""), memplug_abi::FOREIGN_FREE_SUFFIX);
+    // SAFETY: the companion, if the plugin has one, is its foreign-free
+    // function (memplug_abi::FOREIGN_FREE_SUFFIX); null is None.
+    let foreign_free = CStr::from_bytes_with_nul(name.bytes())
+        .ok()
+        .and_then(|c| unsafe { core::mem::transmute::<*mut c_void, Option<ForeignFreeFn>>(sym(handle, c)) });
     let mut plugin = Plugin {
         ctx: header.ctx,
         malloc: header.malloc,
@@ -357,6 +364,7 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
         realloc: header.realloc,
         free: header.free,
         stats,
+        foreign_free,
         aligned_alloc: header.aligned_alloc,
         usable_size: header.usable_size,
         headerless: header.flags & memplug_abi::FLAG_SIZELESS_FREE != 0 && header.usable_size.is_some(),

@@ -8,6 +8,9 @@ use core::ffi::{c_char, c_int, c_void};
 use core::sync::atomic::{AtomicU8, Ordering};
 use memplug_abi::{AlignedAllocFn, CallocFn, FreeFn, MallocFn, ReallocFn, StatsFn, UsableSizeFn};
 
+/// A handler's foreign-free companion (`memplug_abi::FOREIGN_FREE_SUFFIX`).
+pub(crate) type ForeignFreeFn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
+
 /// Before the constructor: the bootstrap heap serves.
 pub(crate) const BOOT: u8 = 0;
 /// The plugin is ready: it serves, a header before each block.
@@ -62,6 +65,10 @@ pub(crate) struct Plugin {
     pub(crate) free: FreeFn,
     /// Its statistics, if it keeps them.
     pub(crate) stats: Option<StatsFn>,
+    /// Its foreign-free companion, if it has one: told of each pointer
+    /// passed to `free` or `realloc` whose header is not this library's
+    /// (a debugging handler reports a double or invalid free).
+    pub(crate) foreign_free: Option<ForeignFreeFn>,
     /// `aligned_alloc(ctx, align, size)`, if it has one (ABI 1.1).
     pub(crate) aligned_alloc: Option<AlignedAllocFn>,
     /// `usable_size(ctx, ptr)`, if it has one (ABI 1.3).

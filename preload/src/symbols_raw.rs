@@ -193,6 +193,7 @@ pub(crate) unsafe fn load(library: *const c_char) -> Result<Plugin, &'static str
         realloc: t.realloc.map(|_| t_realloc as memplug_abi::ReallocFn),
         free: if t.usable.is_some() { t_free_plain } else { t_free },
         stats: None,
+        foreign_free: None,
         aligned_alloc: t.aligned.map(|_| t_aligned as memplug_abi::AlignedAllocFn),
         usable_size: t.usable.map(|_| t_usable as memplug_abi::UsableSizeFn),
         headerless: t.usable.is_some(),

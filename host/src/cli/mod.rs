@@ -1,5 +1,6 @@
 //! The command line: parsing, and dispatch to one file per command
-//! (`check.rs`, `list.rs`, `inspect.rs`, `bench/` and `run/`; `generate.rs`
+//! (`check.rs`, `list.rs`, `inspect.rs`, `bench/`, `run/` and
+//! `symbolize.rs`; `generate.rs`
 //! the completions and man pages); `table.rs` renders
 //! reports as a table, `args.rs` holds the arguments shared by several
 //! commands.
@@ -12,6 +13,7 @@ mod bench;
 mod paths;
 mod sys;
 mod run;
+mod symbolize;
 mod table;
 mod check;
 mod install;
@@ -139,6 +141,10 @@ enum Command {
     /// Exits with the program's status (128 + the signal's number if one
     /// ended it); 2 if the handler is refused (the program is not started).
     Run(Box<run::RunArgs>),
+    /// Name the frames of a heap report that a debugging plugin printed
+    /// without `memplug run` (each frame `#N 0x… (module+0x…)`): read it on
+    /// stdin, write it on stdout with functions, files and lines.
+    Symbolize,
     /// Print the shell completion script for SHELL on stdout, e.g.
     /// `memplug completions bash > ~/.local/share/bash-completion/completions/memplug`.
     Completions {
@@ -225,6 +231,7 @@ fn run(cli: Cli) -> ExitCode {
         }
         Command::Bench(args) => bench::run(*args),
         Command::Run(args) => run::run(*args),
+        Command::Symbolize => symbolize::run(),
         Command::Completions { shell } => generate::completions(Cli::command(), shell),
         Command::ManPages { dir } => generate::man_pages(Cli::command(), &dir),
     }

@@ -57,6 +57,16 @@ pub struct GuardConfig {
     /// live and in quarantine together (`slots=`, default 4096, at most
     /// 1,048,576). When every slot is live, allocations are the system's.
     pub slots: usize,
+    /// Frames kept of each block's allocation and free stacks, and of a bad
+    /// access's or call's (`stack_depth=N`, 0 to 128, default 32; 0 keeps
+    /// none). Reports name them.
+    pub stack_depth: usize,
+    /// Report an error once per block and let the program go on
+    /// (`recover=1`, GWP-ASan's recoverable mode): a faulting access is let
+    /// through (the page is opened), a bad free ignored. Default 0: a bad
+    /// access ends the program by its `SIGSEGV`, a double or invalid free by
+    /// `SIGABRT`, as glibc ends it.
+    pub recover: bool,
 }
 
 /// The byte new blocks are filled with when [`GuardConfig::junk`] is on.
@@ -91,13 +101,25 @@ impl Default for GuardConfig {
             sample: 0,
             sample_max: DEFAULT_SAMPLE_MAX,
             slots: DEFAULT_SLOTS,
+            stack_depth: memplug_stacks::capture::DEFAULT_DEPTH,
+            recover: false,
         }
     }
 }
 
 /// The option names [`GuardConfig::parse`] knows.
-pub const OPTION_NAMES: [&str; 8] =
-    ["side", "quarantine", "abort_on_error", "alignment", "junk", "sample", "sample_max", "slots"];
+pub const OPTION_NAMES: [&str; 10] = [
+    "side",
+    "quarantine",
+    "abort_on_error",
+    "alignment",
+    "junk",
+    "sample",
+    "sample_max",
+    "slots",
+    "stack_depth",
+    "recover",
+];
 
 impl GuardConfig {
     /// Read an options string: comma-separated `key=value` items, spaces
@@ -134,6 +156,14 @@ impl GuardConfig {
                     })?
                 }
                 "abort_on_error" => config.abort_on_error = parse_switch(key, value)?,
+                "recover" => config.recover = parse_switch(key, value)?,
+                "stack_depth" => {
+                    let max = memplug_stacks::capture::MAX_DEPTH;
+                    let n = value.parse().ok().filter(|n| *n <= max);
+                    config.stack_depth = n.ok_or_else(|| {
+                        format!("stack_depth={value:?}: write how many frames to keep of each stack, 0 to {max} (e.g. 32)")
+                    })?
+                }
                 "junk" => config.junk = parse_switch(key, value)?,
                 "sample" => {
                     config.sample = value.parse().ok().filter(|&n| n >= 1).ok_or_else(|| {
@@ -169,12 +199,14 @@ impl fmt::Display for GuardConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "side={},quarantine={},abort_on_error={},alignment={},junk={}",
+            "side={},quarantine={},abort_on_error={},alignment={},junk={},stack_depth={},recover={}",
             self.side.name(),
             self.quarantine,
             u8::from(self.abort_on_error),
             self.alignment,
-            u8::from(self.junk)
+            u8::from(self.junk),
+            self.stack_depth,
+            u8::from(self.recover)
         )?;
         if self.sample != 0 {
             write!(f, ",sample={},sample_max={},slots={}", self.sample, self.sample_max, self.slots)?;
@@ -191,6 +223,9 @@ mod tests {
     fn every_option_and_its_refusals() {
         let c = GuardConfig::parse("alignment=4k,junk=0,quarantine=0").unwrap();
         assert_eq!((c.alignment, c.junk, c.quarantine, c.side), (4096, false, 0, Side::End));
+        let c = GuardConfig::parse("stack_depth=0,recover=1").unwrap();
+        assert_eq!((c.stack_depth, c.recover), (0, true));
+        assert_eq!(GuardConfig::parse(&c.to_string()).unwrap(), c);
         let c = GuardConfig::parse("sample=1000,sample_max=1m,slots=16").unwrap();
         assert_eq!((c.sample, c.sample_max, c.slots), (1000, 1 << 20, 16));
         assert_eq!(GuardConfig::parse(&c.to_string()).unwrap(), c);
@@ -209,6 +244,8 @@ mod tests {
             ("sample_max=0", "1 byte to 1g"),
             ("slots=0", "1 to 1048576"),
             ("slots=2000000", "1 to 1048576"),
+            ("stack_depth=129", "0 to 128"),
+            ("recover=2", "recover=1"),
         ] {
             let e = GuardConfig::parse(bad).unwrap_err();
             assert!(e.contains(says), "{bad}: {e}");

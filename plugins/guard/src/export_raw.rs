@@ -24,10 +24,12 @@ impl Allocator for Guard {
     const HAS_INSTANCES: bool = true;
 
     fn create() -> Self {
+        init_stacks();
         Guard::new(crate::GuardConfig::default())
     }
 
     fn with_options(&self, options: &str) -> Result<Self, String> {
+        init_stacks();
         Guard::from_options(options)
     }
 
@@ -113,3 +115,30 @@ fn serve(g: &Guard, size: usize, align: usize, zeroed: bool) -> *mut u8 {
 }
 
 export_handler!(Guard);
+
+/// As a plugin: stacks start at the program's call (this library's frames,
+/// and the interposer's under `memplug run`, are cut off), and a fault in
+/// the interposer is its read of a header (a bad free).
+fn init_stacks() {
+    let r = memplug_stacks::capture::init_allocator(serve as fn(&Guard, usize, usize, bool) -> *mut u8 as usize);
+    crate::signal_raw::set_interposer(r);
+}
+
+/// The foreign-free companion of the entry (see
+/// `memplug_abi::FOREIGN_FREE_SUFFIX`): `memplug run`'s interposer could
+/// not match `ptr` to a block. 1 when guard reported it (and the program
+/// goes on: `recover=1`), 0 when it may be a block libc made; a bad free
+/// otherwise aborts the program here.
+///
+/// # Safety
+/// `ctx` is the `ctx` of a handler of this plugin.
+#[unsafe(no_mangle)]
+pub(crate) unsafe extern "C" fn memplug_handler_foreign_free(
+    ctx: *mut core::ffi::c_void,
+    ptr: *mut core::ffi::c_void,
+) -> i32 {
+    // SAFETY: the ctx of every handler of this plugin is a `Guard` (the
+    // default instance's, or one `create` made), alive while it serves.
+    let g = unsafe { &*ctx.cast::<Guard>() };
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| i32::from(g.foreign_free(ptr as usize)))).unwrap_or(0)
+}

@@ -23,13 +23,20 @@
 //!   32 MiB; the oldest leave first), so a use after free faults too.
 //!   `realloc` always moves the block, so a stale pointer to the old copy
 //!   faults as well.
-//! - **Checked frees.** A double free (of a block still in quarantine), a
-//!   free of a pointer into the middle of a block, or of a pointer it did not
-//!   make is reported on standard error, counted in `bad_frees`, and
-//!   ignored; a free whose size differs from the block's is reported, counted
-//!   in `size_mismatches` and served with the recorded size. With
-//!   `abort_on_error=1` any finding aborts the process (SIGABRT) after its
-//!   message, so the core dump or the debugger stops at the bad call.
+//! - **Reports with stacks.** Every block keeps the stack that allocated
+//!   it and, once freed, the one that freed it (`stack_depth=`, default 32
+//!   frames). A fault in a guarded block is caught by a `SIGSEGV` handler
+//!   and reported in AddressSanitizer's words (`heap-buffer-overflow`,
+//!   `heap-buffer-underflow`, `use-after-free`) with the access's, the
+//!   allocation's and the free's stacks; the program then dies by the
+//!   signal. A double free, a free of a pointer into the middle of a block,
+//!   or of a pointer it did not make is reported the same way
+//!   (`double-free`, `invalid-free`), counted in `bad_frees`, and aborts
+//!   the program, as glibc aborts it. `recover=1` reports each block once
+//!   and lets the program go on. A free whose size differs from the
+//!   block's is reported, counted in `size_mismatches` and served with the
+//!   recorded size; with `abort_on_error=1` that and an overwritten canary
+//!   abort too.
 //! - **Junk.** New blocks (not zeroed ones) are filled with `0xa5`, so reads
 //!   of memory never written do not see the zeros of a fresh mapping.
 //! - **Sampling.** `sample=N` guards one allocation in N, chosen at random
@@ -47,17 +54,19 @@
 //!
 //! Options ([`GuardConfig::parse`]): `side=end|start`, `quarantine=SIZE`
 //! (`k`/`m`/`g` suffixes; 0 for none), `abort_on_error=0|1`, `alignment=N`
-//! (a power of two, 16 to 1g), `junk=0|1`, and for sampling `sample=N`,
-//! `sample_max=SIZE` (default 64k) and `slots=N` (default 4096).
+//! (a power of two, 16 to 1g), `junk=0|1`, `stack_depth=N` (0 to 128),
+//! `recover=0|1`, and for sampling `sample=N`, `sample_max=SIZE` (default
+//! 64k) and `slots=N` (default 4096).
 //!
 //! ```
 //! use memplug_guard::Guard;
 //!
-//! let g = Guard::from_options("side=start,quarantine=1m").unwrap();
+//! let g = Guard::from_options("side=start,quarantine=1m,recover=1").unwrap();
 //! let p = g.alloc(100, 1, false);
 //! assert!(p != 0 && p % 4096 == 0, "side=start: the block starts on a page");
 //! g.free(p, 100);
 //! g.free(p, 100); // a double free: reported on stderr, counted, ignored
+//!                 // (without recover=1: the process aborts, as under glibc)
 //! assert_eq!(g.stats().bad_frees, 1);
 //! ```
 //!
@@ -70,12 +79,16 @@
 //! 3. [`limits`] — `vm.max_map_count` and the process's mappings;
 //! 4. `raw` (private) — the mappings (all `unsafe` system calls) and
 //!    libc's allocator, for what is not sampled;
-//! 5. `report` (private) — the messages;
-//! 6. `tables` (private) — what the lock guards;
-//! 7. [`state`] — the allocator;
-//! 8. `export_raw` (private) — the plugin entry and the routing by address.
+//! 5. `tables` (private) — what the lock guards;
+//! 6. `errors` (private) — heap errors reported with their stacks (bad
+//!    accesses, bad frees, leaks);
+//! 7. `signal_raw` (private) — the `SIGSEGV` handler, the instances it
+//!    asks, the destructor that lists the blocks live at exit;
+//! 8. `report` (private) — the other messages;
+//! 9. [`state`] — the allocator;
+//! 10. `export_raw` (private) — the plugin entry and the routing by address.
 //!
-//! All `unsafe` code is in `raw/` and `export_raw`; the rest of the crate
+//! All `unsafe` code is in `raw/`, `signal_raw` and `export_raw`; the rest of the crate
 //! denies it.
 
 #![deny(unsafe_code)]
@@ -86,8 +99,11 @@ pub mod sample;
 pub mod limits;
 #[allow(unsafe_code)]
 mod raw;
-mod report;
 mod tables;
+mod errors;
+#[allow(unsafe_code)]
+mod signal_raw;
+mod report;
 pub mod state;
 #[allow(unsafe_code)]
 mod export_raw;

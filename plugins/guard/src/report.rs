@@ -1,4 +1,6 @@
-//! What the guard says when it finds an error, and whether it then aborts.
+//! What the guard says of a size mismatch and of overwritten slack, and
+//! whether it then aborts (bad accesses and bad frees are reported with
+//! their stacks by `errors`).
 //!
 //! A plugin cannot reach the host's `tracing` subscriber, so findings go to
 //! the process's standard error, one line each, starting with
@@ -13,13 +15,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// An error the guard found in a call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Finding {
-    /// A free (or realloc) of a block that was already freed and is still in
-    /// the quarantine.
-    DoubleFree { op: Op, ptr: usize, size: usize },
-    /// A pointer inside a live block (or its guard pages), not its start.
-    Interior { op: Op, ptr: usize, block: usize, block_size: usize },
-    /// A pointer this allocator does not know.
-    Unknown { op: Op, ptr: usize, quarantine: usize },
     /// A free or realloc whose size differs from the block's.
     SizeMismatch { op: Op, ptr: usize, size: usize, recorded: usize },
     /// Slack bytes around a block were overwritten.
@@ -47,25 +42,6 @@ impl fmt::Display for Op {
 impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Finding::DoubleFree { op, ptr, size } => write!(
-                f,
-                "double free: {op} of {ptr:#x} ({size} bytes), which was already freed and is still in \
-                 quarantine; the call is ignored"
-            ),
-            Finding::Interior { op, ptr, block, block_size } => {
-                let off = ptr as isize - block as isize;
-                write!(
-                    f,
-                    "bad free: {op} of {ptr:#x}, which is not the start of a block but {off} bytes from the \
-                     live block {block:#x} ({block_size} bytes); pass the pointer the allocator returned. The \
-                     call is ignored"
-                )
-            }
-            Finding::Unknown { op, ptr, quarantine } => write!(
-                f,
-                "bad free: {op} of {ptr:#x}, which this allocator did not make (or freed so long ago that it \
-                 left the {quarantine}-byte quarantine); the call is ignored"
-            ),
             Finding::SizeMismatch { op, ptr, size, recorded } => write!(
                 f,
                 "size mismatch: {op} of {ptr:#x} with size {size}, but the block was allocated with {recorded} \
@@ -145,12 +121,10 @@ mod tests {
 
     #[test]
     fn messages_name_the_error_and_the_block() {
-        let f = Finding::DoubleFree { op: Op::Free, ptr: 0x1000, size: 8 };
-        assert!(f.to_string().starts_with("double free: free of 0x1000 (8 bytes)"), "{f}");
         let f = Finding::Overwritten { op: Op::Free, ptr: 0x1000, size: 13, before: 0, after: 1, first: 13 };
         assert!(f.to_string().starts_with("heap overrun: 1 byte after the end of block 0x1000"), "{f}");
-        let f = Finding::Interior { op: Op::Realloc, ptr: 0x1010, block: 0x1000, block_size: 64 };
-        assert!(f.to_string().contains("16 bytes from the live block 0x1000"), "{f}");
+        let f = Finding::SizeMismatch { op: Op::Realloc, ptr: 0x1010, size: 10, recorded: 64 };
+        assert!(f.to_string().contains("size mismatch: realloc of 0x1010 with size 10"), "{f}");
         let m = map_limit_message(65_500, 65_530, 21_800, false);
         for says in
             ["65500 memory mappings", "allows 65530", "21800 blocks", "sysctl -w vm.max_map_count", "sample=1000"]

@@ -20,16 +20,17 @@
 //! allocation returns 0 (see `report::map_limit`).
 
 use crate::config::GuardConfig;
+use crate::errors::{Shared, Verdict};
 use crate::layout::{Plan, damaged_canaries, fill_canaries};
 use crate::raw::pages::{Region, page_size};
 use crate::report::{Finding, Op, report};
 use crate::sample::Sampler;
 pub(crate) use crate::tables::Block;
-use crate::tables::{Quarantined, Tables};
+use crate::tables::{Origin, Quarantined, Tables};
 use memplug_abi::MemplugStats;
 use memplug_abi::fork::{ForkLock, ForkMutex};
 use std::io;
-use std::sync::MutexGuard;
+use std::sync::{Arc, MutexGuard};
 
 /// With `sample=`: the sampler and the pool's address range.
 #[derive(Debug)]
@@ -61,7 +62,14 @@ pub struct Guard {
     config: GuardConfig,
     page: usize,
     sampling: Option<Sampling>,
-    tables: ForkMutex<Tables>,
+    /// The tables, shared with the `SIGSEGV` handler (`raw::signal`).
+    shared: Arc<Shared>,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        crate::signal_raw::unregister(&self.shared);
+    }
 }
 
 impl Guard {
@@ -92,7 +100,11 @@ impl Guard {
                 Some(Sampling { sampler: Sampler::seeded(every), lo, hi, slot_len: plan.total })
             }
         };
-        Ok(Guard { config, page, sampling, tables: ForkMutex::new(tables) })
+        memplug_stacks::capture::init();
+        let pool = sampling.as_ref().map_or((0, 0), |s| (s.lo, s.hi));
+        let shared = Arc::new(Shared { config, tables: ForkMutex::new(tables), pool });
+        crate::signal_raw::register(&shared);
+        Ok(Guard { config, page, sampling, shared })
     }
 
     /// A guard allocator with `config`; see [`Guard::try_new`], whose error
@@ -137,13 +149,13 @@ impl Guard {
         // A panic while the lock was held (caught at the plugin boundary)
         // leaves the tables consistent: every update is a single insert or
         // remove. `ForkMutex::lock` carries on past poisoning.
-        self.tables.lock()
+        self.shared.tables.lock()
     }
 
     /// The one lock, for the fork handlers: a `fork` waits until no thread
     /// is inside the tables, and the child finds them whole and unlocked.
     pub(crate) fn fork_locks<'a>(&'a self, locks: &mut dyn FnMut(&'a dyn ForkLock)) {
-        locks(&self.tables);
+        locks(&self.shared.tables);
     }
 
     /// A new guarded block of `size` bytes (`size >= 1`) aligned to at
@@ -151,7 +163,8 @@ impl Guard {
     /// if it cannot be made (with `sample=`: also when it does not fit a
     /// slot, or every slot is live). The sampler is not asked.
     pub fn alloc(&self, size: usize, align: usize, zeroed: bool) -> usize {
-        let Some(block) = self.make(size, align, zeroed) else { return 0 };
+        let made = crate::errors::here(self.config.stack_depth);
+        let Some(block) = self.make(size, align, zeroed, made) else { return 0 };
         let ptr = block.at.ptr;
         let mut t = self.tables();
         t.live.insert(ptr, block);
@@ -164,7 +177,7 @@ impl Guard {
     }
 
     /// Reserve, open and fill a block; not yet recorded anywhere.
-    fn make(&self, size: usize, align: usize, zeroed: bool) -> Option<Block> {
+    fn make(&self, size: usize, align: usize, zeroed: bool, made: Origin) -> Option<Block> {
         let align = align.max(self.config.alignment);
         let side_end = self.config.side == crate::config::Side::End;
         let plan = Plan::new(size.max(1), align, self.page, side_end)?;
@@ -187,7 +200,7 @@ impl Guard {
         if !zeroed && self.config.junk {
             window[off(at.ptr)..off(at.ptr) + at.size].fill(crate::config::JUNK);
         }
-        Some(Block { region, at, align: plan.align() })
+        Some(Block { region, at, align: plan.align(), made, reported: false })
     }
 
     /// A slot of the pool: a free one, else the oldest in quarantine.
@@ -265,7 +278,8 @@ impl Guard {
     /// can be made with `sample=`).
     pub(crate) fn resize(&self, ptr: usize, old_size: usize, new_size: usize, guarded: bool) -> Resized {
         let Some(old) = self.take(Op::Realloc, ptr, old_size) else { return Resized::Failed };
-        let made = if guarded { self.make(new_size.max(1), old.align, false) } else { None };
+        let origin = crate::errors::here(self.config.stack_depth);
+        let made = if guarded { self.make(new_size.max(1), old.align, false, origin) } else { None };
         let Some(mut new) = made else {
             if guarded && !self.is_sampling() {
                 self.restore(old);
@@ -300,9 +314,20 @@ impl Guard {
     /// quarantined; report and count what is wrong with the call.
     fn take(&self, op: Op, ptr: usize, size: usize) -> Option<Block> {
         let mut t = self.tables();
-        let finding = match t.live.remove(&ptr) {
+        match t.live.remove(&ptr) {
             Some(block) => {
-                t.quarantine.insert(ptr, Quarantined { size: block.at.size, region: None });
+                let user = crate::errors::freed_view(&block);
+                let (base, len) = (block.region.base(), block.region.len());
+                let freed = crate::errors::here(self.config.stack_depth);
+                let q = Quarantined {
+                    region: None,
+                    span: (base, base + len),
+                    user,
+                    made: block.made,
+                    freed,
+                    reported: false,
+                };
+                t.quarantine.insert(ptr, q);
                 if block.at.size == size {
                     return Some(block);
                 }
@@ -310,28 +335,36 @@ impl Guard {
                 let finding = Finding::SizeMismatch { op, ptr, size, recorded: block.at.size };
                 drop(t);
                 report(&finding, self.config.abort_on_error);
-                return Some(block);
+                Some(block)
             }
             None => {
                 t.stats.bad_frees += 1;
-                if let Some(q) = t.quarantine.get(&ptr) {
-                    Finding::DoubleFree { op, ptr, size: q.size }
-                } else if let Some((&start, b)) = t.live.range(..=ptr).next_back().filter(|(_, b)| {
-                    let (base, len) = (b.region.base(), b.region.len());
-                    (base..base + len).contains(&ptr)
-                }) {
-                    Finding::Interior { op, ptr, block: start, block_size: b.at.size }
-                } else if let Some((&start, b)) = t.live.range(ptr..).next().filter(|(_, b)| ptr >= b.region.base()) {
-                    // In the leading guard page of the next block.
-                    Finding::Interior { op, ptr, block: start, block_size: b.at.size }
-                } else {
-                    Finding::Unknown { op, ptr, quarantine: self.config.quarantine }
+                let verdict = crate::errors::bad_free(&mut t, &self.config, self.shared.pool, ptr, false);
+                drop(t);
+                if verdict == Verdict::Abort {
+                    std::process::abort();
                 }
+                None
             }
-        };
+        }
+    }
+
+    /// A pointer `memplug run`'s interposer could not match to a block (its
+    /// header is not one the interposer wrote): reported (and the program
+    /// aborted, unless `recover=1`) when it is inside a block of guard's,
+    /// freed already, or cannot be a block libc made; `false` when it may
+    /// be such a libc block, which is left alone.
+    pub fn foreign_free(&self, ptr: usize) -> bool {
+        let mut t = self.tables();
+        let verdict = crate::errors::bad_free(&mut t, &self.config, self.shared.pool, ptr, true);
+        if verdict != Verdict::NotOurs {
+            t.stats.bad_frees += 1;
+        }
         drop(t);
-        report(&finding, self.config.abort_on_error);
-        None
+        match verdict {
+            Verdict::Abort => std::process::abort(),
+            v => v != Verdict::NotOurs,
+        }
     }
 
     /// Put back a block `take` took, after a failed realloc.
@@ -397,6 +430,12 @@ impl Guard {
         self.tables().stats
     }
 
+    /// The blocks live now, grouped by allocation stack: `(bytes, blocks,
+    /// stack)`, largest first.
+    pub fn live_by_stack(&self) -> Vec<(u64, u64, memplug_stacks::capture::StackId)> {
+        crate::errors::live_by_stack(&self.shared)
+    }
+
     /// Bytes of address space the quarantine holds now.
     pub fn quarantined_bytes(&self) -> usize {
         self.tables().held
@@ -428,7 +467,7 @@ mod tests {
 
     #[test]
     fn double_unknown_and_interior_frees_are_counted_not_served() {
-        let g = guard("");
+        let g = guard("recover=1");
         let p = g.alloc(64, 16, false);
         g.free(p, 64);
         g.free(p, 64); // double
@@ -444,7 +483,7 @@ mod tests {
 
     #[test]
     fn the_quarantine_is_bounded() {
-        let g = guard("quarantine=64k");
+        let g = guard("quarantine=64k,recover=1");
         let blocks: Vec<usize> = (0..40).map(|_| g.alloc(100, 16, false)).collect();
         for &p in &blocks {
             g.free(p, 100);
@@ -486,7 +525,7 @@ mod tests {
 
     #[test]
     fn sampled_blocks_live_in_a_bounded_pool_and_reuse_the_oldest_slot() {
-        let g = guard("sample=1,slots=4,sample_max=4k,quarantine=0");
+        let g = guard("sample=1,slots=4,sample_max=4k,quarantine=0,recover=1");
         assert!(g.is_sampling() && g.sampled());
         let ps: Vec<usize> = (0..4).map(|_| g.alloc(100, 16, false)).collect();
         assert!(ps.iter().all(|&p| p != 0 && g.owns(p)), "{ps:x?}");
@@ -504,7 +543,7 @@ mod tests {
 
     #[test]
     fn a_full_pool_takes_its_oldest_quarantined_slot() {
-        let g = guard("sample=1,slots=2,sample_max=4k");
+        let g = guard("sample=1,slots=2,sample_max=4k,recover=1");
         let (a, b) = (g.alloc(10, 16, false), g.alloc(10, 16, false));
         g.free(a, 10);
         g.free(b, 10);
@@ -517,7 +556,7 @@ mod tests {
 
     #[test]
     fn a_block_not_sampled_again_moves_out_of_the_pool() {
-        let g = guard("sample=1,slots=2,sample_max=4k");
+        let g = guard("sample=1,slots=2,sample_max=4k,recover=1");
         let p = g.alloc(10, 16, false);
         match g.resize(p, 10, 20, false) {
             Resized::MoveOut(b) => {

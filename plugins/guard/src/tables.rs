@@ -5,7 +5,15 @@
 use crate::layout::Placed;
 use crate::raw::pages::Region;
 use memplug_abi::MemplugStats;
+use memplug_stacks::capture::StackId;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// Who made a block, or freed it: the stack and the thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Origin {
+    pub(crate) stack: StackId,
+    pub(crate) thread: u32,
+}
 
 /// A live block: its region and where it sits.
 #[derive(Debug)]
@@ -13,6 +21,10 @@ pub(crate) struct Block {
     pub(crate) region: Region,
     pub(crate) at: Placed,
     pub(crate) align: usize,
+    /// Where it was allocated.
+    pub(crate) made: Origin,
+    /// Whether an error in it was reported (with `recover=1`, once per block).
+    pub(crate) reported: bool,
 }
 
 impl Block {
@@ -23,12 +35,20 @@ impl Block {
     }
 }
 
-/// A freed block: its size, and its region once it is closed and queued
-/// (`None` while the free that put it here is still closing it).
+/// A freed block: its region once it is closed and queued
+/// (`None` while the free that put it here is still closing it); the
+/// region's span, the block as the program saw it, who made and freed it.
 #[derive(Debug)]
 pub(crate) struct Quarantined {
-    pub(crate) size: usize,
     pub(crate) region: Option<Region>,
+    /// `[base, end)` of the region.
+    pub(crate) span: (usize, usize),
+    /// The block as the program saw it: start and size.
+    pub(crate) user: (usize, usize),
+    pub(crate) made: Origin,
+    pub(crate) freed: Origin,
+    /// Whether an error in it was reported.
+    pub(crate) reported: bool,
 }
 
 /// What the lock guards.
@@ -63,7 +83,12 @@ impl Tables {
     /// Put a region no block uses any more where it goes: a slot back among
     /// the free ones; a mapping of its own into `unmap` (dropped outside the
     /// lock).
-    pub(crate) fn discard(&mut self, region: Region, unmap: &mut Vec<Region>) {
-        if region.is_pooled() { self.free_slots.push_back(region) } else { unmap.push(region) }
+    pub(crate) fn discard(&mut self, mut region: Region, unmap: &mut Vec<Region>) {
+        if region.is_pooled() {
+            region.seal();
+            self.free_slots.push_back(region)
+        } else {
+            unmap.push(region)
+        }
     }
 }

@@ -2,10 +2,16 @@
 //! block recording a secret tag and the block's size — NumPy's test "secret
 //! data allocator", made a debugging tool.
 //!
+//! - Every block keeps the stack that allocated it (`stack_depth=N`
+//!   frames, default 32; 0 for none): `memplug run --report` lists the
+//!   blocks live at exit by allocation stack.
 //! - A free (or realloc) of a pointer that is not a live block of this
-//!   allocator — one it did not make, or already freed — is reported on
-//!   stderr, counted in `bad_frees`, and **not** passed to libc (the block
-//!   leaks rather than corrupting the heap).
+//!   allocator — a double free, a pointer inside a block, one it never
+//!   made — is reported with its stacks (where it was allocated and freed)
+//!   in AddressSanitizer's words, counted in `bad_frees`, never passed to
+//!   libc, and the program aborted (`SIGABRT`), as glibc aborts it; with
+//!   `recover=1` it goes on (the block leaks rather than corrupting the
+//!   heap).
 //! - A free or realloc whose size differs from the recorded one is reported,
 //!   counted in `size_mismatches`, and then served with the recorded size.
 //! - Live bytes, live blocks, peak bytes and total allocations are kept in
@@ -24,11 +30,24 @@
 //! are taken around a `fork` (see [`memplug_abi::fork`]), so the child of a
 //! process whose threads were inside the allocator can allocate at once.
 
-mod registry;
+//!
+//! Options: `stack_depth=N` (0 to 128), `recover=0|1`.
+//!
+//! # Layers
+//! 0. `registry` — the live blocks and the last freed ones, sharded;
+//! 1. `errors` — bad frees reported with their stacks; the leaks;
+//! 2. `process_raw` — the instances the destructor lists at exit, and the
+//!    interposer's foreign-free companion.
 
+mod registry;
+mod errors;
+mod process_raw;
+
+use errors::Verdict;
 use memplug_abi::fork::ForkLock;
 use memplug_abi::{Allocator, FLAG_KNOWS_FOREIGN, FLAG_THREAD_SAFE, MemplugStats, export_handler};
-use registry::Registry;
+use registry::{Freed, Live, Registry};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Bytes in front of every block: the tag and the size, 16 to keep blocks
@@ -38,19 +57,84 @@ const TAG: u64 = 0x5EC2_E7DA_7A11_0C8D;
 const FREED: u64 = 0xF2EE_D0F2_EED0_F2EE;
 
 /// libc with a size prefix and counters.
-#[derive(Default)]
 pub struct Tracking {
+    /// Frames kept of each block's stacks (`stack_depth=`).
+    stack_depth: usize,
+    /// Whether a bad free lets the program go on (`recover=1`).
+    recover: bool,
     live_bytes: AtomicU64,
     peak_bytes: AtomicU64,
     total_allocations: AtomicU64,
     live_count: AtomicU64,
     bad_frees: AtomicU64,
     size_mismatches: AtomicU64,
-    /// The user pointers of the live blocks.
-    live: Registry,
+    /// The live blocks (and the last freed ones).
+    live: Arc<Registry>,
+}
+
+impl Default for Tracking {
+    fn default() -> Tracking {
+        Tracking::with(memplug_stacks::capture::DEFAULT_DEPTH, false)
+    }
+}
+
+impl Drop for Tracking {
+    fn drop(&mut self) {
+        process_raw::unregister(&self.live);
+    }
 }
 
 impl Tracking {
+    /// An allocator keeping `stack_depth` frames of each stack; `recover`:
+    /// a bad free is reported and the program goes on.
+    fn with(stack_depth: usize, recover: bool) -> Tracking {
+        memplug_stacks::capture::init();
+        let live = Arc::new(Registry::default());
+        process_raw::register(&live);
+        Tracking {
+            stack_depth,
+            recover,
+            live_bytes: AtomicU64::new(0),
+            peak_bytes: AtomicU64::new(0),
+            total_allocations: AtomicU64::new(0),
+            live_count: AtomicU64::new(0),
+            bad_frees: AtomicU64::new(0),
+            size_mismatches: AtomicU64::new(0),
+            live,
+        }
+    }
+
+    /// Read an options string: `stack_depth=N` (0 to 128), `recover=0|1`.
+    pub fn from_options(options: &str) -> Result<Tracking, String> {
+        let (mut depth, mut recover) = (memplug_stacks::capture::DEFAULT_DEPTH, false);
+        for (key, value) in memplug_abi::options::items(options, &["stack_depth", "recover"], "tracking")? {
+            match key {
+                "recover" => recover = memplug_abi::options::parse_switch(key, value)?,
+                _ => {
+                    let max = memplug_stacks::capture::MAX_DEPTH;
+                    depth = value.parse().ok().filter(|n| *n <= max).ok_or_else(|| {
+                        format!("stack_depth={value:?}: write how many frames to keep of each stack, 0 to {max}")
+                    })?;
+                }
+            }
+        }
+        Ok(Tracking::with(depth, recover))
+    }
+
+    /// A pointer `memplug run`'s interposer could not match: reported as a
+    /// bad free (and the program aborted unless `recover=1`) unless it may
+    /// be a block libc made (`false`: left alone).
+    pub fn foreign_free(&self, ptr: usize) -> bool {
+        match errors::bad_free(&self.live, self.stack_depth, self.recover, ptr, true) {
+            Verdict::NotOurs => false,
+            Verdict::GoOn => {
+                self.bad_frees.fetch_add(1, Relaxed);
+                true
+            }
+            Verdict::Abort => std::process::abort(),
+        }
+    }
+
     fn track_alloc(&self, size: usize) {
         let live = self.live_bytes.fetch_add(size as u64, Relaxed) + size as u64;
         self.peak_bytes.fetch_max(live, Relaxed);
@@ -75,7 +159,8 @@ impl Tracking {
             (base as *mut u64).add(1).write(size as u64);
             base.add(PREFIX)
         };
-        self.live.insert(ptr as usize);
+        let made = errors::here(self.stack_depth);
+        self.live.insert(ptr as usize, Live { size, made });
         ptr
     }
 
@@ -83,15 +168,16 @@ impl Tracking {
     /// this allocator, which it then takes out of the set of live blocks
     /// (the caller frees or resizes it, or puts it back with `keep`).
     /// Reports and counts what is wrong otherwise, reading nothing.
-    fn take(&self, what: &str, ptr: *mut u8, size: usize) -> Option<(*mut u8, usize)> {
-        if !self.live.remove(ptr as usize) {
+    fn take(&self, what: &str, ptr: *mut u8, size: usize) -> Option<(*mut u8, usize, Live)> {
+        let Some(block) = self.live.remove(ptr as usize) else {
             self.bad_frees.fetch_add(1, Relaxed);
-            eprintln!(
-                "memplug tracking: {what} of {ptr:p} ({size} bytes) refused: not a live block of this allocator \
-                 (never made by it, or freed already); the block is left alone"
-            );
+            match errors::bad_free(&self.live, self.stack_depth, self.recover, ptr as usize, false) {
+                Verdict::Abort => std::process::abort(),
+                Verdict::GoOn | Verdict::NotOurs => {}
+            }
+            let _ = what;
             return None;
-        }
+        };
         // SAFETY: `ptr` was registered by `finish`: it is the user pointer
         // of a live block whose prefix (two aligned u64) this allocator
         // wrote, and taking it out of the set made it this caller's alone.
@@ -106,7 +192,22 @@ impl Tracking {
                 "memplug tracking: {what} of {ptr:p} with size {size}, but it was allocated with {recorded} bytes"
             );
         }
-        Some((base, recorded))
+        Some((base, recorded, block))
+    }
+}
+
+impl Tracking {
+    /// Remember the block at `ptr`, being freed (`cleared`: the
+    /// interposer cleared its header at `free`), for double-free reports.
+    fn forgotten(&self, ptr: usize, block: Live, cleared: bool) {
+        let read = |a: usize| {
+            // SAFETY: `interposed_view` asks only for words inside the block
+            // (`ptr..ptr + size`), which is live and this caller's.
+            (a >= ptr && a + 16 <= ptr + block.size).then(|| unsafe { (a as *const [u64; 2]).read_unaligned() })
+        };
+        let user = errors::view(ptr, block.size, cleared, &read);
+        let freed = errors::here(self.stack_depth);
+        self.live.forget_later(Freed { ptr, size: block.size, user, made: block.made, freed });
     }
 }
 
@@ -116,9 +217,16 @@ impl Allocator for Tracking {
     const FLAGS: u32 = FLAG_THREAD_SAFE | FLAG_KNOWS_FOREIGN;
     const REQUIRED_FLAGS: u32 = memplug_abi::REQUIRE_SIZED_FREE;
     const HAS_USABLE_SIZE: bool = true;
+    const HAS_INSTANCES: bool = true;
 
     fn create() -> Self {
+        memplug_stacks::capture::init_allocator(Tracking::with as fn(usize, bool) -> Tracking as usize);
         Tracking::default()
+    }
+
+    fn with_options(&self, options: &str) -> Result<Self, String> {
+        memplug_stacks::capture::init_allocator(Tracking::with as fn(usize, bool) -> Tracking as usize);
+        Tracking::from_options(options)
     }
 
     fn malloc(&self, size: usize) -> *mut u8 {
@@ -153,12 +261,12 @@ impl Allocator for Tracking {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, old_size: usize, new_size: usize) -> *mut u8 {
-        let Some((base, recorded)) = self.take("realloc", ptr, old_size) else {
+        let Some((base, recorded, block)) = self.take("realloc", ptr, old_size) else {
             return std::ptr::null_mut();
         };
         // On failure the old block is untouched and still live.
         let keep = || {
-            self.live.insert(ptr as usize);
+            self.live.insert(ptr as usize, block);
             std::ptr::null_mut()
         };
         let Some(total) = new_size.checked_add(PREFIX) else {
@@ -169,6 +277,7 @@ impl Allocator for Tracking {
         if nbase.is_null() {
             return keep();
         }
+        self.forgotten(ptr as usize, block, false);
         self.track_free(recorded);
         self.track_alloc(new_size);
         self.total_allocations.fetch_sub(1, Relaxed); // a resize is not a new allocation
@@ -177,9 +286,10 @@ impl Allocator for Tracking {
     }
 
     unsafe fn free(&self, ptr: *mut u8, size: usize) {
-        let Some((base, recorded)) = self.take("free", ptr, size) else {
+        let Some((base, recorded, block)) = self.take("free", ptr, size) else {
             return;
         };
+        self.forgotten(ptr as usize, block, true);
         // SAFETY: `base` is our live block; mark it freed, then release it.
         unsafe {
             (base as *mut u64).write(FREED);

@@ -1,5 +1,8 @@
-//! The set of live blocks (their user pointers), so that a free can tell a
-//! block of this allocator from any other pointer without reading memory.
+//! The set of live blocks (their user pointers, with their sizes and where
+//! they were allocated), so that a free can tell a block of this allocator
+//! from any other pointer without reading memory; and, for reports, the
+//! blocks freed last (a bounded ring per shard), with where they were
+//! freed.
 //!
 //! Sharded by address: 64 hash sets, each behind its own mutex, so that
 //! threads freeing unrelated blocks rarely meet on a lock. A mutex is held
@@ -12,14 +15,51 @@
 //! set, and the child finds every set whole and every lock free.
 
 use memplug_abi::fork::{ForkLock, ForkMutex};
-use std::collections::HashSet;
+use memplug_stacks::capture::StackId;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 const SHARDS: usize = 64;
+/// Freed blocks remembered per shard (for double-free reports).
+const FREED_PER_SHARD: usize = 256;
+
+/// Who made (or freed) a block: its stack and thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub(crate) stack: StackId,
+    pub(crate) thread: u32,
+}
+
+/// What is kept of a live block.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Live {
+    /// Its size (as this allocator was asked for it).
+    pub(crate) size: usize,
+    pub(crate) made: Origin,
+}
+
+/// What is kept of a freed block.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Freed {
+    /// The pointer this allocator had handed out.
+    pub(crate) ptr: usize,
+    pub(crate) size: usize,
+    /// The block as the program saw it: start and size.
+    pub(crate) user: (usize, usize),
+    pub(crate) made: Origin,
+    pub(crate) freed: Origin,
+}
+
+/// One shard: live blocks by pointer, and the last freed ones.
+#[derive(Default)]
+pub(crate) struct Shard {
+    pub(crate) live: HashMap<usize, Live, BuildHasherDefault<AddrHasher>>,
+    pub(crate) freed: VecDeque<Freed>,
+}
 
 /// A hasher for addresses: one multiplication (Fibonacci hashing).
 #[derive(Default)]
-struct AddrHasher(u64);
+pub(crate) struct AddrHasher(u64);
 
 impl Hasher for AddrHasher {
     fn finish(&self) -> u64 {
@@ -37,11 +77,9 @@ impl Hasher for AddrHasher {
     }
 }
 
-type Set = HashSet<usize, BuildHasherDefault<AddrHasher>>;
-
 /// See the module docs.
 pub(crate) struct Registry {
-    shards: Box<[ForkMutex<Set>]>,
+    shards: Box<[ForkMutex<Shard>]>,
 }
 
 impl Default for Registry {
@@ -53,12 +91,12 @@ impl Default for Registry {
 impl Registry {
     /// The shard of `addr`: blocks are 16-aligned, so the low bits say
     /// nothing; mix the rest.
-    fn shard(&self, addr: usize) -> &ForkMutex<Set> {
+    fn shard(&self, addr: usize) -> &ForkMutex<Shard> {
         let h = ((addr >> 4) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         &self.shards[(h >> 58) as usize % SHARDS]
     }
 
-    fn set(&self, addr: usize) -> std::sync::MutexGuard<'_, Set> {
+    fn set(&self, addr: usize) -> std::sync::MutexGuard<'_, Shard> {
         // A panic never happens while a set is borrowed: a set is always
         // whole (`ForkMutex` ignores poisoning).
         self.shard(addr).lock()
@@ -73,20 +111,37 @@ impl Registry {
     }
 
     /// Record a new live block.
-    pub(crate) fn insert(&self, addr: usize) {
-        self.set(addr).insert(addr);
+    pub(crate) fn insert(&self, addr: usize, block: Live) {
+        self.set(addr).live.insert(addr, block);
     }
 
     /// `read()` while `addr` is a live block — its shard held, so that no
     /// free takes it meanwhile; `None` if it is not one.
     pub(crate) fn while_live<R>(&self, addr: usize, read: impl FnOnce() -> R) -> Option<R> {
         let set = self.set(addr);
-        set.contains(&addr).then(read)
+        set.live.contains_key(&addr).then(read)
     }
 
-    /// Take a block out of the set: `false` if it was not a live block.
-    pub(crate) fn remove(&self, addr: usize) -> bool {
-        self.set(addr).remove(&addr)
+    /// Take a block out of the set: `None` if it was not a live block.
+    pub(crate) fn remove(&self, addr: usize) -> Option<Live> {
+        self.set(addr).live.remove(&addr)
+    }
+
+    /// Remember a freed block (the oldest remembered one in its shard is
+    /// forgotten).
+    pub(crate) fn forget_later(&self, f: Freed) {
+        let mut s = self.set(f.ptr);
+        if s.freed.len() == FREED_PER_SHARD {
+            s.freed.pop_front();
+        }
+        s.freed.push_back(f);
+    }
+
+    /// Every shard in turn (for reports, and the leaks at exit).
+    pub(crate) fn each(&self, f: &mut dyn FnMut(&Shard)) {
+        for shard in self.shards.iter() {
+            f(&shard.lock());
+        }
     }
 }
 
@@ -97,11 +152,12 @@ mod tests {
     #[test]
     fn inserted_blocks_are_removed_once() {
         let r = Registry::default();
+        let block = Live { size: 16, made: Origin::default() };
         for a in (0..10_000usize).map(|i| 0x1000 + i * 16) {
-            r.insert(a);
+            r.insert(a, block);
         }
-        assert!(r.remove(0x1000) && !r.remove(0x1000));
-        assert!(!r.remove(0x1008), "an address inside no block");
-        assert!((1..10_000usize).all(|i| r.remove(0x1000 + i * 16)));
+        assert!(r.remove(0x1000).is_some() && r.remove(0x1000).is_none());
+        assert!(r.remove(0x1008).is_none(), "an address inside no block");
+        assert!((1..10_000usize).all(|i| r.remove(0x1000 + i * 16).is_some()));
     }
 }

@@ -6,22 +6,23 @@
 //! it). `report.rs` reads what the interposer wrote at exit and shows it;
 //! `limits.rs` warns first when `vm.max_map_count` is low for `guard`.
 
+mod env;
 mod limits;
 mod program;
 mod summary;
+mod trace;
 
 use super::args::{IsolationArgs, PolicyArgs};
 use super::jobs;
+use env::{file_id, manifest_env, name, switch};
 use memplug::Candidate;
 use memplug::discover::CandidateKind;
 use memplug::discover::Found;
 use memplug::probe::{Request, Task};
 use memplug::report::Report;
-use memplug::symbols::{Role, SymbolSpec};
+use memplug::symbols::SymbolSpec;
 use memplug_abi::run as var;
-use std::ffi::{CStr, OsStr, OsString};
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::MetadataExt;
+use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -172,7 +173,8 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     {
         eprintln!("memplug: warning: {}", memplug::text::escape(&why));
     }
-    let report_file = (args.report || args.report_json.is_some()).then(summary::temp_file).flatten();
+    let report_file = (args.report || args.report_json.is_some()).then(|| summary::temp_file("report")).flatten();
+    let trace_file = summary::temp_file("trace");
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);
     let mut ld = preload.clone().into_os_string();
@@ -207,6 +209,9 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     if let Some(f) = &report_file {
         cmd.env(name(var::REPORT), f);
     }
+    if let Some(f) = &trace_file {
+        cmd.env(name(var::TRACE), f);
+    }
     tracing::debug!(program = ?args.program, plugin = %plugin.display(), preload = %preload.display(), "starting");
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -230,10 +235,12 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
             (1, None)
         }
     };
+    let trace = trace_file.map(|f| trace::collect(&f)).unwrap_or_default();
+    trace::print_errors(&trace, chosen.report.name.as_deref().unwrap_or("plugin"));
     if let Some(file) = report_file {
         let got = summary::read(&file);
         let _ = std::fs::remove_file(&file);
-        let full = summary::RunReport::new(&chosen, &args.program, got, code, signal);
+        let full = summary::RunReport::new(&chosen, &args.program, got, code, signal, trace);
         if args.report {
             full.print();
         }
@@ -356,53 +363,6 @@ fn not_found(name: &str, reports: &[Report], extra: &[PathBuf]) -> RunError {
     dirs.extend(memplug::discover::search_path());
     let searched = dirs.iter().map(|d| memplug::text::escape_os(d.as_os_str())).collect::<Vec<_>>().join(", ");
     RunError::NotFound { name: name.to_string(), searched, refused }
-}
-
-/// The environment that names a manifest's library and functions to the
-/// interposer.
-fn manifest_env(cmd: &mut Command, spec: &SymbolSpec) {
-    let library = match (&spec.base_dir, spec.library.contains('/') && !spec.library.starts_with('/')) {
-        (Some(dir), true) => dir.join(&spec.library).into_os_string(),
-        _ => OsString::from(&spec.library),
-    };
-    cmd.env(name(var::LIBRARY), library)
-        .env(name(var::NAME), &spec.name)
-        .env(name(var::THREAD_SAFE), switch(spec.thread_safe));
-    for role in Role::ALL {
-        if let Some(symbol) = spec.symbols.get(role) {
-            cmd.env(name(symbol_var(role)), symbol);
-        }
-    }
-}
-
-/// The variable that names the function of `role` to the interposer.
-fn symbol_var(role: Role) -> &'static CStr {
-    match role {
-        Role::Malloc => var::SYM_MALLOC,
-        Role::Calloc => var::SYM_CALLOC,
-        Role::Realloc => var::SYM_REALLOC,
-        Role::Free => var::SYM_FREE,
-        Role::SizedFree => var::SYM_SIZED_FREE,
-        Role::AlignedAlloc => var::SYM_ALIGNED_ALLOC,
-        Role::UsableSize => var::SYM_USABLE_SIZE,
-    }
-}
-
-/// A switch's value: `1` on, `0` off.
-fn switch(on: bool) -> &'static str {
-    if on { "1" } else { "0" }
-}
-
-/// A variable's name as `Command::env` takes it.
-fn name(var: &CStr) -> &OsStr {
-    OsStr::from_bytes(var.to_bytes())
-}
-
-/// The identity the interposer compares before loading the plugin:
-/// `dev:ino:size:mtime_s:mtime_ns`.
-fn file_id(path: &Path) -> Option<String> {
-    let m = std::fs::metadata(path).ok()?;
-    Some(format!("{}:{}:{}:{}:{}", m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
 }
 
 /// The interposer: `$MEMPLUG_PRELOAD`, else beside the executable (the

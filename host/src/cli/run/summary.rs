@@ -4,24 +4,26 @@
 //! ended.
 
 use super::Chosen;
+use memplug_stacks::symbolize::{ErrorReport, LeakReport, Trace};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// A fresh, empty file (mode 0600) for the interposer's report.
-pub(super) fn temp_file() -> Option<PathBuf> {
+/// A fresh, empty file (mode 0600) for the interposer's report (`what`
+/// `report`) or the plugins' trace (`trace`).
+pub(super) fn temp_file(what: &str) -> Option<PathBuf> {
     use std::os::unix::fs::OpenOptionsExt;
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
     for i in 0..16u32 {
-        let path = std::env::temp_dir().join(format!("memplug-run-{}-{nanos}-{i}.report", std::process::id()));
+        let path = std::env::temp_dir().join(format!("memplug-run-{}-{nanos}-{i}.{what}", std::process::id()));
         let made = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path);
         if made.is_ok() {
             return Some(path);
         }
     }
-    tracing::warn!("cannot create a report file in the temporary directory; no report");
+    tracing::warn!("cannot create a {what} file in the temporary directory; no {what}");
     None
 }
 
@@ -67,6 +69,11 @@ pub(super) struct RunReport {
     /// What the interposer counted; `None` when the program wrote no
     /// report (killed by a signal, or ended with `_exit`).
     heap: Option<Heap>,
+    /// The heap errors a debugging plugin found, with their stacks.
+    errors: Vec<ErrorReport>,
+    /// The blocks live at exit by allocation stack, largest first (under a
+    /// plugin that records stacks: `tracking`, `guard`).
+    leaks: Vec<LeakReport>,
 }
 
 impl RunReport {
@@ -77,6 +84,7 @@ impl RunReport {
         mut lines: BTreeMap<String, String>,
         exit_status: i32,
         signal: Option<i32>,
+        trace: Trace,
     ) -> RunReport {
         let r = &chosen.report;
         let heap = (!lines.is_empty()).then(|| {
@@ -104,6 +112,8 @@ impl RunReport {
             exit_status,
             signal: signal.map(memplug::probe::signal_name),
             heap,
+            errors: trace.errors,
+            leaks: trace.leaks,
         }
     }
 
@@ -181,10 +191,15 @@ impl RunReport {
                 }
             }
         }
+        if !self.errors.is_empty() {
+            let kinds: Vec<&str> = self.errors.iter().map(|e| e.kind.as_str()).collect();
+            row("heap errors", format!("{} ({}; reported above)", kinds.len(), kinds.join(", ")));
+        }
         match &self.signal {
             Some(sig) => row("exit", format!("killed by {sig} (status {})", self.exit_status)),
             None => row("exit", format!("status {}", self.exit_status)),
         }
+        out += &memplug_stacks::symbolize::leaks_text(name, &self.leaks);
         let _ = std::io::stderr().write_all(out.as_bytes());
     }
 

@@ -30,6 +30,9 @@ pub(crate) struct Region {
     window: Option<(usize, usize)>,
     /// The pool this region is a slot of (`None`: its own mapping).
     pool: Option<Arc<Mapping>>,
+    /// Whether a page was opened by [`Region::expose`] (a slot is sealed
+    /// again before it is reused).
+    exposed: bool,
 }
 
 // SAFETY: a `Region` owns its pages outright (its own mapping, or one slot
@@ -84,7 +87,7 @@ impl Region {
     /// Reserve `len` bytes (a non-zero multiple of the page size), all
     /// inaccessible.
     pub(crate) fn reserve(len: usize) -> io::Result<Region> {
-        Ok(Region { base: map_none(len)?, len, window: None, pool: None })
+        Ok(Region { base: map_none(len)?, len, window: None, pool: None, exposed: false })
     }
 
     /// Reserve `slots * slot_len` bytes at once (`slot_len` a non-zero
@@ -99,7 +102,7 @@ impl Region {
             .map(|i| {
                 // SAFETY: `i * slot_len < len`: inside the reservation.
                 let at = unsafe { mapping.base.add(i * slot_len) };
-                Region { base: at, len: slot_len, window: None, pool: Some(mapping.clone()) }
+                Region { base: at, len: slot_len, window: None, pool: Some(mapping.clone()), exposed: false }
             })
             .collect())
     }
@@ -158,6 +161,36 @@ impl Region {
             Some((off, len)) => unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(off), len) },
             None => &mut [],
         }
+    }
+
+    /// Make the page holding `addr` (inside the region) readable and
+    /// writable, so that a faulting access to it can go on (`recover=1`);
+    /// whether it could.
+    pub(crate) fn expose(&mut self, addr: usize) -> bool {
+        let page = page_size();
+        let at = addr & !(page - 1);
+        if at < self.base() || at + page > self.base() + self.len {
+            return false;
+        }
+        // SAFETY: a page inside this reservation, which this value owns;
+        // only its protection changes.
+        let rc = unsafe { libc::mprotect(at as *mut libc::c_void, page, libc::PROT_READ | libc::PROT_WRITE) };
+        self.exposed |= rc == 0;
+        rc == 0
+    }
+
+    /// After [`Region::expose`]: make the whole region inaccessible again
+    /// (fresh `PROT_NONE` pages over it), before a slot is reused.
+    pub(crate) fn seal(&mut self) {
+        if !self.exposed {
+            return;
+        }
+        self.window = None;
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED;
+        // SAFETY: the whole reservation, which this value owns; MAP_FIXED
+        // replaces only our own pages.
+        let p = unsafe { libc::mmap(self.base.as_ptr().cast(), self.len, libc::PROT_NONE, flags, -1, 0) };
+        self.exposed = p == libc::MAP_FAILED;
     }
 
     /// Make the window inaccessible again and release its memory: fresh
