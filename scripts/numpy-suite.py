@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run part of NumPy's own test suite three times -- with NumPy's default
 handler (the baseline), through `python -m memplug.numpy --handler tracking`
-(`bridged`), and with an allocator made by `memplug.from_functions`
+(`bridged`), and with an allocator made by `memplug.numpy.create_allocator`
 of the C library's functions as ctypes functions, installed in every thread
 (`created`, scripts/numpy-suite-created.py) -- and compare each with the
 baseline.

@@ -186,16 +186,19 @@ def test_integer_addresses():
 
 def test_cfunctype_instances_and_a_sized_free():
     counts = {"live": 0}
+    lock = threading.Lock()  # the conformance pass calls from threads at once (truly, without a GIL)
     _, c_malloc, _, _, c_free = libc_functions()
 
     @ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)
     def malloc(size):
-        counts["live"] += size
+        with lock:
+            counts["live"] += size
         return c_malloc(size)
 
     @ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t)
     def free(ptr, size):  # two argtypes: a sized free
-        counts["live"] -= size
+        with lock:
+            counts["live"] -= size
         c_free(ptr)
 
     h = memplug.from_functions("cfunctype", malloc=malloc, free=free)
