@@ -18,8 +18,9 @@
 #     python/tests against it;
 #  5t. the same for the cp313t wheel, in a virtual environment of the
 #     free-threaded CPython (scripts/ft-python.sh) with NumPy's cp313t wheel,
-#     without Rust, the tests run with the GIL off (PYTHON_GIL=0), which
-#     `import memplug, memplug.numpy` leaves off (checked).
+#     without Rust, the tests run with the GIL off: PYTHON_GIL unset, so
+#     that `import memplug, memplug.numpy` turning it on would show
+#     (checked there and by every test).
 #  6. with --sdist, also: `pip install` of the sdist into another new virtual
 #     environment (cargo on PATH) compiles memplug and its plugins, and that
 #     memplug finds its bundled plugins. This builds the whole workspace in
@@ -147,16 +148,16 @@ ft_python=$(scripts/ft-python.sh)
 ft_venv="$root/$work/venv-ft"
 "$ft_python" -m venv "$ft_venv"
 norust_ft="$ft_venv/bin:${norust#"$venv/bin:"}"
-in_norust_ft() { env -u CARGO -u RUSTC -u RUSTUP_TOOLCHAIN PATH="$norust_ft" PYTHON_GIL=0 "$@"; }
+in_norust_ft() { env -u CARGO -u RUSTC -u RUSTUP_TOOLCHAIN -u PYTHON_GIL PATH="$norust_ft" "$@"; }
 in_norust_ft "$ft_venv/bin/python" -m pip install -q --only-binary :all: "$wheel_ft" numpy pytest hypothesis
-PATH="$norust_ft" PYTHON_GIL=0 check_memplug "$ft_venv" ||
+PATH="$norust_ft" check_memplug "$ft_venv" ||
     fail "the installed cp313t wheel's memplug is not as expected (see above)"
 (cd "$ft_venv" && in_norust_ft "$ft_venv/bin/python" -c '
 import sys, memplug, memplug.numpy
 assert not sys._is_gil_enabled(), "the GIL is on after importing memplug and memplug.numpy"
 print(f"   Python {sys.version.split()[0]} free-threaded: GIL off after import memplug, memplug.numpy")')
 
-step "python/tests against the installed cp313t wheel, GIL off"
+step "python/tests against the installed cp313t wheel, the GIL off"
 (cd "$ft_venv" && in_norust_ft "$ft_venv/bin/python" -m pytest -q -p no:cacheprovider \
     --rootdir "$root/python" "$root/python/tests")
 
