@@ -365,3 +365,28 @@ def test_handler_objects():
     assert ":" in inst.name and inst.info["options"] is not None
     with pytest.raises(memplug.UnknownHandlerError):
         memplug.handler("no-such-handler")
+
+
+def test_a_callable_not_thread_safe_may_free_a_block_of_its_own_handler_inside_its_call():
+    """A callable's own code can free an array of the handler it serves (a
+    collection running inside it, a cache it empties): the turn that makes
+    calls one at a time is taken again by the thread holding it, instead of
+    waiting for itself forever."""
+    c = Counting()
+    kept = []
+
+    def malloc(size):
+        if kept:
+            kept.pop()  # the last reference: freed now, through this handler, inside this call
+        return c.malloc(size)
+
+    alloc = mnp.create_allocator(malloc=malloc, free=c.free, thread_safe=False)
+    alloc.set_cache(False)  # every allocation reaches the callable
+    with alloc:
+        for n in range(1, 30):
+            kept.append(np.ones(100 + n))
+            assert np.ones(50 + n).sum() == 50 + n
+    kept.clear()
+    gc.collect()
+    assert c.live == 0
+    assert memplug.stats(alloc.handler.name)["bridge"]["live_blocks"] == 0
