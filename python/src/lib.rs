@@ -12,8 +12,9 @@
 //! (checked by `tests/architecture.rs`). In each folder, its `mod.rs` lists
 //! its own modules the same way.
 //! 0. [`errors`] — Python exceptions carrying memplug's reason codes;
-//!    [`thread_raw`] — the calling thread, asked of the system: its id and
-//!    whether it holds the GIL; each imports nothing;
+//!    [`thread_raw`] — the calling thread, asked of the system and of
+//!    Python: its id, whether it holds the GIL, whether Python runs, its
+//!    frame; each imports nothing;
 //! 1. [`block`] — a bridged block's memory: the block header in both its
 //!    formats (`header_raw`, the one place that reads and writes it), the
 //!    size classes of small blocks, and the per-thread cache of freed

@@ -3,8 +3,8 @@
 //! bridge never made. Recorded off the hot paths (their cold ends call
 //! [`EventLog::record`]), read by the bridge's statistics.
 //!
-//! Imports [`crate::thread_raw`] (whether this thread holds the GIL) and
-//! PyO3.
+//! Imports [`crate::thread_raw`] (whether this thread holds the GIL, its
+//! Python frame) and PyO3.
 
 use crate::thread_raw;
 use pyo3::prelude::*;
@@ -37,8 +37,12 @@ impl Site {
 
     /// The running Python frame and up to [`MAX_CALLERS`] of its callers
     /// (`file:line in function`), if this thread holds the GIL. NumPy calls
-    /// `free` without the GIL in places; then the site is `<no GIL>`.
+    /// `free` without the GIL in places; then the site is `<no GIL>`, and
+    /// while the interpreter finalizes `<no Python frame>`.
     fn here() -> (Site, Vec<String>) {
+        if !thread_raw::python_running() {
+            return (Site::placeholder("<no Python frame>"), Vec::new());
+        }
         if !thread_raw::gil_held() {
             return (Site::placeholder("<no GIL>"), Vec::new());
         }
@@ -68,7 +72,9 @@ impl Site {
     }
 
     fn from_frame(py: Python<'_>) -> PyResult<(Site, Vec<String>)> {
-        let mut frame = py.import("sys")?.getattr("_getframe")?.call1((0,))?;
+        let Some(mut frame) = thread_raw::current_frame(py) else {
+            return Ok((Site::placeholder("<no Python frame>"), Vec::new()));
+        };
         let site = Site::of(&frame)?;
         let mut callers = Vec::new();
         while callers.len() < MAX_CALLERS {
