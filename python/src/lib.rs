@@ -67,9 +67,11 @@
 //!   detached, re-entrant for its holder: a garbage collection inside the
 //!   callable may free an array of the same handler). A hooked handler
 //!   ([`numpy::hook_raw`]) calls its callback after the inner handler's
-//!   call has returned, with no lock held. The one way to put Python code
-//!   under a host lock is a `ctypes.CFUNCTYPE` made from a Python function
-//!   given to `from_functions(thread_safe=False)`; the guide says not to.
+//!   call has returned, with no lock held. A `ctypes.CFUNCTYPE` made from a
+//!   Python function, given to `from_functions(thread_safe=False)`, would
+//!   put Python code under a host lock: it is refused
+//!   (`python-under-lock`, in `memplug/_define.py`); only its bare integer
+//!   address cannot be told, which the guide says not to give.
 //! - **Counters are per thread or atomic.** A bridge counts in per-thread
 //!   lines ([`counters::thread_lines`]) claimed by compare-and-swap of the
 //!   owner word, written by their owner only, read by anyone, handed on

@@ -390,3 +390,18 @@ def test_a_callable_not_thread_safe_may_free_a_block_of_its_own_handler_inside_i
     gc.collect()
     assert c.live == 0
     assert memplug.stats(alloc.handler.name)["bridge"]["live_blocks"] == 0
+
+
+def test_a_cfunctype_of_a_python_function_is_refused_under_the_hosts_lock():
+    """thread_safe=False puts C functions under the host's lock, where no
+    Python code may run: a CFUNCTYPE made from a Python function is
+    refused there (and taken as it is with thread_safe=True)."""
+    _, c_malloc, _, _, c_free = libc_functions()
+    py_malloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)(lambda size: c_malloc(size))
+    with pytest.raises(memplug.LoadError) as refused:
+        memplug.from_functions("thunk-locked", malloc=py_malloc, free=c_free, thread_safe=False)
+    assert refused.value.code == "python-under-lock" and "malloc" in str(refused.value)
+    assert "thunk-locked" not in memplug.names()
+    plain = memplug.from_functions("libc-locked", malloc=c_malloc, free=c_free, thread_safe=False)
+    assert not plain.info["thread_safe"]
+    assert memplug.from_functions("thunk-free", malloc=py_malloc, free=c_free).info["thread_safe"]
