@@ -19,9 +19,7 @@
 # upstream tarball in it (python3.13_3.13.5.orig.tar.xz) without Debian's
 # patches, which move site-packages to dist-packages and belong to Debian's
 # own layout. Configured for speed over peak performance: no PGO, no LTO,
-# no test modules; `make -j$(nproc)`; `make install` byte-compiles only the
-# standard library's top level ahead (packages are compiled when first
-# imported, into the cache directory). pip comes from the tarball's own
+# no test modules; `make -j$(nproc)`. pip comes from the tarball's own
 # bundled wheel (ensurepip), and venv works.
 #
 # Needs apt-get, a C compiler, make, and the headers of the modules pip and
@@ -104,7 +102,7 @@ say "  built in $((SECONDS - t0)) s"
 
 t0=$SECONDS
 say "make install (pip from the bundled wheel)"
-(cd "$work/build" && make install COMPILEALL_OPTS="-j0 -l" >"$work/install.log" 2>&1) ||
+(cd "$work/build" && make install >"$work/install.log" 2>&1) ||
     { tail -n 40 "$work/install.log" >&2; fail "make install"; }
 touch "$stamp"
 works || fail "the installed $python is not a working free-threaded interpreter with ssl, ctypes, zlib and venv"
