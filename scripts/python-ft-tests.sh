@@ -15,9 +15,7 @@
 #      test_stringdtype, then its core suite (test_multiarray,
 #      test_numeric), with NumPy's default handler and through `python -m
 #      memplug.numpy --handler tracking --all-threads`, compared test by
-#      test (scripts/numpy-suite.py); the core suite's two runs at once
-#      (--parallel: a test that skips itself for want of free memory in one
-#      run only is listed, not counted), for CI's time.
+#      test (scripts/numpy-suite.py).
 #
 #   scripts/python-ft-tests.sh            # all of it
 #   scripts/python-ft-tests.sh --quick    # without NumPy's suites
@@ -64,5 +62,5 @@ step "NumPy's test_multithreading and test_stringdtype, default handler vs mempl
 "$venv/bin/python" scripts/numpy-suite.py --workdir target/numpy-suite-ft/threads --runs bridged --all-threads \
     --modules numpy._core.tests.test_multithreading numpy._core.tests.test_stringdtype
 step "NumPy's core suite, default handler vs memplug tracking in every thread"
-"$venv/bin/python" scripts/numpy-suite.py --workdir target/numpy-suite-ft/core --runs bridged --all-threads --parallel
+"$venv/bin/python" scripts/numpy-suite.py --workdir target/numpy-suite-ft/core --runs bridged --all-threads
 echo "== python (free-threaded): done in $((SECONDS - begin)) s"
