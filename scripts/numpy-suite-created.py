@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run pytest with NumPy's handler set, in every thread, to an allocator made
-by `memplug.from_functions` of the C library's malloc, calloc, realloc and
-free as ctypes functions; write the bridge's report as JSON.
+by `memplug.numpy.create_allocator` of the C library's malloc, calloc,
+realloc and free as ctypes functions; write the bridge's report as JSON.
 
     python scripts/numpy-suite-created.py REPORT.json [PYTEST ARGS...]
 
@@ -60,7 +60,7 @@ def main(argv: list) -> int:
     import memplug.numpy as mnp
 
     try:
-        allocator = mnp.allocator(memplug.from_functions(NAME, **libc_functions()))
+        allocator = mnp.create_allocator(name=NAME, **libc_functions())
     except memplug.Error as e:
         print(f"numpy-suite-created: [{e.code}] {e}", file=sys.stderr)
         return 2

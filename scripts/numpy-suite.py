@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Run part of NumPy's own test suite three times -- with NumPy's default
 handler (the baseline), through `python -m memplug.numpy --handler tracking`
-(`bridged`), and with an allocator made by `memplug.from_functions`
+(`bridged`), and with an allocator made by `memplug.numpy.create_allocator`
 of the C library's functions as ctypes functions, installed in every thread
 (`created`, scripts/numpy-suite-created.py) -- and compare each with the
 baseline.
@@ -22,6 +22,8 @@ bridge gave the plugin the right size each time.
     python scripts/numpy-suite.py --runs interposed --memplug target/release/memplug
         # the whole interpreter under `memplug run --handler guard:sample=1000`
         # (--run-handler): the same outcomes and no heap error reported
+    python scripts/numpy-suite.py --all-threads --runs bridged --modules numpy._core.tests.test_multithreading
+                                                  # the bridged run's threads allocate through it too
 
 Run it with the Python that has numpy, pytest, hypothesis and memplug
 installed (scripts/python-tests.sh makes such a virtual environment). The
@@ -136,6 +138,8 @@ def main() -> int:
     ap.add_argument("--parallel", action="store_true", help="run the suites at once (see above)")
     ap.add_argument("--workdir", type=Path, help="keep the JUnit XML and report here")
     ap.add_argument("--baseline", type=Path, help="a default run's JUnit XML to compare with, instead of running it")
+    ap.add_argument("--all-threads", action="store_true",
+                    help="the bridged run sets the handler in every thread the tests start (--all-threads)")
     args = ap.parse_args()
 
     work = (args.workdir or Path(tempfile.mkdtemp(prefix="numpy-suite-"))).resolve()
@@ -146,6 +150,7 @@ def main() -> int:
         "default": [sys.executable, *pytest_args, f"--junitxml={work / 'default.xml'}"],
         "bridged": [
             sys.executable, "-m", "memplug.numpy", "--handler", args.handler, "--report",
+            *(["--all-threads"] if args.all_threads else []),
             "--report-json", str(work / "bridged-report.json"), *pytest_args, f"--junitxml={work / 'bridged.xml'}",
         ],
         "created": [

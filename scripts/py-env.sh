@@ -9,6 +9,9 @@
 #   scripts/py-env.sh            # make or update it, (re)install memplug
 #   scripts/py-env.sh --reuse    # keep an installed memplug as it is
 #   PYTHON=python3.12 scripts/py-env.sh
+#   PYTHON=$(scripts/ft-python.sh) MEMPLUG_VENV=target/py-venv-ft scripts/py-env.sh
+#                                # a free-threaded one (memplug built as a
+#                                # cp313t extension, without the stable ABI)
 #
 # Needs python3 with the venv module (Debian: python3-venv; scripts/test-all.sh
 # installs it), cargo and cc (the bundled plugins are built into the wheel).
@@ -28,6 +31,12 @@ venv=$(cd "$venv" && pwd)
 # numpy-allocator, pinned: the other NumPy handler python/bench/numpy_bridge.py
 # compares with (a C extension; optional: the benchmark leaves it out without).
 numpy_allocator() {
+    # Not on a free-threaded interpreter: a C extension that does not declare
+    # itself free-threading-safe turns the GIL back on (and it has no cp313t
+    # wheel); its benchmark rows are the default build's.
+    if "$venv/bin/python" -c 'import sys, sysconfig; sys.exit(sysconfig.get_config_var("Py_GIL_DISABLED") != 1)'; then
+        return 0
+    fi
     "$venv/bin/python" -c 'import numpy_allocator' >/dev/null 2>&1 ||
         "$venv/bin/python" -m pip install -q numpy-allocator==1.2.1 ||
         echo "   numpy-allocator 1.2.1 did not install: the NumPy benchmark will leave it out" >&2
@@ -37,11 +46,22 @@ if ((reuse)) && "$venv/bin/python" -c 'import memplug, numpy' >/dev/null 2>&1; t
     exit 0
 fi
 "$venv/bin/python" -m pip install -q --upgrade pip
-"$venv/bin/python" -m pip install -q numpy pytest hypothesis maturin
+# NumPy from a wheel only, and the others preferably: the newest release
+# may have none for this interpreter (NumPy 2.5 and hypothesis' Rust-built
+# releases have no cp313t wheel; hypothesis' build then fails), and a
+# source build of NumPy takes many minutes. pip then takes the newest
+# release that has one.
+"$venv/bin/python" -m pip install -q --prefer-binary --only-binary numpy numpy pytest hypothesis maturin
 numpy_allocator
 "$venv/bin/python" -c 'import numpy, sys; print("   python", sys.version.split()[0], "numpy", numpy.__version__)'
 
 echo "== python: pip install ./python (plugins + extension module) ($(date +%T))"
 start=$SECONDS
-"$venv/bin/python" -m pip install -q --force-reinstall --no-deps ./python
+build_args=()
+if "$venv/bin/python" -c 'import sys, sysconfig; sys.exit(sysconfig.get_config_var("Py_GIL_DISABLED") != 1)'; then
+    # A free-threaded CPython has no stable ABI: the extension is built for
+    # this version (cp313t), without the abi3 feature.
+    build_args=(--config-settings "maturin.build-args=--no-default-features --features extension-module")
+fi
+"$venv/bin/python" -m pip install -q --force-reinstall --no-deps "${build_args[@]}" ./python
 echo "   built and installed in $((SECONDS - start)) s"

@@ -7,10 +7,14 @@
 #      handler, through `python -m memplug.numpy --handler tracking`, and
 #      with an allocator made by `memplug.from_functions` of the C
 #      library's functions (scripts/numpy-suite-created.py), each compared
-#      with the default test by test (scripts/numpy-suite.py).
+#      with the default test by test (scripts/numpy-suite.py);
+#   4. all of it again on a free-threaded CPython with the GIL off
+#      (scripts/python-ft-tests.sh: the interpreter is built once per
+#      machine and cached).
 #
-#   scripts/python-tests.sh                 # all three
-#   scripts/python-tests.sh --quick         # without NumPy's suite
+#   scripts/python-tests.sh                 # all four
+#   scripts/python-tests.sh --quick         # without NumPy's suites
+#   MEMPLUG_FREE_THREADED=0 scripts/python-tests.sh   # without step 4
 #   MEMPLUG_VENV=DIR scripts/python-tests.sh  # venv location (default target/py-venv)
 #   PYTHON=python3.12 scripts/python-tests.sh # the interpreter to make it with
 #
@@ -38,16 +42,19 @@ step "python: pytest python/tests"
 
 if ((quick)); then
     echo "== python: NumPy's suite skipped (--quick)"
-    exit 0
+else
+    step "python: NumPy's own tests, default handler vs memplug tracking and a created allocator"
+    start=$SECONDS
+    "$venv/bin/python" scripts/numpy-suite.py --workdir target/numpy-suite
+    echo "   NumPy suite comparison took $((SECONDS - start)) s"
+
+    step "python: NumPy's own tests, the interpreter under memplug run --handler guard:sample=1000 (no heap error)"
+    start=$SECONDS
+    "$venv/bin/python" scripts/numpy-suite.py --workdir target/numpy-suite-guard --runs interposed \
+        --baseline target/numpy-suite/default.xml --memplug target/debug/memplug --run-handler guard:sample=1000
+    echo "   NumPy suite under guard:sample=1000 took $((SECONDS - start)) s"
 fi
 
-step "python: NumPy's own tests, default handler vs memplug tracking and a created allocator"
-start=$SECONDS
-"$venv/bin/python" scripts/numpy-suite.py --workdir target/numpy-suite
-echo "   NumPy suite comparison took $((SECONDS - start)) s"
-
-step "python: NumPy's own tests, the interpreter under memplug run --handler guard:sample=1000 (no heap error)"
-start=$SECONDS
-"$venv/bin/python" scripts/numpy-suite.py --workdir target/numpy-suite-guard --runs interposed \
-    --baseline target/numpy-suite/default.xml --memplug target/debug/memplug --run-handler guard:sample=1000
-echo "   NumPy suite under guard:sample=1000 took $((SECONDS - start)) s"
+if [[ "${MEMPLUG_FREE_THREADED:-1}" != 0 ]]; then
+    scripts/python-ft-tests.sh "$@"
+fi

@@ -10,7 +10,11 @@
 #      the slow tests marked #[ignore] (gcc -O2 of 100 000 lines on sampling
 #      guard: about two minutes);
 #   3. the Python package, then NumPy's own suite through the bridge
-#      (scripts/python-tests.sh; PyPI must be reachable).
+#      (scripts/python-tests.sh; PyPI must be reachable), on the system's
+#      Python and then on a free-threaded CPython 3.13 with the GIL off,
+#      built from Debian's source package once per machine and cached
+#      (scripts/python-ft-tests.sh, scripts/ft-python.sh: minutes the
+#      first time).
 #
 #   scripts/test-all.sh            # everything
 #   scripts/test-all.sh --quick    # without NumPy's suite, valgrind and the slow tests
@@ -21,7 +25,10 @@ quick=0
 [[ "${1:-}" == "--quick" ]] && quick=1
 
 echo "== what the tests need"
-need=(gcc=cmd:cc g++=cmd:g++ libc6-dev valgrind=cmd:valgrind
+# make and the headers are for the free-threaded CPython (scripts/ft-python.sh):
+# pip needs ssl and zlib, NumPy's tests ctypes (libffi), bz2, lzma and sqlite3.
+need=(gcc=cmd:cc g++=cmd:g++ libc6-dev valgrind=cmd:valgrind make=cmd:make
+    libssl-dev zlib1g-dev libffi-dev libbz2-dev liblzma-dev libsqlite3-dev uuid-dev
     libmimalloc2.0=lib:libmimalloc.so.2 libtcmalloc-minimal4=lib:libtcmalloc_minimal.so.4
     libjemalloc2=lib:libjemalloc.so.2 libunwind8=lib:libunwind.so.8)
 python=${PYTHON:-python3}

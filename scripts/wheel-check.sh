@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Check the Python package's distributions, end to end:
-#  1. scripts/build-wheel.sh builds the sdist and the x86_64 and aarch64
-#     wheels (and fails unless `auditwheel show` finds each consistent with
+#  1. scripts/build-wheel.sh builds the sdist, the x86_64 and aarch64 abi3
+#     wheels and the x86_64 cp313t wheel for free-threaded CPython 3.13 (and
+#     fails unless `auditwheel show` finds each consistent with
 #     manylinux2014);
 #  2. each wheel is tagged manylinux2014_<arch>.manylinux_2_17_<arch>, and
 #     no shared object in it (extension module, bundled plugins) needs a
@@ -14,7 +15,12 @@
 #     (checked) and from binary distributions only, so nothing is compiled;
 #  5. that environment imports memplug from its own site-packages (its
 #     __version__ the wheel's) and finds the bundled plugins there, then runs
-#     python/tests against it.
+#     python/tests against it;
+#  5t. the same for the cp313t wheel, in a virtual environment of the
+#     free-threaded CPython (scripts/ft-python.sh) with NumPy's cp313t wheel,
+#     without Rust, the tests run with the GIL off: PYTHON_GIL unset, so
+#     that `import memplug, memplug.numpy` turning it on would show
+#     (checked there and by every test).
 #  6. with --sdist, also: `pip install` of the sdist into another new virtual
 #     environment (cargo on PATH) compiles memplug and its plugins, and that
 #     memplug finds its bundled plugins. This builds the whole workspace in
@@ -76,11 +82,14 @@ step "build the sdist and the wheels (scripts/build-wheel.sh)"
 rm -rf "$work"
 mkdir -p "$work"
 scripts/build-wheel.sh --out "$work/dist" --arch x86_64 --arch aarch64 | tee "$work/build-wheel.log"
-sdist=$(tail -n 3 "$work/build-wheel.log" | sed -n 1p)
-wheel=$(tail -n 2 "$work/build-wheel.log" | sed -n 1p)
-wheel_aarch64=$(tail -n 1 "$work/build-wheel.log")
-[[ -f "$sdist" && -f "$wheel" && -f "$wheel_aarch64" ]] ||
-    fail "build-wheel.sh did not print the paths of the sdist and the two wheels"
+sdist=$(tail -n 4 "$work/build-wheel.log" | sed -n 1p)
+wheel=$(tail -n 4 "$work/build-wheel.log" | sed -n 2p)
+wheel_aarch64=$(tail -n 4 "$work/build-wheel.log" | sed -n 3p)
+wheel_ft=$(tail -n 1 "$work/build-wheel.log")
+[[ -f "$sdist" && -f "$wheel" && -f "$wheel_aarch64" && -f "$wheel_ft" ]] ||
+    fail "build-wheel.sh did not print the paths of the sdist and the three wheels"
+[[ "$(basename "$wheel_ft")" == memplug-*-cp313-cp313t-manylinux2014_x86_64.manylinux_2_17_x86_64.whl ]] ||
+    fail "$(basename "$wheel_ft") is not tagged cp313-cp313t-manylinux2014_x86_64.manylinux_2_17_x86_64"
 
 step "the wheels' tags and glibc ceiling (2.17)"
 for w in "$wheel" "$wheel_aarch64"; do
@@ -134,6 +143,24 @@ step "python/tests against the installed wheel"
 (cd "$venv" && in_norust "$venv/bin/python" -m pytest -q -p no:cacheprovider \
     --rootdir "$root/python" "$root/python/tests")
 
+step "the cp313t wheel in a free-threaded CPython where there is no Rust"
+ft_python=$(scripts/ft-python.sh)
+ft_venv="$root/$work/venv-ft"
+"$ft_python" -m venv "$ft_venv"
+norust_ft="$ft_venv/bin:${norust#"$venv/bin:"}"
+in_norust_ft() { env -u CARGO -u RUSTC -u RUSTUP_TOOLCHAIN -u PYTHON_GIL PATH="$norust_ft" "$@"; }
+in_norust_ft "$ft_venv/bin/python" -m pip install -q --only-binary :all: "$wheel_ft" numpy pytest hypothesis
+PATH="$norust_ft" check_memplug "$ft_venv" ||
+    fail "the installed cp313t wheel's memplug is not as expected (see above)"
+(cd "$ft_venv" && in_norust_ft "$ft_venv/bin/python" -c '
+import sys, memplug, memplug.numpy
+assert not sys._is_gil_enabled(), "the GIL is on after importing memplug and memplug.numpy"
+print(f"   Python {sys.version.split()[0]} free-threaded: GIL off after import memplug, memplug.numpy")')
+
+step "python/tests against the installed cp313t wheel, the GIL off"
+(cd "$ft_venv" && in_norust_ft "$ft_venv/bin/python" -m pytest -q -p no:cacheprovider \
+    --rootdir "$root/python" "$root/python/tests")
+
 if ((with_sdist)); then
     step "pip install the sdist (compiles memplug and its plugins)"
     sdist_venv="$root/$work/sdist-venv"
@@ -143,5 +170,5 @@ if ((with_sdist)); then
 fi
 
 step ""
-echo "== wheel-check: ok: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB), $(basename "$sdist")"
+echo "== wheel-check: ok: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB), $(basename "$wheel_ft"), $(basename "$sdist")"
 printf '   %s\n' "${times[@]}"

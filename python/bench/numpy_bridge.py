@@ -34,6 +34,11 @@ over rounds (the machine's speed drifts; rounds next to each other see the
 same speed).
 
     python python/bench/numpy_bridge.py [--rounds 60] [--json FILE] [--no-mimalloc] [--shm]
+                                        [--cases CASE...] [--variants VARIANT...]
+
+--cases and --variants keep only those (the default variant always runs: it
+is the baseline); scripts/bench.sh runs `--cases empty8 ones64 --variants
+system` on a free-threaded CPython.
 """
 
 from __future__ import annotations
@@ -170,24 +175,31 @@ def main() -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--no-mimalloc", action="store_true")
     ap.add_argument("--shm", action="store_true", help="also the shm plugin (a segment of this process)")
+    ap.add_argument("--cases", nargs="+", choices=list(CASES), help="only these cases")
+    ap.add_argument("--variants", nargs="+", help="only these variants besides default")
     args = ap.parse_args()
+    cases = {c: CASES[c] for c in (args.cases or CASES)}
 
+    keep = None if args.variants is None else {"default", *args.variants}
     variants = {"default": memplug_variant(None), "system": memplug_variant("system")}
-    if (na := numpy_allocator_variant()) is not None:
+    if (keep is None or "numpy-allocator" in keep) and (na := numpy_allocator_variant()) is not None:
         variants["numpy-allocator"] = na
-    variants.update(from_functions_variants())
-    if not args.no_mimalloc:
+    if keep is None or keep & {"ff-ctypes", "ff-python"}:
+        variants.update(from_functions_variants())
+    if not args.no_mimalloc and (keep is None or "mimalloc" in keep):
         memplug.load(MANIFEST)
         variants["mimalloc"] = memplug_variant("mimalloc")
     if args.shm:
         variants["shm"] = memplug_variant("shm:size=256m")
+    if keep is not None:
+        variants = {v: make for v, make in variants.items() if v in keep}
     names = list(variants)
 
-    times = {c: {v: [] for v in names} for c in CASES}
+    times = {c: {v: [] for v in names} for c in cases}
     gc.disable()
     for r in range(args.rounds):
         order = names[r % len(names):] + names[: r % len(names)]
-        for case, (fn, n) in CASES.items():
+        for case, (fn, n) in cases.items():
             for v in order:
                 with variants[v]():
                     fn(max(1, n // 20))  # warm the allocator's caches for this variant
@@ -200,10 +212,12 @@ def main() -> int:
                 times[case][v].append(best / n)
     gc.enable()
 
-    result = {"numpy": np.__version__, "python": sys.version.split()[0], "rounds": args.rounds, "cases": {}}
+    free_threaded = not getattr(sys, "_is_gil_enabled", lambda: True)()
+    python = sys.version.split()[0] + ("t, GIL off" if free_threaded else "")
+    result = {"numpy": np.__version__, "python": python, "rounds": args.rounds, "cases": {}}
     print(f"NumPy {np.__version__}, Python {result['python']}, {args.rounds} interleaved rounds")
     print(f"{'case':<9}{'variant':<17}{'median ns/op':>14}{'ratio (median)':>16}{'ratio p10–p90':>18}")
-    for case in CASES:
+    for case in cases:
         base = times[case]["default"]
         result["cases"][case] = {}
         for v in names:

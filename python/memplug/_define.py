@@ -172,6 +172,15 @@ def _is_c_function(f: Any) -> bool:
     return isinstance(f, ctypes._CFuncPtr)  # type: ignore[attr-defined]
 
 
+def _runs_python(f: Any) -> bool:
+    """Whether a ctypes function object was made from a Python callable
+    (``CFUNCTYPE(...)(python_function)``): calling it runs Python code.
+    ctypes keeps such a function's thunk in its ``_objects``."""
+    kept = getattr(f, "_objects", None)
+    values = kept.values() if isinstance(kept, dict) else ()
+    return any(type(v).__name__ == "CThunkObject" for v in values)
+
+
 def _address(role: str, f: Any) -> int:
     """The address of a C function given as a ctypes function object or an
     integer."""
@@ -234,9 +243,9 @@ def from_functions(
     ``calloc`` and ``realloc`` are derived from ``malloc`` and ``free`` when
     not given. Every object given is kept alive for the life of the process.
     ``thread_safe=False`` makes the calls one at a time (for C functions,
-    under a lock of the host's: do not combine it with ``CFUNCTYPE``
-    instances made from Python functions, which take the GIL inside that
-    lock and can deadlock).
+    under a lock of the host's, in which no Python code may run: ``CFUNCTYPE``
+    instances made from Python functions are then refused,
+    ``"python-under-lock"``; give the Python functions themselves).
 
     The functions exist only in this process, so no worker process can
     probe them: the conformance pass runs on them here, before they are
@@ -244,7 +253,8 @@ def from_functions(
     ``"conformance-failed"`` (nothing is registered). Functions of both
     kinds mixed are refused (``"mixed-function-kinds"``); other refusals
     are the host's (``"bad-name"``, ``"bad-alignment"``,
-    ``"duplicate-name"``, ``"null-function"``).
+    ``"duplicate-name"``, ``"null-function"``), and ``"python-under-lock"``
+    (above).
 
     The functions are trusted as ctypes trusts what it calls: a ``malloc``
     returning an address that is not a block of the size asked for
@@ -268,6 +278,18 @@ def from_functions(
             "mixed-function-kinds",
             name,
         )
+    if not thread_safe and kinds["malloc"] == "c":
+        thunks = [role for role, f in given.items() if _is_c_function(f) and _runs_python(f)]
+        if thunks:
+            raise LoadError(
+                f"{name}: [python-under-lock] {', '.join(thunks)} "
+                f"{'is a ctypes function' if len(thunks) == 1 else 'are ctypes functions'} made from a Python "
+                "function: with thread_safe=False memplug calls C functions under its lock, and Python code must "
+                "never run there (it waits for the interpreter while holding the lock, and can deadlock). Give the "
+                "Python functions themselves (called one at a time, without a lock), or thread_safe=True",
+                "python-under-lock",
+                name,
+            )
     if kinds["malloc"] == "python":
         outcome = _native.define_callables(name, malloc, free, calloc, realloc, thread_safe, alignment)
     else:

@@ -12,8 +12,9 @@
 //! (checked by `tests/architecture.rs`). In each folder, its `mod.rs` lists
 //! its own modules the same way.
 //! 0. [`errors`] — Python exceptions carrying memplug's reason codes;
-//!    [`thread_raw`] — the calling thread, asked of the system: its id and
-//!    whether it holds the GIL; each imports nothing;
+//!    [`thread_raw`] — the calling thread, asked of the system and of
+//!    Python: its id, whether it holds the GIL, whether Python runs, its
+//!    frame; each imports nothing;
 //! 1. [`block`] — a bridged block's memory: the block header in both its
 //!    formats (`header_raw`, the one place that reads and writes it), the
 //!    size classes of small blocks, and the per-thread cache of freed
@@ -34,6 +35,70 @@
 //!
 //! This file declares the modules and the native module's functions, which
 //! call into them.
+//!
+//! # Free-threaded Python
+//! The module declares that it runs without the GIL
+//! (`#[pymodule(gil_used = false)]`): on a free-threaded CPython (3.13t,
+//! 3.14t) importing it leaves the GIL off, and its functions, NumPy's calls
+//! into the bridges and the Python-defined allocators run on many threads
+//! at once. That holds because of what every piece of shared state is and
+//! what runs while a lock is held (the audit, kept true by whoever adds
+//! state):
+//!
+//! - **No Python code runs while a memplug lock is held**, and no thread
+//!   waits for one of memplug's locks attached to the interpreter, where a
+//!   free-threaded build's stop-the-world pause (garbage collection) would
+//!   wait for it in turn. The locks Python-facing code takes —
+//!   [`numpy::handlers`]' capsules by name, [`registry::bridges`]' bridges
+//!   by name, [`registry::loading`]'s loaded candidates,
+//!   [`define::from_library`]'s specs — are taken with PyO3's
+//!   `lock_py_attached` (detached while waiting), hold only map look-ups
+//!   and inserts (and, for a bridge, the host's registry look-up and the
+//!   plugin's `create`, which are not Python), and turn refusals into
+//!   Python exceptions, and drop Python objects, after they are let go.
+//!   Loading and registering run with the thread detached (`allow_threads`).
+//! - **The host's locks hold no Python code.** A handler that is not
+//!   thread-safe (`arena`, C functions given as `thread_safe=False`) is
+//!   locked by the host around each call into the plugin, and only there;
+//!   the bridge calls it with nothing of Python's between. Python callables
+//!   (`define::callables_raw`) are registered thread-safe, so the host never
+//!   locks around them: each call attaches to the interpreter itself, and
+//!   callables not declared thread-safe take a `Turn` (waited for
+//!   detached, re-entrant for its holder: a garbage collection inside the
+//!   callable may free an array of the same handler). A hooked handler
+//!   ([`numpy::hook_raw`]) calls its callback after the inner handler's
+//!   call has returned, with no lock held. A `ctypes.CFUNCTYPE` made from a
+//!   Python function, given to `from_functions(thread_safe=False)`, would
+//!   put Python code under a host lock: it is refused
+//!   (`python-under-lock`, in `memplug/_define.py`); only its bare integer
+//!   address cannot be told, which the guide says not to give.
+//! - **Counters are per thread or atomic.** A bridge counts in per-thread
+//!   lines ([`counters::thread_lines`]) claimed by compare-and-swap of the
+//!   owner word, written by their owner only, read by anyone, handed on
+//!   with release and acquire; beyond 256 threads, in shared atomics; the
+//!   peak with `fetch_max`. The cache of freed blocks is per line, touched
+//!   by its owner only ([`block::cache_raw`]); a thread draining another's
+//!   (ended) line claims it first. None of it ever assumed the GIL: NumPy
+//!   frees without it in places. Bridges' salts come from an atomic.
+//! - **Cells.** NumPy's C API table ([`numpy::api_raw`]) and the verified
+//!   array layout ([`numpy::array_raw`]) are `GILOnceCell`s, which rest on
+//!   a `std::sync::Once`: two threads may both compute the value, one is
+//!   kept, and both are the same. `Py_IsFinalizing`'s address is a
+//!   `OnceLock` (no Python). A hook's "inside my callback" flag
+//!   ([`numpy::hook`]) is thread-local, as is the list of lines a thread
+//!   claimed.
+//! - **The record of NumPy's mistakes** ([`bridge::events`]): an atomic
+//!   total, and a map of sites under a mutex taken after the Python frame
+//!   was read (and only when the thread is attached), for the insert alone.
+//! - **The Python half**: `memplug._kept`, `memplug.numpy`'s allocators by
+//!   handler and the search path's one-time load each have a
+//!   `threading.Lock`; the `with` stack is a context variable, as NumPy's
+//!   current handler is.
+//!
+//! [`thread_raw::gil_held`] asks `PyGILState_Check`, which on a
+//! free-threaded build tells whether the thread is attached to the
+//! interpreter: the question its callers mean (may Python be called here
+//! without attaching).
 //!
 //! # Unsafe code
 //! The crate denies `unsafe` code; the modules whose names end in `_raw`
@@ -175,14 +240,21 @@ fn numpy_hooked(py: Python<'_>, inner: &Bound<'_, PyAny>, callback: &Bound<'_, P
 /// Close the bridge of an instance (`name:options`): its instance goes
 /// once its blocks are freed; `False` if no such bridge is open.
 #[pyfunction]
-fn numpy_close(name: &str) -> PyResult<bool> {
-    numpy::handlers::close(name)
+fn numpy_close(py: Python<'_>, name: &str) -> PyResult<bool> {
+    numpy::handlers::close(py, name)
 }
 
 /// Turn the cache of freed blocks of a bridge on or off; whether it was on.
 #[pyfunction]
-fn numpy_set_cache(name: &str, enabled: bool) -> PyResult<bool> {
-    registry::bridges::set_caching(name, enabled)
+fn numpy_set_cache(py: Python<'_>, name: &str, enabled: bool) -> PyResult<bool> {
+    registry::bridges::set_caching(py, name, enabled)
+}
+
+/// Check that memplug reads this NumPy's arrays right in this interpreter
+/// (see `numpy::array_raw::layout`); raises `NumpyError` if not.
+#[pyfunction]
+fn numpy_check_layout(py: Python<'_>) -> PyResult<()> {
+    numpy::handlers::check_layout(py)
 }
 
 /// NumPy's C feature version (`PyArray_GetNDArrayCFeatureVersion`).
@@ -202,8 +274,10 @@ fn init_logging() {
     }
 }
 
-/// The native module.
-#[pymodule]
+/// The native module. It declares that it runs without the GIL (see the
+/// module docs' "Free-threaded Python" for why that holds), so that
+/// importing it on a free-threaded CPython leaves the GIL off.
+#[pymodule(gil_used = false)]
 fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     init_logging();
     m.add_function(wrap_pyfunction!(load, m)?)?;
@@ -219,6 +293,7 @@ fn _memplug(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(numpy_get, m)?)?;
     m.add_function(wrap_pyfunction!(describe_capsule, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_feature_version, m)?)?;
+    m.add_function(wrap_pyfunction!(numpy_check_layout, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_close, m)?)?;
     m.add_function(wrap_pyfunction!(numpy_set_cache, m)?)?;
     m.add_function(wrap_pyfunction!(capsule_key, m)?)?;

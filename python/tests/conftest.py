@@ -6,18 +6,35 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
 
 import memplug
+import memplug.numpy  # noqa: F401  (imported before any test: the GIL must stay off)
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+#: Whether this interpreter is a free-threaded build (3.13t, 3.14t).
+FREE_THREADED = sysconfig.get_config_var("Py_GIL_DISABLED") == 1
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _search_path_loaded():
     memplug.load_search_path()
+
+
+@pytest.fixture(autouse=True)
+def _gil_stays_off():
+    """On a free-threaded build, every test runs with the GIL off (memplug
+    and memplug.numpy imported) and leaves it off."""
+    if FREE_THREADED:
+        assert not sys._is_gil_enabled(), "the GIL is on after `import memplug, memplug.numpy`"
+    yield
+    if FREE_THREADED:
+        assert not sys._is_gil_enabled(), "the GIL was turned on during the test"
 
 
 @pytest.fixture(scope="session")

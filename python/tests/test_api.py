@@ -13,6 +13,7 @@ import memplug.numpy as mnp
 NUMPY_API = {
     "Allocator",
     "allocator",
+    "create_allocator",
     "get_allocator",
     "set_allocator",
     "hooked",
@@ -27,7 +28,7 @@ NUMPY_API = {
 ALLOCATOR_API = {"name", "handler", "capsule", "handles", "close", "set_cache"}
 #: What the capsule vocabulary called these; none is public any more.
 GONE = {"use", "install", "current", "handler", "close", "set_cache", "get_handler_name", "memplug_name",
-        "create_allocator", "capsule"}
+        "capsule"}
 
 
 def guide(repo) -> str:

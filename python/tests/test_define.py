@@ -186,16 +186,19 @@ def test_integer_addresses():
 
 def test_cfunctype_instances_and_a_sized_free():
     counts = {"live": 0}
+    lock = threading.Lock()  # the conformance pass calls from threads at once (truly, without a GIL)
     _, c_malloc, _, _, c_free = libc_functions()
 
     @ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)
     def malloc(size):
-        counts["live"] += size
+        with lock:
+            counts["live"] += size
         return c_malloc(size)
 
     @ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t)
     def free(ptr, size):  # two argtypes: a sized free
-        counts["live"] -= size
+        with lock:
+            counts["live"] -= size
         c_free(ptr)
 
     h = memplug.from_functions("cfunctype", malloc=malloc, free=free)
@@ -362,3 +365,43 @@ def test_handler_objects():
     assert ":" in inst.name and inst.info["options"] is not None
     with pytest.raises(memplug.UnknownHandlerError):
         memplug.handler("no-such-handler")
+
+
+def test_a_callable_not_thread_safe_may_free_a_block_of_its_own_handler_inside_its_call():
+    """A callable's own code can free an array of the handler it serves (a
+    collection running inside it, a cache it empties): the turn that makes
+    calls one at a time is taken again by the thread holding it, instead of
+    waiting for itself forever."""
+    c = Counting()
+    kept = []
+
+    def malloc(size):
+        if kept:
+            kept.pop()  # the last reference: freed now, through this handler, inside this call
+        return c.malloc(size)
+
+    alloc = mnp.create_allocator(malloc=malloc, free=c.free, thread_safe=False)
+    alloc.set_cache(False)  # every allocation reaches the callable
+    with alloc:
+        for n in range(1, 30):
+            kept.append(np.ones(100 + n))
+            assert np.ones(50 + n).sum() == 50 + n
+    kept.clear()
+    gc.collect()
+    assert c.live == 0
+    assert memplug.stats(alloc.handler.name)["bridge"]["live_blocks"] == 0
+
+
+def test_a_cfunctype_of_a_python_function_is_refused_under_the_hosts_lock():
+    """thread_safe=False puts C functions under the host's lock, where no
+    Python code may run: a CFUNCTYPE made from a Python function is
+    refused there (and taken as it is with thread_safe=True)."""
+    _, c_malloc, _, _, c_free = libc_functions()
+    py_malloc = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)(lambda size: c_malloc(size))
+    with pytest.raises(memplug.LoadError) as refused:
+        memplug.from_functions("thunk-locked", malloc=py_malloc, free=c_free, thread_safe=False)
+    assert refused.value.code == "python-under-lock" and "malloc" in str(refused.value)
+    assert "thunk-locked" not in memplug.names()
+    plain = memplug.from_functions("libc-locked", malloc=c_malloc, free=c_free, thread_safe=False)
+    assert not plain.info["thread_safe"]
+    assert memplug.from_functions("thunk-free", malloc=py_malloc, free=c_free).info["thread_safe"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import inspect
 import io
 import threading
 
@@ -229,3 +230,26 @@ def test_the_peak_counts_arrays_of_several_threads_alive_at_once():
     after = bridge(key)
     assert after["live_bytes"] == before - 2 * mb
     assert after["peak_bytes"] >= 2 * mb, after
+
+
+def _made_and_freed_in_a_frame_called_from_c(_):
+    y = np.fromstring("", sep=" ")  # NumPy allocates 8 bytes and frees 1: a size mismatch, recorded
+    return y.size  # y is freed while this frame is torn down, right after the C caller's entry
+
+
+def test_a_size_mismatch_while_a_frame_called_from_c_is_torn_down_is_recorded_at_its_caller():
+    """The bridge records where a mismatch happened from the innermost
+    complete Python frame: freed during the teardown of a frame that C code
+    called (map here, pytest's call of a test function), Python 3.13's
+    `sys._getframe(0)` would give the C caller's entry frame, which crashed
+    the interpreter or gave no site."""
+    alloc = mnp.allocator("tracking")
+    before = {(s["file"], s["line"]): s["count"] for s in memplug.stats("tracking")["bridge"]["numpy_size_mismatch_sites"]}
+    with alloc:
+        sizes = list(map(_made_and_freed_in_a_frame_called_from_c, range(3)))  # the line recorded
+    line = inspect.currentframe().f_lineno - 1
+    assert sizes == [0, 0, 0]
+    sites = memplug.stats("tracking")["bridge"]["numpy_size_mismatch_sites"]
+    here = [s for s in sites if s["file"] == __file__ and s["line"] == line]
+    assert here and here[0]["count"] - before.get((__file__, line), 0) == 3, sites
+    assert here[0]["function"] == "test_a_size_mismatch_while_a_frame_called_from_c_is_torn_down_is_recorded_at_its_caller"

@@ -80,7 +80,7 @@ Hooks and foreign memory::
 - :func:`get_allocator` and :meth:`Allocator.handles` follow a view's
   ``.base`` to the array owning the data (:func:`owner_of`; None for memory
   no handler made). An allocator of C functions or Python callables is
-  ``allocator(memplug.from_functions(malloc=..., free=...))``.
+  ``create_allocator(malloc=..., calloc=..., realloc=..., free=...)``.
 - :func:`hooked` calls a Python function after every call into a handler,
   with the GIL, whatever thread NumPy calls from; a failing callback is
   reported as unraisable and changes no result.
@@ -136,6 +136,7 @@ from __future__ import annotations
 from memplug.numpy._allocators import (
     Allocator,
     allocator,
+    create_allocator,
     get_allocator,
     hooked,
     owner_of,
@@ -147,6 +148,7 @@ from memplug.numpy._share import SharedArray, attach, share
 __all__ = [
     "Allocator",
     "allocator",
+    "create_allocator",
     "get_allocator",
     "set_allocator",
     "hooked",
@@ -157,3 +159,22 @@ __all__ = [
     "attach",
     "SharedArray",
 ]
+
+# The array layout this interpreter and NumPy use, verified now: a NumPy or
+# a Python (default or free-threaded build) whose arrays memplug cannot read
+# is refused here, with NumpyError("numpy-layout"), not misread later.
+try:
+    import numpy as _numpy  # noqa: F401
+except ImportError:
+    pass
+else:
+    from memplug import NumpyError as _NumpyError
+    from memplug import _memplug as _native
+
+    try:
+        _native.numpy_check_layout()
+    except _NumpyError as _e:
+        # A NumPy too old for handlers is said when one is asked for.
+        if _e.code == "numpy-layout":
+            raise
+    del _native, _numpy, _NumpyError

@@ -1,6 +1,7 @@
 """Allocator objects: NumPy data-memory handlers as Python values
-(:class:`Allocator`, :func:`allocator`, :func:`get_allocator`,
-:func:`set_allocator`, :func:`hooked`, :func:`owner_of`).
+(:class:`Allocator`, :func:`allocator`, :func:`create_allocator`,
+:func:`get_allocator`, :func:`set_allocator`, :func:`hooked`,
+:func:`owner_of`).
 
 An :class:`Allocator` wraps one NumPy ``mem_handler`` capsule -- memplug's,
 NumPy's own ``default_allocator``, or another library's -- and there is one
@@ -19,6 +20,7 @@ from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import memplug
 from memplug import _memplug as _native
+from memplug._define import Function
 
 #: A NumPy ``mem_handler`` capsule (a ``PyCapsule``).
 Capsule = Any
@@ -267,6 +269,51 @@ def allocator(handler_or_name: AllocatorLike) -> Allocator:
     if isinstance(name, str):  # a memplug.Handler
         return Allocator._of(_capsule_of(name))
     return Allocator._of(handler_or_name)  # raises not-a-handler
+
+
+def create_allocator(
+    *,
+    malloc: Function,
+    calloc: Optional[Function] = None,
+    realloc: Optional[Function] = None,
+    free: Function,
+    name: Optional[str] = None,
+    thread_safe: bool = True,
+    alignment: int = 16,
+) -> Allocator:
+    """A new :class:`Allocator` made of allocation functions: the way to
+    make an allocator from functions in ``memplug.numpy``::
+
+        libc = ctypes.CDLL("libc.so.6")
+        my_allocator = mnp.create_allocator(malloc=libc.malloc, calloc=libc.calloc,
+                                            realloc=libc.realloc, free=libc.free)
+        with my_allocator:
+            a = np.ones(1000)
+
+    The functions are C functions (ctypes function objects, integer
+    addresses) or Python callables, all of one kind, exactly as
+    :func:`memplug.from_functions` takes them (signatures, ``free(ptr,
+    size)``, ``thread_safe``, ``alignment``, what is derived when
+    ``calloc`` or ``realloc`` is not given). They are checked by the
+    conformance pass and registered as the memplug handler ``name`` (by
+    default ``"python-N"``), which :attr:`Allocator.handler` names and
+    :func:`memplug.stats` reports on; the allocator is that handler's, so
+    :func:`allocator` of the name gives the same object. Raises
+    :class:`memplug.LoadError` as :func:`memplug.from_functions` does
+    (``"conformance-failed"``, ``"duplicate-name"``,
+    ``"mixed-function-kinds"``, ...) and :class:`memplug.NumpyError` if
+    NumPy is missing or older than 1.22.
+    """
+    made = memplug.from_functions(
+        name,
+        malloc=malloc,
+        calloc=calloc,
+        realloc=realloc,
+        free=free,
+        thread_safe=thread_safe,
+        alignment=alignment,
+    )
+    return allocator(made)
 
 
 def owner_of(arr: Any) -> Optional[Any]:

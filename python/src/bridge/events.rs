@@ -34,8 +34,12 @@ impl Site {
 
     /// The running Python frame and up to [`MAX_CALLERS`] of its callers
     /// (`file:line in function`), if this thread holds the GIL. NumPy calls
-    /// `free` without the GIL in places; then the site is `<no GIL>`.
+    /// `free` without the GIL in places; then the site is `<no GIL>`, and
+    /// while the interpreter finalizes `<no Python frame>`.
     fn here() -> (Site, Vec<String>) {
+        if !thread_raw::python_running() {
+            return (Site::placeholder("<no Python frame>"), Vec::new());
+        }
         if !thread_raw::gil_held() {
             return (Site::placeholder("<no GIL>"), Vec::new());
         }
@@ -65,7 +69,9 @@ impl Site {
     }
 
     fn from_frame(py: Python<'_>) -> PyResult<(Site, Vec<String>)> {
-        let mut frame = py.import("sys")?.getattr("_getframe")?.call1((0,))?;
+        let Some(mut frame) = thread_raw::current_frame(py) else {
+            return Ok((Site::placeholder("<no Python frame>"), Vec::new()));
+        };
         let site = Site::of(&frame)?;
         let mut callers = Vec::new();
         while callers.len() < MAX_CALLERS {

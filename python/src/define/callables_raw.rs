@@ -13,7 +13,8 @@
 //! waiting for the GIL would deadlock against a thread holding the GIL and
 //! waiting for that lock); callables not declared thread-safe are instead
 //! called one at a time through a [`Turn`], waited for with the GIL
-//! released.
+//! released (detached from the interpreter, on a free-threaded build) and
+//! re-entrant for the thread holding it.
 
 use memplug::functions::{ContextFunctions, FunctionSpec, Functions};
 use memplug::{Handler, LoadError, Registry};
@@ -21,28 +22,57 @@ use pyo3::prelude::*;
 use std::ffi::c_void;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Condvar, Mutex};
+use std::thread::ThreadId;
 
 /// Callables not declared thread-safe are called one at a time: a turn is
-/// taken (waiting with the GIL released) before each call and given back
-/// after it.
+/// taken (waiting with the thread detached from the interpreter: the GIL
+/// released, or on a free-threaded build, no stop-the-world pause held up)
+/// before each call and given back after it. The thread holding the turn
+/// may take it again: Python code can be re-entered on its own thread (a
+/// garbage collection during the callable freeing an array of this very
+/// handler), which would otherwise wait for itself forever.
 #[derive(Default)]
 pub struct Turn {
-    busy: Mutex<bool>,
+    /// The thread holding the turn, and how many times it took it.
+    holder: Mutex<Option<(ThreadId, usize)>>,
     freed: Condvar,
 }
 
 impl Turn {
+    /// Whether the calling thread holds the turn already.
+    fn held_here(&self) -> bool {
+        let holder = self.holder.lock().unwrap_or_else(|e| e.into_inner());
+        holder.is_some_and(|(t, _)| t == std::thread::current().id())
+    }
+
     fn take(&self) {
-        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
-        while *busy {
-            busy = self.freed.wait(busy).unwrap_or_else(|e| e.into_inner());
+        let me = std::thread::current().id();
+        let mut holder = self.holder.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            match &mut *holder {
+                Some((t, depth)) if *t == me => {
+                    *depth += 1;
+                    return;
+                }
+                Some(_) => holder = self.freed.wait(holder).unwrap_or_else(|e| e.into_inner()),
+                None => {
+                    *holder = Some((me, 1));
+                    return;
+                }
+            }
         }
-        *busy = true;
     }
 
     fn give(&self) {
-        *self.busy.lock().unwrap_or_else(|e| e.into_inner()) = false;
-        self.freed.notify_one();
+        let mut holder = self.holder.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, depth)) = &mut *holder {
+            *depth -= 1;
+            if *depth == 0 {
+                *holder = None;
+                drop(holder);
+                self.freed.notify_one();
+            }
+        }
     }
 }
 
@@ -85,7 +115,11 @@ fn with_callable<T>(
     catch_unwind(AssertUnwindSafe(|| {
         Python::with_gil(|py| {
             if let Some(turn) = &c.turn {
-                py.allow_threads(|| turn.take());
+                if turn.held_here() {
+                    turn.take();
+                } else {
+                    py.allow_threads(|| turn.take());
+                }
             }
             let pending = PyErr::take(py);
             let bound = callable.bind(py);

@@ -5,6 +5,7 @@ use super::outcome::outcome;
 use memplug::symbols::SymbolSpec;
 use memplug::{Handler, Registry};
 use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
 use pyo3::types::PyDict;
 use std::sync::{LazyLock, Mutex};
 
@@ -54,7 +55,7 @@ pub fn define_library<'py>(
     spec.symbols.sized_free = symbols.sized_free;
     spec.symbols.aligned_alloc = symbols.aligned_alloc;
     let known = |spec: &SymbolSpec| {
-        let libraries = LIBRARIES.lock().unwrap_or_else(|e| e.into_inner());
+        let libraries = LIBRARIES.lock_py_attached(py).unwrap_or_else(|e| e.into_inner());
         libraries.iter().find(|(s, _)| s == spec).map(|&(_, h)| h)
     };
     if let Some(h) = known(&spec) {
@@ -62,7 +63,7 @@ pub fn define_library<'py>(
     }
     let result = py.allow_threads(|| Registry::global().load_symbols(&spec));
     if let Ok(h) = result {
-        LIBRARIES.lock().unwrap_or_else(|e| e.into_inner()).push((spec, h));
+        LIBRARIES.lock_py_attached(py).unwrap_or_else(|e| e.into_inner()).push((spec, h));
     }
     outcome(py, result)
 }

@@ -107,11 +107,78 @@ pub unsafe fn capsule_with(py: Python<'_>, name: &str, allocator: PyDataMemAlloc
     let handler = Box::leak(Box::new(PyDataMemHandler { name: cname, version: HANDLER_VERSION, allocator }));
     // SAFETY: the GIL is held; the pointer is non-NULL and lives forever,
     // the name is a static C string, and there is no destructor.
-    unsafe {
+    let capsule = unsafe {
         let cap = ffi::PyCapsule_New(std::ptr::from_mut(handler).cast(), CAPSULE_NAME.as_ptr(), None);
-        Py::from_owned_ptr_or_err(py, cap)
+        Py::<PyAny>::from_owned_ptr_or_err(py, cap)?
+    };
+    // SAFETY: a capsule made just now, referenced only by `capsule`, on
+    // this thread; it has no destructor and nothing to free.
+    unsafe { set_immortal(capsule.as_ptr()) };
+    Ok(capsule)
+}
+
+/// Make a new capsule immortal on a free-threaded build, as NumPy makes its
+/// default handler's there: every array holds a reference to its
+/// handler's capsule, and on a free-threaded build a reference taken on
+/// another thread than the object's owner is an atomic add to a shared
+/// count, so threads making arrays at once would contend for the capsule's
+/// cache line. An immortal object's count is never written. The capsules
+/// live for the process anyway (their handler structs are leaked); a
+/// closed instance's capsule now does too (a few dozen bytes).
+///
+/// `PyUnstable_SetImmortal` (Python 3.15) or `_Py_SetImmortal` (exported
+/// by 3.14) when the process has one; on 3.13, which exports neither, the
+/// three fields that function sets on a free-threaded build: no owning
+/// thread, the immortal local count, no shared count. A default build:
+/// nothing (no contention to avoid).
+///
+/// # Safety
+/// `obj` is a live object that only the calling thread references, once,
+/// not tracked by the garbage collector, and whose deallocation would have
+/// nothing to do but free its memory.
+#[cfg(Py_GIL_DISABLED)]
+unsafe fn set_immortal(obj: *mut ffi::PyObject) {
+    use std::sync::atomic::Ordering::Relaxed;
+    type SetImmortal = unsafe extern "C" fn(*mut ffi::PyObject) -> std::ffi::c_int;
+    type SetImmortalOld = unsafe extern "C" fn(*mut ffi::PyObject);
+    // SAFETY: `dlsym` with `RTLD_DEFAULT` and NUL-terminated names only
+    // looks the symbols up in the process's global scope.
+    let (new, old) = unsafe {
+        (
+            libc::dlsym(libc::RTLD_DEFAULT, c"PyUnstable_SetImmortal".as_ptr()),
+            libc::dlsym(libc::RTLD_DEFAULT, c"_Py_SetImmortal".as_ptr()),
+        )
+    };
+    if !new.is_null() {
+        // SAFETY: CPython's `int PyUnstable_SetImmortal(PyObject *)`, given
+        // a uniquely referenced object (the caller's contract).
+        unsafe { std::mem::transmute::<*mut c_void, SetImmortal>(new)(obj) };
+    } else if !old.is_null() {
+        // SAFETY: CPython's `void _Py_SetImmortal(PyObject *)` (what
+        // `PyUnstable_SetImmortal` calls), given an object only this
+        // thread references.
+        unsafe { std::mem::transmute::<*mut c_void, SetImmortalOld>(old)(obj) };
+    } else if cfg!(not(Py_3_14)) {
+        // SAFETY: CPython 3.13's free-threaded object header (PyO3's
+        // `PyObject` for this build); `obj` is referenced by this thread
+        // alone, so no other thread reads or writes its counts meanwhile.
+        // These are the writes of 3.13's `_Py_SetImmortalUntracked`
+        // (`_Py_UNOWNED_TID`, `_Py_IMMORTAL_REFCNT_LOCAL`, 0), and a capsule
+        // is not tracked by the collector (nothing to untrack).
+        unsafe {
+            (*obj).ob_tid = 0;
+            (*obj).ob_ref_shared.store(0, Relaxed);
+            (*obj).ob_ref_local.store(u32::MAX, Relaxed);
+        }
     }
 }
+
+/// See the free-threaded build's `set_immortal`: nothing to do here.
+///
+/// # Safety
+/// None (it does nothing); the same contract as the free-threaded one.
+#[cfg(not(Py_GIL_DISABLED))]
+unsafe fn set_immortal(_obj: *mut ffi::PyObject) {}
 
 /// The NumPy handler struct behind a `mem_handler` capsule, if `obj` is one.
 fn handler_of(obj: &Bound<'_, PyAny>) -> Option<&'static PyDataMemHandler> {

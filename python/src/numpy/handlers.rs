@@ -9,6 +9,7 @@ use crate::bridge::state::Bridge;
 use crate::errors;
 use crate::registry::bridges;
 use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex};
 
@@ -28,16 +29,33 @@ pub fn api(py: Python<'_>) -> PyResult<&'static api_raw::NumpyApi> {
     })
 }
 
+/// NumPy's C API and the layout of its arrays in this interpreter,
+/// verified (see [`array_raw::layout`]): `import memplug.numpy` calls it,
+/// so that a NumPy or a Python whose arrays memplug cannot read is refused
+/// there, with `NumpyError("numpy-layout")`.
+pub fn check_layout(py: Python<'_>) -> PyResult<()> {
+    api(py)?;
+    array_raw::layout(py).map(drop)
+}
+
 /// The `mem_handler` capsule for `key` (`name` or `name:options`).
+///
+/// The lock on the capsules is taken detached from the interpreter
+/// (`lock_py_attached`), and nothing under it runs Python code or frees a
+/// Python object: two threads asking at once may both make a capsule, and
+/// the one not kept is dropped after the lock is let go.
 pub fn capsule(py: Python<'_>, key: &str) -> PyResult<Py<PyAny>> {
-    if let Some(c) = CAPSULES.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
+    if let Some(c) = CAPSULES.lock_py_attached(py).unwrap_or_else(|e| e.into_inner()).get(key) {
         return Ok(c.clone_ref(py));
     }
     api(py)?;
-    let bridge: &'static Bridge = bridges::bridge(key)?;
+    let bridge: &'static Bridge = bridges::bridge(py, key)?;
     let made = capsule_raw::new_capsule(py, bridge, &bridge.numpy_name)?;
-    let mut map = CAPSULES.lock().unwrap_or_else(|e| e.into_inner());
-    Ok(map.entry(key.to_string()).or_insert(made).clone_ref(py))
+    let mut map = CAPSULES.lock_py_attached(py).unwrap_or_else(|e| e.into_inner());
+    let kept = map.entry(key.to_string()).or_insert_with(|| made.clone_ref(py)).clone_ref(py);
+    drop(map);
+    drop(made);
+    Ok(kept)
 }
 
 /// Make `capsule` (NumPy's default if `None`) NumPy's handler in the
@@ -69,9 +87,11 @@ pub fn describe(obj: &Bound<'_, PyAny>) -> Option<(String, Option<String>)> {
 /// Close the bridge of `key` (`name:options`): see [`bridges::close`].
 /// Its capsule is forgotten too, so that asking for `key` again makes a
 /// new instance; arrays keep the old capsule and free through it.
-pub fn close(key: &str) -> PyResult<bool> {
-    let closed = bridges::close(key)?;
-    CAPSULES.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+pub fn close(py: Python<'_>, key: &str) -> PyResult<bool> {
+    let closed = bridges::close(py, key)?;
+    let forgotten = CAPSULES.lock_py_attached(py).unwrap_or_else(|e| e.into_inner()).remove(key);
+    // Dropped with the lock let go.
+    drop(forgotten);
     Ok(closed)
 }
 

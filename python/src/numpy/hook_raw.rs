@@ -10,10 +10,9 @@
 
 use super::capsule_raw::{self, PyDataMemAllocator};
 use super::hook::{Event, Hook};
-use pyo3::ffi;
+use crate::thread_raw;
 use pyo3::prelude::*;
-use std::ffi::{c_int, c_void};
-use std::sync::OnceLock;
+use std::ffi::c_void;
 
 /// The `ctx` of a hooked handler.
 struct Hooked {
@@ -46,35 +45,9 @@ pub fn hooked_capsule(py: Python<'_>, inner: &Bound<'_, PyAny>, hook: Hook, name
     Some(unsafe { capsule_raw::capsule_with(py, name, allocator) })
 }
 
-/// Whether Python code may run: the interpreter is initialised and not
-/// finalizing (`Py_IsFinalizing`, before Python 3.13 `_Py_IsFinalizing`;
-/// if neither is found, initialised is taken as enough).
-fn python_running() -> bool {
-    type IsFinalizing = unsafe extern "C" fn() -> c_int;
-    static IS_FINALIZING: OnceLock<Option<IsFinalizing>> = OnceLock::new();
-    // SAFETY: `Py_IsInitialized` may be called at any time, from any
-    // thread, with or without the GIL.
-    if unsafe { ffi::Py_IsInitialized() } == 0 {
-        return false;
-    }
-    let is_finalizing = IS_FINALIZING.get_or_init(|| {
-        [c"Py_IsFinalizing", c"_Py_IsFinalizing"].iter().find_map(|name| {
-            // SAFETY: `dlsym` with `RTLD_DEFAULT` and a NUL-terminated name
-            // only looks the symbol up in the process's global scope.
-            let f = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-            // SAFETY: both symbols are CPython's `int f(void)` (public in
-            // 3.13, exported as private before).
-            (!f.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, IsFinalizing>(f) })
-        })
-    });
-    // SAFETY: the function reads the runtime's finalizing flag; callable
-    // from any thread, with or without the GIL.
-    is_finalizing.is_none_or(|f| unsafe { f() } == 0)
-}
-
 /// Tell the hook of `ctx`, if Python runs.
 fn report(hooked: &Hooked, event: Event, ptr: *mut c_void, size: usize, old_ptr: Option<*mut c_void>) {
-    if python_running() {
+    if thread_raw::python_running() {
         hooked.hook.notify(event, ptr as usize, size, old_ptr.map(|p| p as usize));
     }
 }

@@ -6,6 +6,7 @@ use crate::bridge::state::Bridge;
 use crate::errors;
 use memplug::Registry;
 use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
 use std::collections::HashMap;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
@@ -19,16 +20,36 @@ struct Bridges {
     closed: HashMap<String, &'static Bridge>,
 }
 
-fn state() -> MutexGuard<'static, Bridges> {
+/// The bridges, locked: taken detached from the interpreter
+/// (`lock_py_attached`), so that a thread waiting for it never holds up
+/// the interpreter (a free-threaded build's stop-the-world pauses wait for
+/// every attached thread). Nothing under it runs Python code: refusals
+/// become Python exceptions after it is let go.
+fn state(py: Python<'_>) -> MutexGuard<'static, Bridges> {
     static STATE: LazyLock<Mutex<Bridges>> = LazyLock::new(Mutex::default);
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
+    STATE.lock_py_attached(py).unwrap_or_else(|e| e.into_inner())
+}
+
+/// Why a bridge could not be made, before it is a Python exception.
+enum Refused {
+    Unknown(String, Vec<String>),
+    Instance(memplug::InstanceError),
 }
 
 /// The bridge for `key` (`name` or `name:options`), made on first use.
-pub fn bridge(key: &str) -> PyResult<&'static Bridge> {
+pub fn bridge(py: Python<'_>, key: &str) -> PyResult<&'static Bridge> {
     // Held throughout, so that two threads asking at once make one bridge
     // (and one instance).
-    let mut state = state();
+    let mut state = state(py);
+    let made = make(&mut state, key);
+    drop(state);
+    made.map_err(|refused| match refused {
+        Refused::Unknown(name, known) => errors::unknown_handler(&name, &known),
+        Refused::Instance(r) => errors::refusal(key, &r),
+    })
+}
+
+fn make(state: &mut Bridges, key: &str) -> Result<&'static Bridge, Refused> {
     if let Some(&b) = state.open.get(key) {
         return Ok(b);
     }
@@ -37,11 +58,11 @@ pub fn bridge(key: &str) -> PyResult<&'static Bridge> {
         None => (key, None),
     };
     let registry = Registry::global();
-    let handler = registry.get(name).ok_or_else(|| errors::unknown_handler(name, &registry.names()))?;
+    let handler = registry.get(name).ok_or_else(|| Refused::Unknown(name.to_string(), registry.names()))?;
     let bridge = match options {
         None => Bridge::leak(key, handler, None),
         Some(options) => {
-            let instance = handler.instantiate(options).map_err(|r| errors::refusal(key, &r))?;
+            let instance = handler.instantiate(options).map_err(Refused::Instance)?;
             Bridge::leak(key, instance.handler(), Some(instance))
         }
     };
@@ -51,8 +72,8 @@ pub fn bridge(key: &str) -> PyResult<&'static Bridge> {
 }
 
 /// The bridge already made for `key` (or the last one closed), if any.
-pub fn existing_bridge(key: &str) -> Option<&'static Bridge> {
-    let state = state();
+pub fn existing_bridge(py: Python<'_>, key: &str) -> Option<&'static Bridge> {
+    let state = state(py);
     state.open.get(key).or_else(|| state.closed.get(key)).copied()
 }
 
@@ -60,10 +81,11 @@ pub fn existing_bridge(key: &str) -> Option<&'static Bridge> {
 /// instance go once its blocks are freed ([`close`](crate::bridge::plugin_raw::close)), and forget
 /// the name, so that asking for it again makes a new instance. `false` if
 /// no bridge of that name is open.
-pub fn close(key: &str) -> PyResult<bool> {
-    let mut state = state();
+pub fn close(py: Python<'_>, key: &str) -> PyResult<bool> {
+    let mut state = state(py);
     let Some(&bridge) = state.open.get(key) else { return Ok(false) };
     if !bridge.is_instance() {
+        drop(state);
         return Err(errors::numpy_error(
             "not-an-instance",
             format!(
@@ -80,8 +102,8 @@ pub fn close(key: &str) -> PyResult<bool> {
 
 /// Turn the cache of freed blocks of `key`'s bridge on or off (made first if
 /// need be); whether it was on.
-pub fn set_caching(key: &str, on: bool) -> PyResult<bool> {
-    let b = bridge(key)?;
+pub fn set_caching(py: Python<'_>, key: &str, on: bool) -> PyResult<bool> {
+    let b = bridge(py, key)?;
     crate::bridge::plugin_raw::set_caching(b, on).map_err(|why| {
         errors::numpy_error("not-cacheable", format!("the bridge of `{key}` never caches freed blocks: {why}"))
     })

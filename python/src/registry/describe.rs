@@ -59,10 +59,10 @@ fn events<'py>(py: Python<'py>, log: &EventLog) -> PyResult<Bound<'py, PyList>> 
 /// none) and the bridge's counters (`bridge`, or None if NumPy has not been
 /// given this handler).
 pub fn stats<'py>(py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyDict>> {
-    let existing = existing_bridge(key);
+    let existing = existing_bridge(py, key);
     let handler = match existing {
         Some(b) => b.handler,
-        None if key.contains(':') => bridge(key)?.handler,
+        None if key.contains(':') => bridge(py, key)?.handler,
         None => {
             let registry = Registry::global();
             registry.get(key).ok_or_else(|| errors::unknown_handler(key, &registry.names()))?
@@ -84,7 +84,7 @@ pub fn stats<'py>(py: Python<'py>, key: &str) -> PyResult<Bound<'py, PyDict>> {
         }
         None => d.set_item("plugin", py.None())?,
     }
-    match existing_bridge(key) {
+    match existing_bridge(py, key) {
         Some(b) => {
             let t = b.totals();
             let br = PyDict::new(py);

@@ -5,16 +5,18 @@
 use memplug::discover::{self, Candidate};
 use memplug::{Handler, Registry};
 use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 /// Candidates loaded successfully, and the handler each gave: loading one
-/// again reports the same outcome instead of `duplicate-name`.
-fn loaded() -> MutexGuard<'static, HashMap<Candidate, Handler>> {
+/// again reports the same outcome instead of `duplicate-name`. Locked
+/// detached from the interpreter, for a look-up or an insert only.
+fn loaded(py: Python<'_>) -> MutexGuard<'static, HashMap<Candidate, Handler>> {
     static LOADED: LazyLock<Mutex<HashMap<Candidate, Handler>>> = LazyLock::new(Mutex::default);
-    LOADED.lock().unwrap_or_else(|e| e.into_inner())
+    LOADED.lock_py_attached(py).unwrap_or_else(|e| e.into_inner())
 }
 
 /// The keys every outcome dict has: `status` (`"ok"` or `"rejected"`),
@@ -69,13 +71,13 @@ pub fn load<'py>(py: Python<'py>, paths: Vec<PathBuf>) -> PyResult<Bound<'py, Py
     let candidates = discover::candidates_from(&paths);
     let mut results = Vec::new();
     for c in &candidates {
-        let known = loaded().get(c).copied();
+        let known = loaded(py).get(c).copied();
         let result = match known {
             Some(h) => Ok(h),
             None => py.allow_threads(|| Registry::global().load(c)),
         };
         if let Ok(h) = result {
-            loaded().insert(c.clone(), h);
+            loaded(py).insert(c.clone(), h);
         }
         results.push((c.clone(), result));
     }
