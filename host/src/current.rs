@@ -54,7 +54,7 @@ pub fn builtin() -> Handler {
             Vec::new(),
             Source::Builtin,
         );
-        Handler::install(Prepared { vtable: crate::raw::builtin::vtable(), info })
+        Handler::install(Prepared { vtable: crate::raw::builtin::vtable(), info, ctx: None })
     })
 }
 

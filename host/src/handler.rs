@@ -60,7 +60,10 @@ impl Handler {
     /// Install a validated handler for the rest of the process (without
     /// registering its name anywhere).
     pub(crate) fn install(prepared: Prepared) -> Handler {
-        let Prepared { vtable, info } = prepared;
+        let Prepared { vtable, info, ctx } = prepared;
+        if let Some(ctx) = ctx {
+            ctx.keep();
+        }
         let name: &'static str = Box::leak(info.name.clone().into_boxed_str());
         let raw = RawHandler::new(vtable, info.thread_safe(), info.alignment, name);
         let handler = Handler { state: Box::leak(Box::new(HandlerState { raw, info })) };

@@ -32,7 +32,7 @@ use crate::precheck::{self, Trust};
 use crate::raw::functions::ContextTable;
 use crate::raw::library;
 use crate::raw::symbols::SymbolTable;
-use crate::raw::vtable::VTable;
+use crate::raw::vtable::{CtxOwner, VTable};
 use crate::stage;
 use crate::symbols::{Role, SymbolSpec};
 use crate::validate::{self, FieldReading, MAX_ALIGNMENT, Prefix, RawFields, ValidatedHeader};
@@ -42,6 +42,9 @@ use std::path::Path;
 pub(crate) struct Prepared {
     pub(crate) vtable: VTable,
     pub(crate) info: HandlerInfo,
+    /// The table behind `vtable`'s `ctx`, for trampolines: freed if this is
+    /// dropped (the handler refused), kept once it is installed.
+    pub(crate) ctx: Option<CtxOwner>,
 }
 
 /// Check the file, open, call, copy and validate a plugin candidate.
@@ -64,7 +67,7 @@ pub(crate) fn prepare(candidate: &Candidate, trust: &Trust) -> Result<Prepared, 
     let source = Source::Plugin { path: candidate.path.clone(), symbol: candidate.symbol.clone() };
     let info = HandlerInfo::from_header(header, layout, source);
     tracing::debug!(candidate = %candidate, name = %info.name, version = %info.version, "validated plugin");
-    Ok(Prepared { vtable, info })
+    Ok(Prepared { vtable, info, ctx: None })
 }
 
 /// Check and read a manifest (`*.memplug.toml`), then [`prepare_symbols`].
@@ -114,7 +117,8 @@ pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust:
     };
     let info = HandlerInfo::from_functions(name, version, spec.flags(), alignment, defaulted, source);
     tracing::debug!(name = %info.name, library = %spec.library, "found allocator symbols");
-    Ok(Prepared { vtable: table.into_vtable(), info })
+    let (vtable, ctx) = table.into_vtable();
+    Ok(Prepared { vtable, info, ctx: Some(ctx) })
 }
 
 /// The name, version and alignment of a handler made of plain functions,
@@ -145,7 +149,7 @@ fn check_identity(
 #[allow(unsafe_code)]
 pub(crate) unsafe fn prepare_functions(spec: &FunctionSpec) -> Result<Prepared, Refusal> {
     let (name, version, alignment) = check_identity(&spec.name, spec.version.as_deref(), spec.alignment)?;
-    let vtable = match spec.functions {
+    let (vtable, ctx) = match spec.functions {
         // SAFETY: the caller's contract.
         Functions::C(f) => unsafe { SymbolTable::from_functions(&f, alignment) }.into_vtable(),
         // SAFETY: the caller's contract.
@@ -159,7 +163,7 @@ pub(crate) unsafe fn prepare_functions(spec: &FunctionSpec) -> Result<Prepared, 
     let source = Source::Functions { origin: spec.origin.clone() };
     let flags = if spec.thread_safe { memplug_abi::FLAG_THREAD_SAFE } else { 0 };
     let info = HandlerInfo::from_functions(name, version, flags, alignment, defaulted, source);
-    Ok(Prepared { vtable, info })
+    Ok(Prepared { vtable, info, ctx: Some(ctx) })
 }
 
 /// Everything `inspect` could read of a candidate.

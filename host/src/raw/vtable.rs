@@ -42,6 +42,53 @@ unsafe impl Send for VTable {}
 // SAFETY: as above.
 unsafe impl Sync for VTable {}
 
+/// The table behind the `ctx` of a vtable made of trampolines (by symbol,
+/// or functions given by address), owned until its handler is installed: a
+/// handler refused before that (its name taken, its version unsatisfied)
+/// frees the table when this is dropped, and an installed one
+/// [`keep`](CtxOwner::keep)s it for the rest of the process.
+pub(crate) struct CtxOwner {
+    ctx: *mut c_void,
+    free: unsafe fn(*mut c_void),
+}
+
+impl CtxOwner {
+    /// Own `value` on the heap; [`ctx`](CtxOwner::ctx) is its address.
+    pub(crate) fn new<T>(value: T) -> CtxOwner {
+        CtxOwner { ctx: Box::into_raw(Box::new(value)).cast(), free: free_box::<T> }
+    }
+
+    /// The table's address, the vtable's `ctx`.
+    pub(crate) fn ctx(&self) -> *mut c_void {
+        self.ctx
+    }
+
+    /// Keep the table for the rest of the process (its handler is
+    /// installed: it may be called from now on).
+    pub(crate) fn keep(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for CtxOwner {
+    fn drop(&mut self) {
+        // SAFETY: `ctx` is the box `new` made of a `T` and `free` is
+        // `free_box::<T>`; dropped only when not kept, i.e. when the handler
+        // was never installed, so nothing calls through the vtable any more.
+        unsafe { (self.free)(self.ctx) }
+    }
+}
+
+/// Free a box made by [`CtxOwner::new`].
+///
+/// # Safety
+/// `ctx` is the address of a `Box<T>` made by [`CtxOwner::new`], freed once,
+/// and never used again.
+unsafe fn free_box<T>(ctx: *mut c_void) {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Box::from_raw(ctx.cast::<T>()) });
+}
+
 impl VTable {
     /// A vtable from Rust functions (the built-in handler, the by-symbol
     /// trampolines).
