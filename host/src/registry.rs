@@ -101,8 +101,26 @@ impl Registry {
     /// Load, validate and register one candidate: a plugin library, or an
     /// allocator manifest (`*.memplug.toml`, see [`crate::symbols`]). A
     /// candidate this registry already loaded (the same file, the same entry
-    /// symbol) gives the handler it made then: loading is idempotent.
+    /// symbol) gives the handler it made then: loading is idempotent. A
+    /// handler whose name another handler has is refused as
+    /// `duplicate-name`, wherever the two came from (a scan's rule,
+    /// `shadowed`, is [`load_scanned`](Registry::load_scanned)'s).
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
+        self.load_as(candidate, false)
+    }
+
+    /// [`load`](Registry::load) a candidate a directory scan found (the
+    /// search path, or a plugin directory): a handler whose name a handler
+    /// from another directory has is refused as `shadowed` — not a failure:
+    /// the earlier directory's takes precedence — and only one from the same
+    /// directory (or from no file) as `duplicate-name`.
+    pub fn load_scanned(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
+        self.load_as(candidate, true)
+    }
+
+    /// [`load`](Registry::load), with the scan's rule for a taken name when
+    /// `scan`.
+    fn load_as(&self, candidate: &Candidate, scan: bool) -> Result<Handler, LoadError> {
         if let Some(h) = self.loaded(candidate) {
             return Ok(h);
         }
@@ -114,7 +132,7 @@ impl Registry {
         } else {
             load::prepare(candidate, &trust)
         };
-        self.install(prepared.map_err(err)?, &candidate.to_string())
+        self.install(prepared.map_err(err)?, &candidate.to_string(), scan)
     }
 
     /// Make, validate and register a handler from a library's plain C
@@ -125,7 +143,7 @@ impl Registry {
         let trust = self.policy.read().unwrap_or_else(|e| e.into_inner()).trust.clone();
         let prepared = load::prepare_symbols(spec, None, &trust)
             .map_err(|refusal| LoadError { source_desc: desc.clone(), refusal })?;
-        self.install(prepared, &desc)
+        self.install(prepared, &desc, false)
     }
 
     /// Before loading into this process: refuse a file the verdict cache
@@ -230,7 +248,7 @@ impl Registry {
         let mut prepared = unsafe { load::prepare_functions(spec) }.map_err(err)?;
         self.admit(&mut prepared, &desc).map_err(err)?;
         if let Some(existing) = self.get(&prepared.info.name) {
-            return Err(err(taken(&prepared, existing)));
+            return Err(err(taken(&prepared, existing, false)));
         }
         let handler = Handler::install(prepared);
         let results = check::conformance(handler);
@@ -281,13 +299,14 @@ impl Registry {
         Ok(())
     }
 
-    /// Apply the policy, check the name is free, and install.
-    fn install(&self, mut prepared: Prepared, desc: &str) -> Result<Handler, LoadError> {
+    /// Apply the policy, check the name is free (by a scan's rule when
+    /// `scan`), and install.
+    fn install(&self, mut prepared: Prepared, desc: &str, scan: bool) -> Result<Handler, LoadError> {
         let err = |refusal| LoadError { source_desc: desc.to_string(), refusal };
         self.admit(&mut prepared, desc).map_err(err)?;
         let mut map = self.handlers.write().unwrap_or_else(|e| e.into_inner());
         if let Some(&existing) = map.get(&prepared.info.name) {
-            return Err(err(taken(&prepared, existing)));
+            return Err(err(taken(&prepared, existing, scan)));
         }
         let handler = Handler::install(prepared);
         map.insert(handler.name().to_string(), handler);
@@ -300,13 +319,16 @@ impl Registry {
         self.load(&Candidate::new(path.as_ref()))
     }
 
-    /// Load every candidate. A refused one never stops the others; each
-    /// outcome is returned in order.
+    /// Load every candidate of a directory scan ([`discover::scan_dir`],
+    /// [`discover::discover`]), in order, each as
+    /// [`load_scanned`](Registry::load_scanned) does: a later directory's
+    /// handler whose name an earlier one took is `shadowed`. A refused one
+    /// never stops the others; each outcome is returned in order.
     pub fn load_all(&self, candidates: &[Candidate]) -> Vec<Outcome> {
         candidates
             .iter()
             .map(|c| {
-                let result = self.load(c);
+                let result = self.load_scanned(c);
                 if let Err(e) = &result {
                     tracing::info!(code = e.code(), "{e}");
                 }
@@ -380,15 +402,16 @@ impl Registry {
     }
 }
 
-/// Why `prepared` cannot take its name from `existing`: shadowed, when both
-/// came from files in different directories; else a duplicate name.
-fn taken(prepared: &Prepared, existing: Handler) -> Refusal {
+/// Why `prepared` cannot take its name from `existing`: in a directory
+/// `scan`, shadowed when both came from files in different directories;
+/// else a duplicate name.
+fn taken(prepared: &Prepared, existing: Handler, scan: bool) -> Refusal {
     let name = prepared.info.name.clone();
     let by = existing.info().source.to_string();
     let here = prepared.info.source.file().and_then(Path::parent);
     let there = existing.info().source.file().and_then(Path::parent);
     match (here, there) {
-        (Some(a), Some(b)) if a != b => Refusal::Shadowed { name, by },
+        (Some(a), Some(b)) if scan && a != b => Refusal::Shadowed { name, by },
         _ => Refusal::DuplicateName { name, existing: by },
     }
 }

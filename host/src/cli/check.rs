@@ -4,7 +4,7 @@
 //! worker process of its own unless `--in-process` says otherwise.
 
 use super::args::IsolationArgs;
-use super::{candidates, describe_search, jobs, print_json, table};
+use super::{candidates, describe_search, jobs, print_json, scanned, table};
 use memplug::discover::PATH_ENV;
 use memplug::probe::{Request, Task};
 use memplug::{Policy, Report, SymbolSpec};
@@ -44,7 +44,9 @@ pub(crate) fn run(
         }
         return ExitCode::from(1);
     }
-    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation));
+    let from_scan: Vec<bool> =
+        requests.iter().map(|r| r.candidate.as_ref().is_some_and(|c| scanned(paths, c))).collect();
+    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation), &from_scan);
     let mut unused_options = false;
     for (name, opts) in options {
         let used = reports.iter().any(|r| r.name.as_deref() == Some(name) && r.options.as_deref() == Some(opts));

@@ -129,20 +129,22 @@ fn in_process(request: Request) -> Vec<Report> {
 }
 
 /// Apply, as a registry would, the rule for a handler whose name an earlier
-/// candidate's handler has: from another directory it is shadowed (not a
-/// failure), from the same directory it is refused as `duplicate-name`;
-/// either way the instances made of it go too. Flatten the reports.
-pub(crate) fn refuse_duplicates(per_job: Vec<Vec<Report>>) -> Vec<Report> {
+/// candidate's handler has: a candidate a directory scan found (`scanned`,
+/// one flag per job) from another directory is shadowed (not a failure);
+/// one named explicitly, or from the same directory, is refused as
+/// `duplicate-name`; either way the instances made of it go too. Flatten
+/// the reports.
+pub(crate) fn refuse_duplicates(per_job: Vec<Vec<Report>>, scanned: &[bool]) -> Vec<Report> {
     // (name, where it came from, its file)
     let mut seen: Vec<(String, String, PathBuf)> = Vec::new();
     let mut out = Vec::new();
-    for reports in per_job {
+    for (i, reports) in per_job.into_iter().enumerate() {
         let Some(first) = reports.first() else { continue };
         let name = first.name.clone().filter(|_| first.loaded.is_some());
         let earlier = name.as_ref().and_then(|n| seen.iter().find(|(s, ..)| s == n)).cloned();
         match (name, earlier) {
             (Some(name), Some((_, by, file))) => {
-                let shadowed = file.parent() != first.path.parent();
+                let shadowed = scanned.get(i) == Some(&true) && file.parent() != first.path.parent();
                 let refusal = if shadowed {
                     Refusal::Shadowed { name: name.clone(), by }
                 } else {

@@ -2,7 +2,7 @@
 //! conformance pass), each candidate in a worker process.
 
 use super::args::IsolationArgs;
-use super::{candidates, describe_search, jobs, print_json, table};
+use super::{candidates, describe_search, jobs, print_json, scanned, table};
 use memplug::Policy;
 use memplug::probe::{Request, Task};
 use std::path::PathBuf;
@@ -10,7 +10,9 @@ use std::process::ExitCode;
 
 /// List the candidates of `paths` (or the search path).
 pub(crate) fn run(paths: &[PathBuf], policy: Policy, isolation: &IsolationArgs, json_out: bool) -> ExitCode {
-    let requests = candidates(paths, &[])
+    let found = candidates(paths, &[]);
+    let from_scan: Vec<bool> = found.iter().map(|c| scanned(paths, c)).collect();
+    let requests = found
         .into_iter()
         .map(|c| Request {
             task: Task::List,
@@ -21,7 +23,7 @@ pub(crate) fn run(paths: &[PathBuf], policy: Policy, isolation: &IsolationArgs, 
             bench: None,
         })
         .collect();
-    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation));
+    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation), &from_scan);
     if reports.is_empty() {
         // As `check` does: nothing found is not "all ok".
         eprintln!(

@@ -260,6 +260,13 @@ fn candidates(paths: &[PathBuf], symbols: &[String]) -> Vec<Candidate> {
     base.iter().flat_map(|c| symbols.iter().map(move |s| c.clone().with_symbol(s.clone()))).collect()
 }
 
+/// Whether `candidate`, one of [`candidates`]`(paths, ..)`, came from a
+/// directory scan (the search path, or a directory in `paths`) rather than
+/// being named in `paths`.
+fn scanned(paths: &[PathBuf], candidate: &Candidate) -> bool {
+    !paths.iter().any(|p| *p == candidate.path && !p.is_dir())
+}
+
 /// The directories searched, for messages.
 fn describe_search(paths: &[PathBuf]) -> String {
     let dirs = if paths.is_empty() { memplug::discover::search_path() } else { paths.to_vec() };

@@ -289,7 +289,10 @@ fn choose(args: &RunArgs, policy: &memplug::Policy) -> Result<Chosen, RunError> 
         bench: None,
     };
     let requests: Vec<Request> = candidates.iter().cloned().map(|c| request(c, Vec::new())).collect();
-    let reports = jobs::refuse_duplicates(jobs::run(requests, &args.isolation));
+    // --plugin-path and the search path are one search order: a later
+    // handler of a name is shadowed.
+    let from_scan = vec![!by_path; requests.len()];
+    let reports = jobs::refuse_duplicates(jobs::run(requests, &args.isolation), &from_scan);
     let found = if by_path {
         reports.into_iter().next()
     } else {
