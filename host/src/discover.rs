@@ -138,8 +138,14 @@ pub fn candidates_from(paths: &[PathBuf]) -> Vec<Candidate> {
 /// directory. Directories that do not exist are skipped with a debug log
 /// line.
 pub fn discover() -> Vec<Candidate> {
+    discover_in(&crate::dirs::Env::current())
+}
+
+/// [`discover`] on the search path of `env` (libmemplug's, say: see
+/// [`crate::dirs::Env::library`]).
+pub fn discover_in(env: &crate::dirs::Env) -> Vec<Candidate> {
     let mut out: Vec<Candidate> = Vec::new();
-    for dir in search_path() {
+    for dir in env.search_path().into_iter().map(|d| d.path) {
         if !dir.is_dir() {
             tracing::debug!(dir = %dir.display(), "plugin directory does not exist");
             continue;
