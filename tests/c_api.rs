@@ -387,6 +387,7 @@ fn a_program_linked_to_an_installed_libmemplug_finds_its_plugins_and_worker() {
     let run = |exe: &Path, args: &[&str], worker: &Path| {
         let mut cmd = Command::new(exe);
         cmd.args(args).current_dir(&home).env("HOME", &home).env("PLUGINS", &plugins).env("WORKER", worker);
+        cmd.env_remove("LD_LIBRARY_PATH");
         for (k, _) in std::env::vars_os() {
             if k.to_string_lossy().starts_with("MEMPLUG_") || k.to_string_lossy().starts_with("XDG_") {
                 cmd.env_remove(k);
@@ -395,6 +396,7 @@ fn a_program_linked_to_an_installed_libmemplug_finds_its_plugins_and_worker() {
         cmd.output().unwrap()
     };
     codes("installed, with its worker", &run(&rules, &["installed"], &bin.join("memplug")));
+    let mut allocate = PathBuf::new();
     for (src, expect) in
         [("allocate.c", "the block goes back to tracking"), ("pmr.cpp", "1000000 numbers, alloc seen 3 times")]
     {
@@ -407,7 +409,28 @@ fn a_program_linked_to_an_installed_libmemplug_finds_its_plugins_and_worker() {
             out.status,
             String::from_utf8_lossy(&out.stderr)
         );
+        if src == "allocate.c" {
+            allocate = exe;
+        }
     }
+    // The build tree's library, through a link named by its soname: the
+    // bundled plugins cargo left beside it.
+    let tree = s.dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::os::unix::fs::symlink(built("libmemplug_c.so"), tree.join("libmemplug.so.0")).unwrap();
+    let mut cmd = Command::new(&allocate);
+    cmd.current_dir(&home).env("HOME", &home).env("LD_LIBRARY_PATH", &tree);
+    cmd.env_remove("MEMPLUG_PLUGIN_PATH").env_remove("MEMPLUG_SYSTEM_PLUGIN_PATH");
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let built_in = built("libmemplug_c.so").canonicalize().unwrap().parent().unwrap().to_path_buf();
+    let cargo_dir = if built_in.ends_with("deps") { built_in.parent().unwrap().to_path_buf() } else { built_in };
+    assert!(
+        out.status.success() && stdout.contains(&format!("from {}/", cargo_dir.display())),
+        "the build tree's libmemplug loads the build tree's plugins ({}):\n{stdout}\n{}",
+        cargo_dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::fs::remove_file(bin.join("memplug")).unwrap();
     if Path::new("/usr/local/bin/memplug").exists() {
         eprintln!("/usr/local/bin/memplug exists (the path a plain build fixes): the missing worker is not tested");
