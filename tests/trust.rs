@@ -351,7 +351,9 @@ fn pinning_then_any_and_any_then_pinning_give_the_same_refusal() {
 
     // The command line: flags in both orders, and flags against variables.
     let list = allowlist.to_str().unwrap();
-    let cases: [(&[&str], &[(&str, &str)]); 6] = [
+    /// Arguments, and environment variables.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+    let cases: [Case; 6] = [
         (&["--allow-digest", &digest, "--trust", "any"], &[]),
         (&["--trust", "any", "--allow-digest", &digest], &[]),
         (&["--allowlist", list, "--trust", "any"], &[]),
