@@ -7,8 +7,12 @@
 #     installed header passes `memplug check`, and is found once installed
 #     into `pkg-config --variable=plugindir memplug`;
 #  3b. a C and a C++ program built against the installed libmemplug with
-#     nothing but `pkg-config --cflags --libs memplug-host` (examples/c/)
-#     load the installed plugins and allocate through them;
+#     nothing but `pkg-config --cflags --libs memplug-host` (examples/c/),
+#     run without arguments and with no MEMPLUG_* variable (the .pc sets no
+#     run path: LD_LIBRARY_PATH=PREFIX/lib), find the installed plugins by
+#     themselves and allocate through them; a probe runs PREFIX/bin/memplug;
+#     and the prefix copied elsewhere, the original removed, the copy's
+#     programs find the copy's plugins and worker;
 #  4. --uninstall leaves the prefix without memplug's files (and keeps a file
 #     it did not install);
 #  5. the Debian package (scripts/deb.sh): dpkg -i, /usr/bin/memplug check
@@ -221,12 +225,26 @@ echo "pkg-config --cflags --libs memplug-host: ${host_flags[*]}"
 readelf -d "$prefix/lib/libmemplug.so.0" | grep -q "Library soname: \[libmemplug.so.0\]" || fail "libmemplug's soname is not libmemplug.so.0"
 cc -std=c11 -Wall -Werror examples/c/allocate.c "${host_flags[@]}" -o "$work/c/allocate"
 c++ -std=c++17 -Wall -Werror examples/c/pmr.cpp "${host_flags[@]}" -o "$work/c/pmr"
-for exe in allocate pmr; do
-    clean_env "$home" env LD_LIBRARY_PATH="$prefix/lib" "$work/c/$exe" "$prefix/lib/memplug/plugins" >"$work/c/$exe.out" ||
-        fail "$exe (built against $prefix) did not run: $(cat "$work/c/$exe.out")"
-    ! grep -q refused "$work/c/$exe.out" || fail "$exe refused an installed plugin: $(cat "$work/c/$exe.out")"
-    cat "$work/c/$exe.out"
-done
+# The loading rules' test program, in its `installed` mode: the search path
+# loads PLUGINS, and a probe runs WORKER (where it is built, run from $home).
+cc -std=c11 -Wall -Werror capi/tests/c/rules_test.c "${host_flags[@]}" -o "$work/c/rules_test"
+# installed_programs_run PREFIX: the programs, run from $home without
+# arguments, find PREFIX's plugins and worker by themselves.
+installed_programs_run() {
+    local at=$1 exe
+    for exe in allocate pmr; do
+        (cd "$home" && clean_env "$home" env LD_LIBRARY_PATH="$at/lib" "$work/c/$exe") >"$work/c/$exe.out" 2>&1 ||
+            fail "$exe (built against $prefix, run with $at/lib) did not run: $(cat "$work/c/$exe.out")"
+        ! grep -q refused "$work/c/$exe.out" || fail "$exe refused an installed plugin: $(cat "$work/c/$exe.out")"
+        cat "$work/c/$exe.out"
+    done
+    (cd "$home" && clean_env "$home" env LD_LIBRARY_PATH="$at/lib" PLUGINS="$at/lib/memplug/plugins" \
+        WORKER="$at/bin/memplug" "$work/c/rules_test" installed) >"$work/c/rules.out" 2>&1 ||
+        fail "rules_test installed (run with $at/lib) did not find $at's plugins and worker: $(cat "$work/c/rules.out")"
+}
+installed_programs_run "$prefix"
+moved=$work/moved
+cp -a "$prefix" "$moved"
 
 step "scripts/install.sh --uninstall"
 scripts/install.sh --prefix "$prefix" --uninstall
@@ -241,6 +259,10 @@ scripts/install.sh --prefix "$prefix" --uninstall
 left=$(find "$prefix" -mindepth 1)
 [[ -z $left ]] || fail "--uninstall left files in $prefix: $left"
 [[ -d $prefix ]] || fail "--uninstall removed the prefix it did not create"
+
+step "a relocated prefix: the programs find the copy's plugins and worker, the original gone"
+installed_programs_run "$moved"
+rm -rf "$moved"
 
 step "scripts/install.sh --destdir (staged), then --uninstall"
 stage=$work/stage

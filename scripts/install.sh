@@ -57,8 +57,11 @@ Options:
   -h, --help      this text
 
 The installed memplug finds its plugins in PREFIX/lib/memplug/plugins with no
-environment variable set. libmemplug runs PREFIX/bin/memplug for worker probes
-(the path is fixed when it is built; MEMPLUG_WORKER overrides it).
+environment variable set, and so does a program linked to the installed
+libmemplug (from the library's own place, wherever the program is). libmemplug
+runs the memplug command of its own installation for worker probes
+(PREFIX/bin/memplug, found from the library's place; else the path fixed when
+it is built; MEMPLUG_WORKER overrides both).
 EOF
 }
 

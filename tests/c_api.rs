@@ -107,6 +107,11 @@ impl Setup {
     /// Run `exe` (under `wrapper`, if any) with the environment the test
     /// programs read.
     fn run(&self, wrapper: &[&str], exe: &Path) -> Output {
+        self.run_with(wrapper, exe, &[])
+    }
+
+    /// [`Setup::run`] with `extra` variables set too.
+    fn run_with(&self, wrapper: &[&str], exe: &Path, extra: &[(&str, PathBuf)]) -> Output {
         let mut cmd = match wrapper.split_first() {
             Some((w, args)) => {
                 let mut c = Command::new(w);
@@ -132,7 +137,8 @@ impl Setup {
             .env_remove("XDG_CACHE_HOME")
             // Allocation failure is tested with an absurd size: malloc
             // returns NULL under AddressSanitizer too.
-            .env("ASAN_OPTIONS", "allocator_may_return_null=1");
+            .env("ASAN_OPTIONS", "allocator_may_return_null=1")
+            .envs(extra.iter().map(|(k, v)| (k, v)));
         cmd.output().unwrap()
     }
 }
@@ -396,6 +402,124 @@ fn a_memory_resource_is_made_without_throwing_when_a_handlers_info_cannot_be_rea
 fn the_shared_library_has_its_soname() {
     let out = Command::new("readelf").arg("-d").arg(built("libmemplug_c.so")).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("Library soname: [libmemplug.so.0]"));
+}
+
+/// What `capi/tests/c/rules_test.c` and `cpp/rules_test.cpp` read beside
+/// the usual: another directory with a copy of `system`, and an allowlist
+/// pinning `tracking` only.
+fn rules_env(s: &Setup) -> Vec<(&'static str, PathBuf)> {
+    let other = s.dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::copy(support::plugin("system"), other.join("libmemplug_system.so")).unwrap();
+    let tracking = std::fs::read(s.plugins.path().join("libmemplug_tracking.so")).unwrap();
+    let allowlist = s.dir.path().join("allow.sha256");
+    std::fs::write(&allowlist, format!("{}  libmemplug_tracking.so\n", memplug::precheck::Digest::of(&tracking)))
+        .unwrap();
+    vec![("OTHER_DIR", other), ("ALLOWLIST", allowlist)]
+}
+
+/// Pinning and `any` conflict in either order; an explicit load of a taken
+/// name is `duplicate-name`, a scan's is `shadowed`; and (under valgrind) a
+/// refused by-symbol registration leaks nothing — in C and in C++.
+#[test]
+fn the_loading_rules_hold_in_c_and_cpp_and_a_refusal_leaks_nothing() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    let extra = rules_env(&s);
+    let c = s.build(&support::root().join("capi/tests/c/rules_test.c"), "rules_test", false, &[]);
+    codes("the C rules test", &s.run_with(&[], &c, &extra));
+    let cpp = s.build(&support::root().join("capi/tests/cpp/rules_test.cpp"), "rules_test_cpp", false, &[]);
+    codes("the C++ rules test", &s.run_with(&[], &cpp, &extra));
+    if valgrind() {
+        let supp = format!("--suppressions={}", support::root().join("capi/tests/valgrind.supp").display());
+        let grind =
+            ["valgrind", "--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite", "-q", &supp];
+        codes("the C rules test under valgrind", &s.run_with(&grind, &c, &extra));
+    }
+}
+
+/// A program linked to libmemplug where it is installed — `PREFIX/lib`,
+/// with its plugins in `PREFIX/lib/memplug/plugins` and its command in
+/// `PREFIX/bin` — and run from anywhere with no `MEMPLUG_*` variable set
+/// finds that installation's plugins and worker: the guide's examples run
+/// without arguments. Without the command, a probe is refused naming where
+/// it looked.
+#[test]
+fn a_program_linked_to_an_installed_libmemplug_finds_its_plugins_and_worker() {
+    if support::under_asan("the C programs link an instrumented libmemplug without its runtime") {
+        return;
+    }
+    let s = Setup::new();
+    let plugins = s.lib().join("memplug/plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    for p in handlers::BUNDLED {
+        std::fs::copy(support::plugin(p), plugins.join(format!("libmemplug_{p}.so"))).unwrap();
+    }
+    let bin = s.dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_memplug"), bin.join("memplug")).unwrap();
+    let home = s.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    // Built elsewhere, run from elsewhere: nothing ties the program to the prefix.
+    let rules = s.build(&support::root().join("capi/tests/c/rules_test.c"), "rules_test", false, &[]);
+    let run = |exe: &Path, args: &[&str], worker: &Path| {
+        let mut cmd = Command::new(exe);
+        cmd.args(args).current_dir(&home).env("HOME", &home).env("PLUGINS", &plugins).env("WORKER", worker);
+        cmd.env_remove("LD_LIBRARY_PATH");
+        for (k, _) in std::env::vars_os() {
+            if k.to_string_lossy().starts_with("MEMPLUG_") || k.to_string_lossy().starts_with("XDG_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.output().unwrap()
+    };
+    codes("installed, with its worker", &run(&rules, &["installed"], &bin.join("memplug")));
+    let mut allocate = PathBuf::new();
+    for (src, expect) in
+        [("allocate.c", "the block goes back to tracking"), ("pmr.cpp", "1000000 numbers, alloc seen 3 times")]
+    {
+        let exe = s.build(&support::root().join("examples/c").join(src), src.split('.').next().unwrap(), false, &[]);
+        let out = run(&exe, &[], Path::new(""));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains(expect) && !stdout.contains("refused"),
+            "{src} without arguments: {}\n{stdout}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if src == "allocate.c" {
+            allocate = exe;
+        }
+    }
+    // The build tree's library, through a link named by its soname: the
+    // bundled plugins cargo left beside it.
+    let tree = s.dir.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::os::unix::fs::symlink(built("libmemplug_c.so"), tree.join("libmemplug.so.0")).unwrap();
+    let mut cmd = Command::new(&allocate);
+    cmd.current_dir(&home).env("HOME", &home).env("LD_LIBRARY_PATH", &tree);
+    cmd.env_remove("MEMPLUG_PLUGIN_PATH").env_remove("MEMPLUG_SYSTEM_PLUGIN_PATH");
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let built_in = built("libmemplug_c.so").canonicalize().unwrap().parent().unwrap().to_path_buf();
+    let cargo_dir = if built_in.ends_with("deps") { built_in.parent().unwrap().to_path_buf() } else { built_in };
+    assert!(
+        out.status.success() && stdout.contains(&format!("from {}/", cargo_dir.display())),
+        "the build tree's libmemplug loads the build tree's plugins ({}):\n{stdout}\n{}",
+        cargo_dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_file(bin.join("memplug")).unwrap();
+    if Path::new("/usr/local/bin/memplug").exists() {
+        eprintln!("/usr/local/bin/memplug exists (the path a plain build fixes): the missing worker is not tested");
+        return;
+    }
+    let out = run(&rules, &["installed"], Path::new(""));
+    codes("installed, without its worker", &out);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains(&bin.join("memplug").display().to_string()), "names where it looked: {said}");
 }
 
 /// Whether valgrind is installed (saying so if not).

@@ -82,6 +82,34 @@ fn duplicates_in_one_directory_are_still_an_error() {
 }
 
 #[test]
+fn a_named_file_whose_name_is_taken_is_a_duplicate_and_only_a_scan_shadows() {
+    let home = Home::new();
+    let (a, b) = (home.path().join("a"), home.path().join("b"));
+    let (first, second) = (copy_plugin("system", &a), copy_plugin("system", &b));
+    // The library: an explicit load is `duplicate-name`, a scan's `shadowed`.
+    let registry = Registry::with_policy(Policy::default());
+    registry.load_path(&first).unwrap();
+    let e = registry.load_path(&second).unwrap_err();
+    assert_eq!(e.code(), "duplicate-name", "{e}");
+    let found = memplug::discover::scan_dir(&b).unwrap();
+    assert_eq!(registry.load_all(&found)[0].result.as_ref().unwrap_err().code(), "shadowed");
+    assert_eq!(registry.load_scanned(&found[0]).unwrap_err().code(), "shadowed");
+    // The command line: two directories scan, two files (or a directory and
+    // a file) are named.
+    let [a, b, first, second] = [a, b, first, second].map(|p| p.to_str().unwrap().to_string());
+    for (args, status, reason, code) in [
+        ([a.as_str(), b.as_str()], "shadowed", "shadowed", 0),
+        ([first.as_str(), second.as_str()], "rejected", "duplicate-name", 1),
+        ([a.as_str(), second.as_str()], "rejected", "duplicate-name", 1),
+    ] {
+        let out = home.memplug(&["check", "--json"]).args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let rows = rows(&out);
+        assert_eq!((rows[1]["status"].as_str(), rows[1]["reason"].as_str()), (Some(status), Some(reason)), "{rows:?}");
+    }
+}
+
+#[test]
 fn paths_shows_the_order_existence_install_dirs_and_the_cache() {
     let home = Home::new();
     std::fs::create_dir_all(home.user_dir()).unwrap();

@@ -312,6 +312,65 @@ fn digest_pinning() {
     }
 }
 
+/// Pinning and the level `any` conflict in whichever order they are set:
+/// the library's `Policy::set_trust` and `Policy::pin` give the same pinned
+/// policy and `trust-conflict` either way (so a caller that ignores the
+/// error still loads nothing unpinned), and the command line refuses the
+/// flags and variables in every order and mix.
+#[test]
+fn pinning_then_any_and_any_then_pinning_give_the_same_refusal() {
+    let dir = tempfile::tempdir().unwrap();
+    let aligned = plugin_at(&dir.path().join("aligned.so"));
+    let system = dir.path().join("system.so");
+    std::fs::copy(support::plugin("system"), &system).unwrap();
+    let digest = Digest::of(&std::fs::read(&aligned).unwrap()).to_string();
+    let allowlist = dir.path().join("allow.sha256");
+    std::fs::write(&allowlist, format!("{digest}  aligned.so\n")).unwrap();
+
+    let mut pin_first = Policy::default();
+    pin_first.pin(&allowlist).unwrap();
+    assert_eq!(pin_first.set_trust("any").unwrap_err().code(), "trust-conflict");
+    let mut any_first = Policy::default();
+    any_first.set_trust("any").unwrap();
+    assert_eq!(any_first.pin(&allowlist).unwrap_err().code(), "trust-conflict");
+    assert_eq!(pin_first, any_first, "either order, the same policy");
+    assert!(matches!(&pin_first.trust, Trust::Pinned(l) if l.len() == 1), "{:?}", pin_first.trust);
+    for policy in [pin_first, any_first] {
+        let r = Registry::with_policy(policy);
+        assert_eq!(r.load_path(&system).unwrap_err().code(), "untrusted-digest", "the pin holds");
+        r.load_path(&aligned).unwrap();
+    }
+    // `strict` keeps the pins in either order too.
+    let mut a = Policy::default();
+    a.pin(&allowlist).unwrap();
+    a.set_trust("strict").unwrap();
+    let mut b = Policy::default();
+    b.set_trust("strict").unwrap();
+    b.pin(&allowlist).unwrap();
+    assert!(a == b && matches!(a.trust, Trust::Pinned(_)), "{:?}", a.trust);
+
+    // The command line: flags in both orders, and flags against variables.
+    let list = allowlist.to_str().unwrap();
+    /// Arguments, and environment variables.
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+    let cases: [Case; 6] = [
+        (&["--allow-digest", &digest, "--trust", "any"], &[]),
+        (&["--trust", "any", "--allow-digest", &digest], &[]),
+        (&["--allowlist", list, "--trust", "any"], &[]),
+        (&["--trust", "any", "--allowlist", list], &[]),
+        (&["--trust", "any"], &[("MEMPLUG_ALLOWLIST", list)]),
+        (&["--allowlist", list], &[("MEMPLUG_TRUST", "any")]),
+    ];
+    for (args, env) in cases {
+        let mut cmd = memplug(&["check"]);
+        cmd.args(args).arg(&system).envs(env.iter().copied());
+        let out = cmd.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(stderr.contains("drop one of them"), "{args:?} {env:?}: {stderr}");
+    }
+}
+
 #[test]
 fn pinned_manifests_and_their_libraries() {
     let dir = tempfile::tempdir().unwrap();

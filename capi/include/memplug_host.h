@@ -120,15 +120,22 @@ memplug_host_policy *memplug_host_policy_new(void);
 memplug_host_policy *memplug_host_policy_from_env(memplug_host_error **err);
 void memplug_host_policy_free(memplug_host_policy *policy);
 /* "strict" (refuse files others could change: "untrusted-file") or "any".
- * 0, or -1 on error. */
+ * Pinned digests stay: "strict" keeps them, and "any" with digests pinned is
+ * refused as "trust-conflict", the pins kept. 0, or -1 on error. */
 int memplug_host_policy_set_trust(memplug_host_policy *policy, const char *level, memplug_host_error **err);
 /* Pin plugins to the SHA-256 digests listed in an allowlist file
- * (sha256sum format): others are refused as "untrusted-digest". */
+ * (sha256sum format), added to those pinned already: others are refused as
+ * "untrusted-digest". After set_trust "any", the digests are pinned and the
+ * call fails with "trust-conflict": either order of the two gives the same
+ * pinned policy and the same error. 0, or -1 on error. */
 int memplug_host_policy_pin(memplug_host_policy *policy, const char *allowlist, memplug_host_error **err);
 /* Probe every candidate in a worker process before loading it (`on` != 0),
- * timeout in milliseconds (0: 10 s). The worker is the installed `memplug`
- * command, or the executable MEMPLUG_WORKER names; when it is missing,
- * loading is refused as "probe-unavailable". 0, or -1 for a NULL policy. */
+ * timeout in milliseconds (0: 10 s). The worker is the executable
+ * MEMPLUG_WORKER names, else the `memplug` command of libmemplug's own
+ * installation (PREFIX/bin/memplug for a library in PREFIX/lib; in a cargo
+ * build tree, the one built beside it), else the path fixed when the library
+ * was built; when there is none, loading is refused as "probe-unavailable"
+ * (its message names where it looked). 0, or -1 for a NULL policy. */
 int memplug_host_policy_set_probe(memplug_host_policy *policy, int on, uint64_t timeout_ms);
 /* The verdict cache file (NULL: none). */
 int memplug_host_policy_set_cache(memplug_host_policy *policy, const char *path, memplug_host_error **err);
@@ -174,7 +181,8 @@ const memplug_host_handler *memplug_host_registry_unregister(const memplug_host_
  * (*.memplug.toml) — with entry symbol `symbol` (NULL: "memplug_handler"),
  * checked as the registry's policy says. Loading a file again gives the
  * handler made then. 0 and `*out` set, or -1 with the refusal's reason code
- * ("untrusted-file", "bad-magic", "not-a-library", "duplicate-name", ...). */
+ * ("untrusted-file", "bad-magic", "not-a-library", ...; "duplicate-name" when
+ * another handler has its handler's name, wherever that one came from). */
 int memplug_host_load_path(const memplug_host_registry *registry, const char *path, const char *symbol,
                            const memplug_host_handler **out, memplug_host_error **err);
 
@@ -183,11 +191,16 @@ int memplug_host_load_path(const memplug_host_registry *registry, const char *pa
 typedef struct memplug_host_outcomes memplug_host_outcomes;
 
 /* Load every plugin library and manifest in `dir` (a refused one never stops
- * the others). 0 and `*out` set, or -1 ("cannot-read-dir", ...). */
+ * the others; one whose handler name a handler from another directory has
+ * is "shadowed", not a failure). 0 and `*out` set, or -1 ("cannot-read-dir",
+ * ...). */
 int memplug_host_load_dir(const memplug_host_registry *registry, const char *dir, memplug_host_outcomes **out,
                           memplug_host_error **err);
 /* Load every candidate on the search path (MEMPLUG_PLUGIN_PATH, the user
- * and system plugin directories). */
+ * and system plugin directories; the first system directory is the one of
+ * libmemplug's own installation, LIBDIR/memplug/plugins beside the library
+ * file). A candidate whose handler name a handler from an earlier directory
+ * has is refused as "shadowed", which is not a failure. */
 int memplug_host_load_search_path(const memplug_host_registry *registry, memplug_host_outcomes **out,
                                   memplug_host_error **err);
 size_t memplug_host_outcomes_count(const memplug_host_outcomes *outcomes);

@@ -24,13 +24,16 @@
 //! 0. `error` — the error object: a stable kebab-case code, a message and
 //!    the subject it is about, made from any of the library's errors, the
 //!    codes of the C API's own refusals, and whether a refusal is a skip or
-//!    a failure;
+//!    a failure; `location_raw` — where libmemplug's own file is (the
+//!    dynamic loader's `dladdr`);
 //! 1. `opaque` — what a C handle points to: a handler's entry (its
 //!    fast-call prefix, the handler and its info as C strings, one per
 //!    handler for the rest of the process), an instance's owner, the
 //!    outcomes of a batch load;
-//! 2. `settings` — the policy a C caller builds, and the worker executable
-//!    a probe runs (`MEMPLUG_WORKER`, else the path fixed at install time);
+//! 2. `settings` — the policy a C caller builds, and libmemplug's own
+//!    installation: the system plugin directory beside the library, and the
+//!    worker executable a probe runs (`MEMPLUG_WORKER`, else the
+//!    installation's `memplug`, else the path fixed at build time);
 //! 3. `scope` — this thread's stack of scopes: push returns a token, pop
 //!    restores;
 //! 4. `boundary_raw` — the boundary itself: `catch_unwind`, reading C
@@ -62,6 +65,8 @@
 #![allow(unreachable_pub)]
 
 mod error;
+#[allow(unsafe_code)]
+mod location_raw;
 mod opaque;
 mod settings;
 mod scope;

@@ -8,7 +8,7 @@ use crate::boundary_raw::{ErrOut, arg, guarded, optional_text, put, quiet, text}
 use crate::error::{ErrorObject, Status};
 use crate::opaque::{Entry, Outcomes, RegistryHandle};
 use crate::settings;
-use memplug::discover::{Candidate, scan_dir};
+use memplug::discover::{Candidate, discover_in, scan_dir};
 use memplug::{Policy, Registry};
 use std::ffi::c_char;
 use std::ptr::null;
@@ -161,7 +161,8 @@ pub unsafe extern "C" fn memplug_host_load_dir(
 }
 
 /// `memplug_host_load_search_path`: load every candidate on the search
-/// path (`MEMPLUG_PLUGIN_PATH`, the user and system plugin directories).
+/// path (`MEMPLUG_PLUGIN_PATH`, the user and system plugin directories,
+/// the latter found from libmemplug's own file: see `settings`).
 ///
 /// # Safety
 /// As for [`memplug_host_load_path`].
@@ -173,7 +174,14 @@ pub unsafe extern "C" fn memplug_host_load_search_path(
 ) -> i32 {
     // SAFETY: the caller's contract.
     unsafe {
-        load_batch("memplug_host_load_search_path", registry, out, err, |r| Ok(r.load_search_path()), "the search path")
+        load_batch(
+            "memplug_host_load_search_path",
+            registry,
+            out,
+            err,
+            |r| Ok(r.load_all(&discover_in(&settings::env()))),
+            "the search path",
+        )
     }
 }
 

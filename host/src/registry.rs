@@ -99,9 +99,21 @@ impl Registry {
     /// Load, validate and register one candidate: a plugin library, or an
     /// allocator manifest (`*.memplug.toml`, see [`crate::symbols`]). A
     /// candidate this registry already loaded (the same file, the same entry
-    /// symbol) gives the handler it made then: loading is idempotent.
+    /// symbol) gives the handler it made then: loading is idempotent. A
+    /// handler whose name another handler has is refused as
+    /// `duplicate-name`, wherever the two came from (a scan's rule,
+    /// `shadowed`, is [`load_scanned`](Registry::load_scanned)'s).
     pub fn load(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
         self.load_found(candidate, Found::Explicit)
+    }
+
+    /// [`load`](Registry::load) a candidate a directory scan found (the
+    /// search path, or a plugin directory): a handler whose name a handler
+    /// from another directory has is refused as `shadowed` — not a failure:
+    /// the earlier directory's takes precedence — and only one from the same
+    /// directory (or from no file) as `duplicate-name`.
+    pub fn load_scanned(&self, candidate: &Candidate) -> Result<Handler, LoadError> {
+        self.load_found(candidate, Found::Scan)
     }
 
     /// [`load`](Registry::load) a candidate found as `found` says.
@@ -287,8 +299,11 @@ impl Registry {
         self.load(&Candidate::new(path.as_ref()))
     }
 
-    /// Load every candidate. A refused one never stops the others; each
-    /// outcome is returned in order.
+    /// Load every candidate of a directory scan ([`discover::scan_dir`],
+    /// [`discover::discover`]), in order, each as
+    /// [`load_scanned`](Registry::load_scanned) does: a later directory's
+    /// handler whose name an earlier one took is `shadowed`. A refused one
+    /// never stops the others; each outcome is returned in order.
     pub fn load_all(&self, candidates: &[Candidate]) -> Vec<Outcome> {
         candidates
             .iter()

@@ -3,7 +3,9 @@
 //! headerless handler without `aligned_alloc` serves by over-allocating.
 //! A `free` asks it only while it holds something ([`Table::quiet`]), and
 //! then only for addresses between the lowest and highest it ever held, so
-//! that a program that never makes such a block pays one load for it.
+//! that a program that never makes such a block pays one load for it — and
+//! the fast path of `free` asks nothing but one word, the gate, which is
+//! also the bound of its range check (see [`Table::open`]).
 //!
 //! Each entry is a key (the program's pointer) and a value (what the owner
 //! needs to release it). Keys are hashed to a window of [`WINDOW`] slots,
@@ -23,9 +25,13 @@ pub(crate) struct Table<const N: usize> {
     keys: [AtomicUsize; N],
     values: [AtomicUsize; N],
     live: AtomicUsize,
-    /// `live`, plus 1 until [`Table::open`]: 0 only when the table is empty
-    /// and open, so that the fast path asks one word.
+    /// `c` — `live`, plus 1 until [`Table::open`] — as a bound for the fast
+    /// path: `span` when `c` is 0 (open and empty), else `usize::MAX -
+    /// (c - 1)`, so that one compare against it both asks whether the table
+    /// is open and empty and does a range check (see [`Table::open`]).
     gate: AtomicUsize,
+    /// What [`Table::open`] was given.
+    span: AtomicUsize,
     low: AtomicUsize,
     high: AtomicUsize,
 }
@@ -41,7 +47,8 @@ impl<const N: usize> Table<N> {
             keys: [const { AtomicUsize::new(0) }; N],
             values: [const { AtomicUsize::new(0) }; N],
             live: AtomicUsize::new(0),
-            gate: AtomicUsize::new(1),
+            gate: AtomicUsize::new(usize::MAX),
+            span: AtomicUsize::new(0),
             low: AtomicUsize::new(usize::MAX),
             high: AtomicUsize::new(0),
         }
@@ -61,13 +68,35 @@ impl<const N: usize> Table<N> {
     /// `free` that finds it shut asks [`Table::quiet`] off it.
     #[cfg(test)]
     pub(crate) fn open_and_empty(&self) -> bool {
-        self.gate.load(Ordering::Acquire) == 0
+        self.gate.load(Ordering::Acquire) == self.span.load(Ordering::Relaxed)
     }
 
-    /// Open the gate (once): from now on [`Table::open_and_empty`] says
-    /// whether nothing is live.
-    pub(crate) fn open(&self) {
-        self.gate.fetch_sub(1, Ordering::Release);
+    /// Open the gate (once), with the bound `span` (less than
+    /// `usize::MAX - N - 1`): from now on [`Table::open_and_empty`] says
+    /// whether nothing is live, and the gate word is `span` exactly when
+    /// nothing is. A fast path that asks whether an offset `t` is at least
+    /// the gate word (`t >= gate`) is then told `t >= span` while the table
+    /// is open and empty — a range check — and otherwise `false`, but for
+    /// the `c` highest offsets (`c`, the blocks live, is at most `N + 1`).
+    pub(crate) fn open(&self, span: usize) {
+        self.span.store(span, Ordering::Relaxed);
+        self.release();
+    }
+
+    /// One more block live (or the table shut): the gate moves away from
+    /// `span`, one step down from `usize::MAX` per block.
+    fn shut(&self) {
+        let span = self.span.load(Ordering::Relaxed);
+        let step = |g: usize| Some(if g == span { usize::MAX } else { g - 1 });
+        let _ = self.gate.fetch_update(Ordering::AcqRel, Ordering::Acquire, step);
+    }
+
+    /// One block fewer live (or the table opened): the gate moves back,
+    /// to `span` when none is.
+    fn release(&self) {
+        let span = self.span.load(Ordering::Relaxed);
+        let step = |g: usize| Some(if g == usize::MAX { span } else { g + 1 });
+        let _ = self.gate.fetch_update(Ordering::AcqRel, Ordering::Acquire, step);
     }
 
     /// The first slot of `key`'s window.
@@ -85,7 +114,7 @@ impl<const N: usize> Table<N> {
                 self.low.fetch_min(key, Ordering::Relaxed);
                 self.high.fetch_max(key, Ordering::Relaxed);
                 self.live.fetch_add(1, Ordering::Release);
-                self.gate.fetch_add(1, Ordering::Release);
+                self.shut();
                 return true;
             }
         }
@@ -113,7 +142,7 @@ impl<const N: usize> Table<N> {
         let value = self.values[s].load(Ordering::Acquire);
         self.keys[s].compare_exchange(key, 0, Ordering::AcqRel, Ordering::Relaxed).ok()?;
         self.live.fetch_sub(1, Ordering::Release);
-        self.gate.fetch_sub(1, Ordering::Release);
+        self.release();
         Some(value)
     }
 }
@@ -127,17 +156,33 @@ mod tests {
         let t = Table::<64>::new();
         assert!(t.quiet(0x1000));
         assert!(!t.open_and_empty(), "shut until opened");
-        t.open();
+        assert_eq!(t.gate.load(Ordering::Relaxed), usize::MAX);
+        t.open(1000);
         assert!(t.open_and_empty());
+        assert_eq!(t.gate.load(Ordering::Relaxed), 1000, "open and empty: the span");
         assert!(t.insert(0x1000, 7));
         assert!(t.insert(0x2000, 8));
         assert!(!t.open_and_empty());
+        assert_eq!(t.gate.load(Ordering::Relaxed), usize::MAX - 1, "two live: one step down from the top");
         assert_eq!((t.get(0x1000), t.get(0x2000), t.get(0x1800)), (Some(7), Some(8), None));
         assert!(!t.quiet(0x1800) && t.quiet(0x3000), "only addresses in the range are looked up");
         assert_eq!(t.remove(0x1000), Some(7));
         assert_eq!((t.remove(0x1000), t.get(0x1000)), (None, None), "a second removal finds nothing");
         assert_eq!(t.remove(0x2000), Some(8));
         assert!(t.quiet(0x2000) && t.open_and_empty(), "empty again");
+        assert_eq!(t.gate.load(Ordering::Relaxed), 1000);
+    }
+
+    #[test]
+    fn blocks_live_before_the_table_opens_keep_it_shut() {
+        let t = Table::<64>::new();
+        assert!(t.insert(0x1000, 1));
+        assert_eq!(t.gate.load(Ordering::Relaxed), usize::MAX - 1);
+        t.open(1000);
+        assert!(!t.open_and_empty());
+        assert_eq!(t.gate.load(Ordering::Relaxed), usize::MAX);
+        assert_eq!(t.remove(0x1000), Some(1));
+        assert!(t.open_and_empty());
     }
 
     #[test]

@@ -33,16 +33,29 @@ use core::sync::atomic::{AtomicUsize, Ordering};
 /// Bytes of the static region.
 pub(crate) const SIZE: usize = 8 << 20;
 
-/// The region, page-aligned (in `.bss`: pages cost memory once touched).
+/// Bytes before the region that are never handed out: `free`'s fast path
+/// lets a pointer at most [`ODD`]'s live count below the region through
+/// while the table is shut (see [`fast_free_allowed`]), so those addresses
+/// are this pad's, which no program frees.
+const PAD: usize = 64 << 10;
+const _: () = assert!(PAD > ODD_SLOTS + 1, "the pad covers every count the gate can hold");
+
+/// The region, page-aligned (in `.bss`: pages cost memory once touched),
+/// after its pad.
 #[repr(C, align(4096))]
-struct Region(UnsafeCell<[u8; SIZE]>);
+struct Region {
+    /// Never used.
+    _pad: [u8; PAD],
+    /// The bootstrap heap's memory.
+    heap: UnsafeCell<[u8; SIZE]>,
+}
 
 // SAFETY: the region's bytes are handed out as disjoint chunks by `LISTS`,
 // whose atomics order every hand-over; this module only writes a chunk's
 // header (and zeroes) while it holds the chunk.
 unsafe impl Sync for Region {}
 
-static REGION: Region = Region(UnsafeCell::new([0; SIZE]));
+static REGION: Region = Region { _pad: [0; PAD], heap: UnsafeCell::new([0; SIZE]) };
 
 /// The region's bookkeeping.
 static LISTS: Lists<{ SIZE / GRAIN }> = Lists::new();
@@ -66,7 +79,7 @@ static BASE: AtomicUsize = AtomicUsize::new(0);
 
 /// The region's first address.
 fn base() -> *mut u8 {
-    REGION.0.get().cast()
+    REGION.heap.get().cast()
 }
 
 /// Whether `p` points into the region.
@@ -74,33 +87,32 @@ pub(crate) fn contains(p: *const u8) -> bool {
     (p as usize).wrapping_sub(base() as usize) < SIZE
 }
 
-/// One past the region's last byte, beside [`BASE`].
-static END: AtomicUsize = AtomicUsize::new(0);
-
 /// Whether `free(p)` may take the fast path: the table of blocks known by
-/// address is open and empty ([`ODD`]'s gate is 0) and `p` is not in the
-/// region. Right only after [`publish_base`] (the fast modes are set after
-/// it). Six instructions, every operand compared straight from memory:
-/// the gate, then `p` against [`BASE`] and [`END`].
+/// address is open and empty and `p` is not in the region. Four
+/// instructions: `p`'s offset from [`BASE`] (which wraps for a pointer
+/// below the region), compared with [`ODD`]'s gate word straight from
+/// memory — the region's size while the table is open and empty (so the
+/// compare is the range check), and within `c` of `usize::MAX` while `c`
+/// blocks are live or the table is shut (so only a pointer less than `c`
+/// bytes below the region, in its pad, could pass: see [`Table::open`]).
+/// Right only after [`publish_base`] (the fast modes are set after it;
+/// before, `BASE` is 0 and only the top `c` addresses pass).
 #[inline(always)]
 pub(crate) fn fast_free_allowed(p: *const c_void) -> bool {
-    // SAFETY: reads three words of statics (atomics: the table's gate, and
-    // the bounds the constructor wrote once); the branches leave for the
-    // labels, and a pointer below the region goes on as one above it.
+    // SAFETY: reads two words of statics (atomics: the base the
+    // constructor wrote once, and the table's gate); writes a scratch
+    // register and the flags; the branch leaves for the label.
     unsafe {
         core::arch::asm!(
-            "cmp qword ptr [rip + {odd} + {gate}], 0",
-            "jne {no}",
-            "cmp {p}, qword ptr [rip + {base}]",
-            "jb {yes}",
-            "cmp {p}, qword ptr [rip + {end}]",
+            "mov {t}, {p}",
+            "sub {t}, qword ptr [rip + {base}]",
+            "cmp {t}, qword ptr [rip + {odd} + {gate}]",
             "jb {no}",
             odd = sym ODD,
             gate = const Table::<ODD_SLOTS>::GATE_OFFSET,
             base = sym BASE,
-            end = sym END,
             p = in(reg) p,
-            yes = label {},
+            t = out(reg) _,
             no = label { return false },
             options(nostack, readonly),
         )
@@ -108,11 +120,12 @@ pub(crate) fn fast_free_allowed(p: *const c_void) -> bool {
     true
 }
 
-/// Put the region's address in [`BASE`], for the fast path: called by the
-/// constructor first, single-threaded.
+/// Put the region's address in [`BASE`] and open [`ODD`]'s gate with the
+/// region's size as its bound, for the fast path: called by the
+/// constructor, single-threaded, before it sets a fast mode.
 pub(crate) fn publish_base() {
     BASE.store(base() as usize, Ordering::Relaxed);
-    END.store(base() as usize + SIZE, Ordering::Relaxed);
+    ODD.open(SIZE);
 }
 
 /// Bytes of the region carved into chunks so far (its high-water mark).

@@ -24,27 +24,29 @@ use core::ffi::c_void;
 const MAX_ALIGN: usize = 1 << 31;
 
 /// `malloc(size)`: the fast path of a thread-safe headerless handler, else
-/// [`alloc`].
+/// [`alloc`]. NULL always with `errno = ENOMEM`: a manifest's C `malloc`
+/// (mimalloc's `mi_malloc`, say) need not set it, so a NULL from the fast
+/// path sets it here, off the success path.
 #[inline(always)]
 pub(crate) fn malloc(size: usize) -> *mut c_void {
     // The fast modes are the highest: one compare of the mode.
     if in_call::fast_mode()
         && let Some(p) = bare::fast_malloc(size)
     {
-        return p;
+        return if p.is_null() { nomem() } else { p };
     }
     alloc(size, 0, false)
 }
 
 /// `calloc`'s `total` zeroed bytes (`n * size`, checked by the caller):
 /// the fast path of a thread-safe headerless handler with a `calloc`, else
-/// [`alloc`].
+/// [`alloc`]. NULL with `errno = ENOMEM`, as [`malloc`].
 #[inline(always)]
 pub(crate) fn calloc(total: usize) -> *mut c_void {
     if in_call::fast_mode()
         && let Some(p) = bare::fast_calloc(total)
     {
-        return p;
+        return if p.is_null() { nomem() } else { p };
     }
     alloc(total, 0, true)
 }
@@ -67,7 +69,7 @@ pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
             _ => None,
         };
         if let Some(p) = fast {
-            return p;
+            return if p.is_null() { nomem() } else { p };
         }
     }
     if mode == READY && align == HEADER && !zero {

@@ -116,7 +116,6 @@ pub(crate) unsafe fn init() -> Option<c_int> {
                 // The fast path asks the table's gate and the region's
                 // range through BASE (see heap_raw).
                 crate::boot_raw::publish_base();
-                crate::boot_raw::ODD.open();
             }
             set_mode(mode);
             None

@@ -117,9 +117,13 @@ def load(*paths: PathLike, strict: bool = True) -> List[Outcome]:
     (``*.memplug.toml``) and directories of them into memplug's registry.
 
     Returns one outcome per candidate, as ``memplug check --json`` reports
-    it: ``path``, ``symbol``, ``status`` (``"ok"`` or ``"rejected"``),
-    ``reason`` (a reason code, or None), ``message``, ``name``, ``version``,
-    ``abi``. A candidate loaded before reports its first outcome again.
+    it: ``path``, ``symbol``, ``status`` (``"ok"``, ``"rejected"``, or
+    ``"shadowed"``: a directory's plugin whose handler name a plugin from an
+    earlier directory has, which is not a failure), ``reason`` (a reason
+    code, or None), ``message``, ``name``, ``version``, ``abi``. A file
+    named here whose handler name is taken already is rejected as
+    ``duplicate-name``. A candidate loaded before reports its first outcome
+    again.
 
     With ``strict`` (the default) a refused candidate raises
     :class:`LoadError` after every candidate was tried: its ``code`` is the
@@ -127,7 +131,7 @@ def load(*paths: PathLike, strict: bool = True) -> List[Outcome]:
     returns the outcomes.
     """
     outcomes: List[Outcome] = _native.load([os.fspath(p) for p in paths])
-    refused = [o for o in outcomes if o["status"] != "ok"]
+    refused = [o for o in outcomes if o["status"] not in ("ok", "shadowed")]
     if strict and refused:
         first = refused[0]
         raise LoadError(_refused_message(refused), first["reason"], first["path"], outcomes)

@@ -52,6 +52,21 @@ def test_search_path_outcomes_are_reported_like_memplug_check():
     assert again[0]["status"] == "ok" and again[0]["name"] == "tracking"
 
 
+def test_a_directorys_copy_is_shadowed_and_a_named_copy_is_a_duplicate(tmp_path):
+    memplug.load(memplug.PLUGIN_DIR)
+    copy = tmp_path / "libmemplug_tracking.so"
+    shutil.copy(memplug.PLUGIN_DIR / "libmemplug_tracking.so", copy)
+    # A directory is scanned: the earlier directory's `tracking` takes
+    # precedence, which is not a failure.
+    [row] = memplug.load(tmp_path)
+    assert (row["status"], row["reason"], row["name"]) == ("shadowed", "shadowed", "tracking"), row
+    # A file named explicitly whose handler name is taken is a conflict.
+    with pytest.raises(memplug.LoadError) as info:
+        memplug.load(copy)
+    assert info.value.code == "duplicate-name"
+    assert info.value.outcomes[0]["status"] == "rejected"
+
+
 def test_a_bad_plugin_raises_with_its_code(bad_magic_plugin):
     with pytest.raises(memplug.LoadError) as info:
         memplug.load(bad_magic_plugin)

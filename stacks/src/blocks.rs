@@ -55,6 +55,30 @@ pub fn could_be_libc_block(p: usize) -> bool {
     chunk_is_plausible(p, sys::program_break(), &|a| sys::read_words(a))
 }
 
+/// Whether `memplug run`'s interposer serves this process's heap, so that a
+/// handler's blocks may start with its header ([`interposed_view`] is worth
+/// asking); a host that calls the handler itself (the NumPy bridge, a C
+/// program) gets the handler's blocks as they are. Asked of the dynamic
+/// linker once (the modules it has loaded: `memplug run` preloads
+/// `libmemplug_preload*`; a lookup of `malloc` would not do, since a plugin
+/// opened with `RTLD_DEEPBIND` sees libc's), then remembered.
+pub fn interposer_present() -> bool {
+    use core::sync::atomic::{AtomicU8, Ordering::Relaxed};
+    static KNOWN: AtomicU8 = AtomicU8::new(0);
+    match KNOWN.load(Relaxed) {
+        1 => return false,
+        2 => return true,
+        _ => {}
+    }
+    let mut ours = false;
+    crate::raw::maps::each_module(&mut |m| {
+        let name = m.path.rsplit(|&b| b == b'/').next().unwrap_or(m.path);
+        ours |= name.starts_with(b"libmemplug_preload");
+    });
+    KNOWN.store(if ours { 2 } else { 1 }, Relaxed);
+    ours
+}
+
 /// The program's view of a block that `memplug run`'s interposer placed in
 /// a handler's block of `total` bytes at `raw` (aligned to `align`): its
 /// start and size, found by the interposer's header (`total`, then a word

@@ -17,6 +17,12 @@
 //!      `/usr/local/lib/memplug/plugins`);
 //!    - `/usr/local/lib/memplug/plugins` and `/usr/lib/memplug/plugins`.
 //!
+//!    In libmemplug (the host as a C library, [`Env::library`] set) the
+//!    first two come from the library's own file instead, as a C program
+//!    may be anywhere: its directory when that is a cargo build tree, and
+//!    `<libdir>/memplug/plugins` beside it (`/opt/mp/lib/libmemplug.so.0` →
+//!    `/opt/mp/lib/memplug/plugins`).
+//!
 //! Duplicates are searched once, at their first place. The verdict cache
 //! lives in `$XDG_CACHE_HOME/memplug/` (default `~/.cache/memplug/`).
 
@@ -84,6 +90,10 @@ pub struct Env {
     pub home: Option<PathBuf>,
     /// The running executable.
     pub exe: Option<PathBuf>,
+    /// libmemplug's own file, when the host runs as the C library in a
+    /// program of its own: the system directories and the worker are then
+    /// found from it, not from `exe` ([`Env::current`] leaves it unset).
+    pub library: Option<PathBuf>,
     /// `MEMPLUG_CACHE`.
     pub cache: Option<String>,
 }
@@ -100,6 +110,7 @@ impl Env {
             xdg_cache_home: dir("XDG_CACHE_HOME").filter(|p| p.is_absolute()),
             home: dir("HOME"),
             exe: std::env::current_exe().ok(),
+            library: None,
             cache: var(CACHE_ENV),
         }
     }
@@ -132,17 +143,16 @@ impl Env {
             return split(var).map(|path| SearchDir { path, origin: Origin::SystemEnv }).collect();
         }
         let mut dirs = Vec::new();
-        if let Some(dir) = self.exe.as_deref().and_then(Path::parent) {
-            let dir = match dir.file_name() {
-                Some(n) if n == "deps" || n == "examples" => dir.parent().unwrap_or(dir),
-                _ => dir,
-            };
-            if dir.join(".cargo-lock").exists() {
+        let anchor = self.library.as_deref().or(self.exe.as_deref());
+        if let Some((dir, tree)) = anchor.and_then(home_of) {
+            if tree {
                 dirs.push(SearchDir { path: dir.to_path_buf(), origin: Origin::BuildTree });
             }
-            if let Some(prefix) = dir.parent() {
-                dirs.push(SearchDir { path: prefix.join("lib/memplug/plugins"), origin: Origin::System });
-            }
+            let plugins = match &self.library {
+                Some(_) => Some(dir.join("memplug/plugins")),
+                None => dir.parent().map(|prefix| prefix.join("lib/memplug/plugins")),
+            };
+            dirs.extend(plugins.map(|path| SearchDir { path, origin: Origin::System }));
         }
         for d in ["/usr/local/lib/memplug/plugins", "/usr/lib/memplug/plugins"] {
             dirs.push(SearchDir { path: PathBuf::from(d), origin: Origin::System });
@@ -163,6 +173,24 @@ impl Env {
         dirs
     }
 
+    /// The `memplug` commands of libmemplug's own installation
+    /// ([`Env::library`]), in the order to try: in a cargo build tree the
+    /// one built beside the library; else `<prefix>/bin/memplug` for a
+    /// library in `<prefix>/lib` (or `lib64`, or a directory under `lib`,
+    /// as Debian's `lib/x86_64-linux-gnu`). Empty without `library`.
+    pub fn library_workers(&self) -> Vec<PathBuf> {
+        let Some((dir, tree)) = self.library.as_deref().and_then(home_of) else { return Vec::new() };
+        if tree {
+            return vec![dir.join("memplug")];
+        }
+        let is_lib = |d: &Path| d.file_name().is_some_and(|n| n.to_string_lossy().starts_with("lib"));
+        let libdir = match dir.parent() {
+            Some(parent) if !is_lib(dir) && is_lib(parent) => parent,
+            _ => dir,
+        };
+        libdir.parent().map(|prefix| prefix.join("bin/memplug")).into_iter().collect()
+    }
+
     /// Where `memplug install` puts plugins: the user directory, or the
     /// first system directory (`MEMPLUG_SYSTEM_PLUGIN_PATH`'s first entry
     /// when set, else `/usr/local/lib/memplug/plugins`).
@@ -175,6 +203,18 @@ impl Env {
             None => Some(PathBuf::from("/usr/local/lib/memplug/plugins")),
         }
     }
+}
+
+/// The directory of one of memplug's own files (the executable, or
+/// libmemplug; `deps/` and `examples/` count as their parent), and whether
+/// it is a cargo build tree (it holds cargo's `.cargo-lock`).
+fn home_of(file: &Path) -> Option<(&Path, bool)> {
+    let dir = file.parent()?;
+    let dir = match dir.file_name() {
+        Some(n) if n == "deps" || n == "examples" => dir.parent().unwrap_or(dir),
+        _ => dir,
+    };
+    Some((dir, dir.join(".cargo-lock").exists()))
 }
 
 /// The non-empty entries of a colon-separated path variable.
@@ -230,6 +270,27 @@ mod tests {
         assert_eq!(e.install_dir(true), Some(PathBuf::from("/s1")));
         e.system_plugin_path = Some(String::new());
         assert!(e.system_dirs().is_empty(), "an empty variable means no system directories");
+    }
+
+    #[test]
+    fn libmemplug_finds_its_own_installation_not_the_programs() {
+        let mut e = env();
+        e.exe = Some("/home/u/src/app/a.out".into());
+        e.library = Some("/opt/mp/lib/libmemplug.so.0".into());
+        let system: Vec<_> = e.system_dirs().into_iter().map(|d| d.path).collect();
+        assert_eq!(
+            system,
+            ["/opt/mp/lib/memplug/plugins", "/usr/local/lib/memplug/plugins", "/usr/lib/memplug/plugins"]
+                .map(PathBuf::from)
+        );
+        assert_eq!(e.library_workers(), [PathBuf::from("/opt/mp/bin/memplug")]);
+        e.library = Some("/usr/lib/x86_64-linux-gnu/libmemplug.so.0".into());
+        assert_eq!(e.system_dirs()[0].path, PathBuf::from("/usr/lib/x86_64-linux-gnu/memplug/plugins"));
+        assert_eq!(e.library_workers(), [PathBuf::from("/usr/bin/memplug")]);
+        e.library = Some("/opt/mp/lib64/libmemplug.so.0".into());
+        assert_eq!(e.library_workers(), [PathBuf::from("/opt/mp/bin/memplug")]);
+        e.library = None;
+        assert!(e.library_workers().is_empty());
     }
 
     #[test]

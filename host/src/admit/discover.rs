@@ -68,15 +68,16 @@ impl Found {
 /// already has (`by`, shown as its source): when both came from files
 /// (`here` and `there`, their directories) in different directories it is
 /// shadowed (`shadowed`: the earlier directory on the search path wins, not
-/// a failure); otherwise it is refused as `duplicate-name`. `found` says how
-/// the later one came to be loaded; today an explicit load and a scan follow
-/// the same rule. The registry applies it as it installs, and the command's
-/// `check`, `list` and `run` to the reports of their workers.
+/// a failure) — but only for a scan: a file named explicitly whose name is
+/// taken is refused as `duplicate-name`, as is one from the same directory.
+/// `found` says how the later one came to be loaded. The registry applies it
+/// as it installs, and the command's `check`, `list` and `run` to the
+/// reports of their workers.
 pub fn name_taken(name: &str, by: String, here: Option<&Path>, there: Option<&Path>, found: Found) -> Refusal {
     let elsewhere = matches!((here, there), (Some(a), Some(b)) if a != b);
     match found {
-        Found::Explicit | Found::Scan if elsewhere => Refusal::Shadowed { name: name.to_string(), by },
-        Found::Explicit | Found::Scan => Refusal::DuplicateName { name: name.to_string(), existing: by },
+        Found::Scan if elsewhere => Refusal::Shadowed { name: name.to_string(), by },
+        Found::Scan | Found::Explicit => Refusal::DuplicateName { name: name.to_string(), existing: by },
     }
 }
 
@@ -212,8 +213,14 @@ pub fn candidates_from(paths: &[PathBuf]) -> Vec<Candidate> {
 /// directory. Directories that do not exist are skipped with a debug log
 /// line.
 pub fn discover() -> Vec<Candidate> {
+    discover_in(&crate::dirs::Env::current())
+}
+
+/// [`discover`] on the search path of `env` (libmemplug's, say: see
+/// [`crate::dirs::Env::library`]).
+pub fn discover_in(env: &crate::dirs::Env) -> Vec<Candidate> {
     let mut out: Vec<Candidate> = Vec::new();
-    for dir in search_path() {
+    for dir in env.search_path().into_iter().map(|d| d.path) {
         if !dir.is_dir() {
             tracing::debug!(dir = %dir.display(), "plugin directory does not exist");
             continue;

@@ -62,7 +62,7 @@ fn prepare_plugin(candidate: &Candidate) -> Result<Prepared, Refusal> {
     let source = Source::Plugin { path: candidate.path.clone(), symbol: candidate.symbol.clone() };
     let info = HandlerInfo::from_header(header, layout, source);
     tracing::debug!(candidate = %candidate, name = %info.name, version = %info.version, "validated plugin");
-    Ok(Prepared { vtable, info })
+    Ok(Prepared { vtable, info, ctx: None })
 }
 
 /// Check a by-symbol spec, open the library (checking its file first when
@@ -106,7 +106,8 @@ pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust:
     };
     let info = HandlerInfo::from_functions(name, version, spec.flags(), alignment, defaulted, source);
     tracing::debug!(name = %info.name, library = %spec.library, "found allocator symbols");
-    Ok(Prepared { vtable: table.into_vtable(), info })
+    let (vtable, ctx) = table.into_vtable();
+    Ok(Prepared { vtable, info, ctx: Some(ctx) })
 }
 
 /// The name, version and alignment of a handler made of plain functions,
@@ -137,7 +138,7 @@ fn check_identity(
 #[allow(unsafe_code)]
 pub(crate) unsafe fn prepare_functions(spec: &FunctionSpec) -> Result<Prepared, Refusal> {
     let (name, version, alignment) = check_identity(&spec.name, spec.version.as_deref(), spec.alignment)?;
-    let vtable = match spec.functions {
+    let (vtable, ctx) = match spec.functions {
         // SAFETY: the caller's contract.
         Functions::C(f) => unsafe { SymbolTable::from_functions(&f, alignment) }.into_vtable(),
         // SAFETY: the caller's contract.
@@ -151,7 +152,7 @@ pub(crate) unsafe fn prepare_functions(spec: &FunctionSpec) -> Result<Prepared, 
     let source = Source::Functions { origin: spec.origin.clone() };
     let flags = if spec.thread_safe { memplug_abi::FLAG_THREAD_SAFE } else { 0 };
     let info = HandlerInfo::from_functions(name, version, flags, alignment, defaulted, source);
-    Ok(Prepared { vtable, info })
+    Ok(Prepared { vtable, info, ctx: Some(ctx) })
 }
 
 /// Everything `inspect` could read of a candidate.

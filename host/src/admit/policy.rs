@@ -26,7 +26,7 @@ pub use crate::admit::precheck::{Allowlist, Trust};
 use crate::admit::validate::is_name_byte;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The environment variable holding the trust level: `strict` (the
@@ -118,6 +118,55 @@ impl Policy {
         let minor = minor.parse().map_err(|_| bad())?;
         self.deprecated_abis.insert((major, minor));
         Ok(())
+    }
+
+    /// Set the trust level, `strict` or `any` (else `bad-trust`), keeping
+    /// the digests [`Policy::pin`] pinned: whichever order the two are
+    /// called in, the policy ends up the same. `strict` over pins keeps
+    /// them; `any` with pins is [`PolicyError::TrustConflict`], as
+    /// [`Trust::from_settings`] says of the two together, and the pins stay
+    /// (the stricter setting holds, so a caller that ignores the error still
+    /// loads nothing unpinned).
+    ///
+    /// ```
+    /// use memplug::policy::{Policy, Trust};
+    ///
+    /// let dir = tempfile::tempdir().unwrap();
+    /// let list = dir.path().join("allow.sha256");
+    /// std::fs::write(&list, format!("{}  empty\n", memplug::precheck::Digest::of(b""))).unwrap();
+    /// let (mut a, mut b) = (Policy::default(), Policy::default());
+    /// a.pin(&list).unwrap();
+    /// assert_eq!(a.set_trust("any").unwrap_err().code(), "trust-conflict");
+    /// b.set_trust("any").unwrap();
+    /// assert_eq!(b.pin(&list).unwrap_err().code(), "trust-conflict");
+    /// assert!(matches!(&a.trust, Trust::Pinned(_)) && a == b, "either order: pinned");
+    /// ```
+    pub fn set_trust(&mut self, level: &str) -> Result<(), PolicyError> {
+        let asked = Trust::from_settings(Some(level), &[], &[])?;
+        match (&self.trust, asked) {
+            (Trust::Pinned(_), Trust::Any) => return Err(PolicyError::TrustConflict),
+            (Trust::Pinned(_), _) => {}
+            (_, asked) => self.trust = asked,
+        }
+        Ok(())
+    }
+
+    /// Pin plugins to the SHA-256 digests listed in an allowlist file
+    /// (`sha256sum` format), added to any pinned already: a file whose
+    /// digest is not listed is refused as `untrusted-digest`. With the trust
+    /// level `any` set, the digests are pinned all the same and the answer
+    /// is [`PolicyError::TrustConflict`] (see [`Policy::set_trust`]). A file
+    /// that cannot be read or parsed (`bad-allowlist`, `bad-digest`) changes
+    /// nothing.
+    pub fn pin(&mut self, allowlist: &Path) -> Result<(), PolicyError> {
+        let mut list = match &self.trust {
+            Trust::Pinned(list) => list.clone(),
+            Trust::Strict | Trust::Any => Allowlist::new(),
+        };
+        list.read_file(allowlist)?;
+        let conflict = self.trust == Trust::Any;
+        self.trust = Trust::Pinned(list);
+        if conflict { Err(PolicyError::TrustConflict) } else { Ok(()) }
     }
 
     /// The default policy with the trust settings of the environment

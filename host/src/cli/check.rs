@@ -4,7 +4,7 @@
 //! worker process of its own unless `--in-process` says otherwise.
 
 use super::args::IsolationArgs;
-use super::{candidates, describe_search, jobs, print_json, table};
+use super::{candidates, describe_search, found_by, jobs, print_json, table};
 use memplug::discover::Found;
 use memplug::discover::PATH_ENV;
 use memplug::probe::{Request, Task};
@@ -45,7 +45,9 @@ pub(crate) fn run(
         }
         return ExitCode::from(1);
     }
-    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation), Found::of(paths));
+    let how: Vec<Found> =
+        requests.iter().map(|r| r.candidate.as_ref().map_or(Found::Explicit, |c| found_by(paths, c))).collect();
+    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation), &how);
     let mut unused_options = false;
     for (name, opts) in options {
         let used = reports.iter().any(|r| r.name.as_deref() == Some(name) && r.options.as_deref() == Some(opts));

@@ -120,21 +120,23 @@ fn in_process(request: Request) -> Vec<Report> {
 }
 
 /// Apply, as a registry would, the rule for a handler whose name an earlier
-/// candidate's handler has ([`name_taken`]: from another directory it is
-/// shadowed, not a failure; from the same directory it is refused as
-/// `duplicate-name`); either way the instances made of it go too. `found`
-/// says how the candidates were found. Flatten the reports.
-pub(crate) fn refuse_duplicates(per_job: Vec<Vec<Report>>, found: Found) -> Vec<Report> {
+/// candidate's handler has ([`name_taken`]: a candidate a scan found, from
+/// another directory, is shadowed — not a failure; one named explicitly, or
+/// from the same directory, is refused as `duplicate-name`); either way the
+/// instances made of it go too. `found` says how each job's candidate was
+/// found (one per job). Flatten the reports.
+pub(crate) fn refuse_duplicates(per_job: Vec<Vec<Report>>, found: &[Found]) -> Vec<Report> {
     // (name, where it came from, its file)
     let mut seen: Vec<(String, String, PathBuf)> = Vec::new();
     let mut out = Vec::new();
-    for reports in per_job {
+    for (i, reports) in per_job.into_iter().enumerate() {
         let Some(first) = reports.first() else { continue };
         let name = first.name.clone().filter(|_| first.loaded.is_some());
         let earlier = name.as_ref().and_then(|n| seen.iter().find(|(s, ..)| s == n)).cloned();
         match (name, earlier) {
             (Some(name), Some((_, by, file))) => {
-                let refusal = name_taken(&name, by, first.path.parent(), file.parent(), found);
+                let how = found.get(i).copied().unwrap_or(Found::Explicit);
+                let refusal = name_taken(&name, by, first.path.parent(), file.parent(), how);
                 let candidate = Candidate { path: first.path.clone(), symbol: first.symbol.clone() };
                 let checks = first.checks.as_ref().map(|_| Checks::none());
                 let mut r = Report::refused(&candidate, refusal.code(), refusal.to_string(), None, None, checks);

@@ -2,7 +2,7 @@
 //! conformance pass), each candidate in a worker process.
 
 use super::args::IsolationArgs;
-use super::{candidates, describe_search, jobs, print_json, table};
+use super::{candidates, describe_search, found_by, jobs, print_json, table};
 use memplug::Policy;
 use memplug::discover::Found;
 use memplug::probe::{Request, Task};
@@ -11,7 +11,9 @@ use std::process::ExitCode;
 
 /// List the candidates of `paths` (or the search path).
 pub(crate) fn run(paths: &[PathBuf], policy: Policy, isolation: &IsolationArgs, json_out: bool) -> ExitCode {
-    let requests = candidates(paths, &[])
+    let found = candidates(paths, &[]);
+    let how: Vec<Found> = found.iter().map(|c| found_by(paths, c)).collect();
+    let requests = found
         .into_iter()
         .map(|c| Request {
             task: Task::List,
@@ -22,7 +24,7 @@ pub(crate) fn run(paths: &[PathBuf], policy: Policy, isolation: &IsolationArgs, 
             bench: None,
         })
         .collect();
-    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation), Found::of(paths));
+    let reports = jobs::refuse_duplicates(jobs::run(requests, isolation), &how);
     if reports.is_empty() {
         // As `check` does: nothing found is not "all ok".
         eprintln!(

@@ -267,6 +267,14 @@ fn candidates(paths: &[PathBuf], symbols: &[String]) -> Vec<Candidate> {
     base.iter().flat_map(|c| symbols.iter().map(move |s| c.clone().with_symbol(s.clone()))).collect()
 }
 
+/// How `candidate`, one of [`candidates`]`(paths, ..)`, was found: by a
+/// directory scan (the search path, or a directory in `paths`), or named in
+/// `paths`.
+fn found_by(paths: &[PathBuf], candidate: &Candidate) -> memplug::discover::Found {
+    use memplug::discover::Found;
+    if paths.iter().any(|p| *p == candidate.path && !p.is_dir()) { Found::Explicit } else { Found::Scan }
+}
+
 /// The directories searched, for messages.
 fn describe_search(paths: &[PathBuf]) -> String {
     let dirs = if paths.is_empty() { memplug::discover::search_path() } else { paths.to_vec() };

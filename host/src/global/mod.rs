@@ -334,7 +334,7 @@ fn find(registry: &Registry, name: &str) -> Result<Handler, GlobalError> {
     let (first, rest): (Vec<&Candidate>, Vec<&Candidate>) = candidates.iter().partition(|c| named(c));
     let mut refused = None;
     for c in first.into_iter().chain(rest) {
-        match registry.load(c) {
+        match registry.load_scanned(c) {
             Ok(h) if h.name() == name => return Ok(h),
             Ok(_) => {}
             Err(e) if named(c) && refused.is_none() => refused = Some(e),

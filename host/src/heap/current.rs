@@ -52,7 +52,7 @@ pub fn builtin() -> Handler {
             Vec::new(),
             Source::Builtin,
         );
-        Handler::install(Prepared { vtable: crate::heap::raw::builtin::vtable(), info })
+        Handler::install(Prepared { vtable: crate::heap::raw::builtin::vtable(), info, ctx: None })
     })
 }
 

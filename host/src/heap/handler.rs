@@ -37,6 +37,7 @@
 use crate::heap::error::{AllocError, InstanceError, LockError};
 use crate::heap::guarded::would_block;
 use crate::heap::info::HandlerInfo;
+use crate::heap::raw::ctx_owner::CtxOwner;
 pub use crate::heap::raw::direct::DirectCalls;
 use crate::heap::raw::raw_handler::RawHandler;
 use crate::heap::raw::raw_handler::Refused;
@@ -51,6 +52,9 @@ use std::ptr::NonNull;
 pub(crate) struct Prepared {
     pub(crate) vtable: VTable,
     pub(crate) info: HandlerInfo,
+    /// The table behind `vtable`'s `ctx`, for trampolines: freed if this is
+    /// dropped (the handler refused), kept once it is installed.
+    pub(crate) ctx: Option<CtxOwner>,
 }
 
 /// The state behind a [`Handler`], leaked on installation. `repr(C)` keeps
@@ -142,7 +146,10 @@ impl Handler {
     /// Install a validated handler for the rest of the process (without
     /// registering its name anywhere).
     pub(crate) fn install(prepared: Prepared) -> Handler {
-        let Prepared { vtable, info } = prepared;
+        let Prepared { vtable, info, ctx } = prepared;
+        if let Some(ctx) = ctx {
+            ctx.keep();
+        }
         let name: &'static str = Box::leak(info.name.clone().into_boxed_str());
         let raw = RawHandler::new(vtable, info.thread_safe(), info.alignment, name);
         let handler = Handler { state: Box::leak(Box::new(HandlerState { raw, info })) };

@@ -11,7 +11,7 @@
 use crate::config::GuardConfig;
 use crate::tables::{Block, Origin, Tables};
 use memplug_abi::fork::ForkMutex;
-use memplug_stacks::blocks::{could_be_libc_block, interposed_view};
+use memplug_stacks::blocks::{could_be_libc_block, interposed_view, interposer_present};
 use memplug_stacks::capture::{self, Stack, StackId};
 use memplug_stacks::emit;
 use memplug_stacks::format::{ErrorKind, ErrorOut, NO_THREAD};
@@ -70,6 +70,9 @@ fn locate(t: &Tables, addr: usize) -> Where {
 /// interposer puts a header first; a host gets guard's block itself.
 /// `freed`: the interposer has cleared its header's seal.
 pub(crate) fn view(b: &Block, freed: bool) -> (usize, usize) {
+    if !interposer_present() {
+        return (b.at.ptr, b.at.size);
+    }
     let window = b.region.window();
     let lo = b.at.data_lo;
     let read = |a: usize| {

@@ -5,7 +5,7 @@
 //! as glibc aborts it; with `recover=1` it goes on.
 
 use crate::registry::{Freed, Origin, Registry};
-use memplug_stacks::blocks::{could_be_libc_block, interposed_view};
+use memplug_stacks::blocks::{could_be_libc_block, interposed_view, interposer_present};
 use memplug_stacks::capture::{self, Stack, StackId};
 use memplug_stacks::emit;
 use memplug_stacks::format::{ErrorKind, ErrorOut, NO_THREAD};
@@ -34,6 +34,9 @@ pub(crate) fn here(depth: usize) -> Origin {
 /// its seal was cleared), else the block itself. `read` gives the two
 /// words at an address inside the block.
 pub(crate) fn view(ptr: usize, size: usize, freed: bool, read: &dyn Fn(usize) -> Option<[u64; 2]>) -> (usize, usize) {
+    if !interposer_present() {
+        return (ptr, size);
+    }
     interposed_view(ptr, size, 16, freed, read).unwrap_or((ptr, size))
 }
 

@@ -197,15 +197,22 @@ impl Tracking {
 }
 
 impl Tracking {
-    /// Remember the block at `ptr`, being freed (`cleared`: the
-    /// interposer cleared its header at `free`), for double-free reports.
-    fn forgotten(&self, ptr: usize, block: Live, cleared: bool) {
+    /// The program's view of the block at `ptr` (`cleared`: the interposer
+    /// cleared its header at `free`), read while the block is still live.
+    fn user_view(ptr: usize, block: &Live, cleared: bool) -> (usize, usize) {
         let read = |a: usize| {
             // SAFETY: `interposed_view` asks only for words inside the block
-            // (`ptr..ptr + size`), which is live and this caller's.
+            // (`ptr..ptr + size`), which is live (its caller has not given it
+            // back to libc yet) and this caller's.
             (a >= ptr && a + 16 <= ptr + block.size).then(|| unsafe { (a as *const [u64; 2]).read_unaligned() })
         };
-        let user = errors::view(ptr, block.size, cleared, &read);
+        errors::view(ptr, block.size, cleared, &read)
+    }
+
+    /// Remember the block at `ptr`, being freed, whose program's view is
+    /// `user` ([`Tracking::user_view`], read before it was released), for
+    /// double-free reports.
+    fn forgotten(&self, ptr: usize, block: Live, user: (usize, usize)) {
         let freed = errors::here(self.stack_depth);
         self.live.forget_later(Freed { ptr, size: block.size, user, made: block.made, freed });
     }
@@ -272,12 +279,14 @@ impl Allocator for Tracking {
         let Some(total) = new_size.checked_add(PREFIX) else {
             return keep();
         };
+        // Read before libc may move (and free) the block.
+        let user = Tracking::user_view(ptr as usize, &block, false);
         // SAFETY: `base` is a live libc block (it was registered).
         let nbase = unsafe { libc::realloc(base as *mut libc::c_void, total) } as *mut u8;
         if nbase.is_null() {
             return keep();
         }
-        self.forgotten(ptr as usize, block, false);
+        self.forgotten(ptr as usize, block, user);
         self.track_free(recorded);
         self.track_alloc(new_size);
         self.total_allocations.fetch_sub(1, Relaxed); // a resize is not a new allocation
@@ -289,7 +298,8 @@ impl Allocator for Tracking {
         let Some((base, recorded, block)) = self.take("free", ptr, size) else {
             return;
         };
-        self.forgotten(ptr as usize, block, true);
+        let user = Tracking::user_view(ptr as usize, &block, true);
+        self.forgotten(ptr as usize, block, user);
         // SAFETY: `base` is our live block; mark it freed, then release it.
         unsafe {
             (base as *mut u64).write(FREED);

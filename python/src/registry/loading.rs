@@ -19,9 +19,10 @@ fn loaded(py: Python<'_>) -> MutexGuard<'static, HashMap<Candidate, Handler>> {
     LOADED.lock_py_attached(py).unwrap_or_else(|e| e.into_inner())
 }
 
-/// The keys every outcome dict has: `status` (`"ok"` or `"rejected"`),
-/// `reason` (the refusal's code), `message` (the refusal, without where it
-/// came from) and `name`.
+/// The keys every outcome dict has: `status` (`"ok"`, `"rejected"`, or
+/// `"shadowed"` for a directory's handler whose name an earlier directory's
+/// took, which is not a failure), `reason` (the refusal's code), `message`
+/// (the refusal, without where it came from) and `name`.
 pub fn set_status(py: Python<'_>, d: &Bound<'_, PyDict>, result: &Result<Handler, memplug::LoadError>) -> PyResult<()> {
     match result {
         Ok(h) => {
@@ -31,10 +32,14 @@ pub fn set_status(py: Python<'_>, d: &Bound<'_, PyDict>, result: &Result<Handler
             d.set_item("name", h.name())?;
         }
         Err(e) => {
-            d.set_item("status", "rejected")?;
+            let shadowed = match &e.refusal {
+                memplug::Refusal::Shadowed { name, .. } => Some(name.as_str()),
+                _ => None,
+            };
+            d.set_item("status", if shadowed.is_some() { "shadowed" } else { "rejected" })?;
             d.set_item("reason", e.code())?;
             d.set_item("message", e.refusal.to_string())?;
-            d.set_item("name", py.None())?;
+            d.set_item("name", shadowed)?;
         }
     }
     Ok(())
@@ -66,14 +71,23 @@ fn outcome<'py>(
 }
 
 /// Load candidates (files or directories; a directory's `*.so` and
-/// `*.memplug.toml` files), each once per process.
+/// `*.memplug.toml` files), each once per process. A directory's candidate
+/// whose name a handler from an earlier directory has is `shadowed`; a file
+/// named whose name is taken is `duplicate-name`.
 pub fn load<'py>(py: Python<'py>, paths: Vec<PathBuf>) -> PyResult<Bound<'py, PyList>> {
-    let candidates = discover::candidates_from(&paths);
+    let candidates: Vec<(Candidate, bool)> = paths
+        .iter()
+        .flat_map(|p| {
+            let scan = p.is_dir();
+            discover::candidates_from(std::slice::from_ref(p)).into_iter().map(move |c| (c, scan))
+        })
+        .collect();
     let mut results = Vec::new();
-    for c in &candidates {
+    for (c, scan) in &candidates {
         let known = loaded(py).get(c).copied();
         let result = match known {
             Some(h) => Ok(h),
+            None if *scan => py.allow_threads(|| Registry::global().load_scanned(c)),
             None => py.allow_threads(|| Registry::global().load(c)),
         };
         if let Ok(h) = result {

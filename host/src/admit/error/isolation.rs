@@ -109,13 +109,13 @@ pub enum IsolationRefusal {
         problem: String,
     },
     /// No worker process could be started to probe the candidate.
-    #[error(
-        "cannot probe the plugin in a worker process: {problem}. Install the `memplug` command beside this program \
-         or on PATH, or set MEMPLUG_WORKER to its path (or turn probing off in the policy)"
-    )]
+    #[error("cannot probe the plugin in a worker process: {problem}. {fix}")]
     ProbeUnavailable {
         /// What went wrong, and where a worker was looked for.
         problem: String,
+        /// What to do: where the lookup that failed would find a worker
+        /// (each front end looks in its own places).
+        fix: String,
     },
 }
 

@@ -298,7 +298,10 @@ fn choose(args: &RunArgs, policy: &memplug::Policy) -> Result<Chosen, RunError> 
         bench: None,
     };
     let requests: Vec<Request> = candidates.iter().cloned().map(|c| request(c, Vec::new())).collect();
-    let reports = jobs::refuse_duplicates(jobs::run(requests, &args.isolation), Found::of(&args.plugin_path));
+    // --plugin-path and the search path are one search order: a later
+    // handler of a name is shadowed.
+    let how = vec![if by_path { Found::Explicit } else { Found::Scan }; requests.len()];
+    let reports = jobs::refuse_duplicates(jobs::run(requests, &args.isolation), &how);
     let found = if by_path {
         reports.into_iter().next()
     } else {

@@ -4,15 +4,16 @@
 //! malloc + zero, `realloc` as malloc + copy of `min(old, new)` bytes +
 //! free.
 //!
-//! The functions are kept in a leaked [`ContextTable`], which is the
-//! handler's `ctx`; each trampoline calls the user's function with the
+//! The functions are kept in a [`ContextTable`] (kept for the rest of the
+//! process once its handler is installed), which is the handler's `ctx`; each trampoline calls the user's function with the
 //! user's `ctx`.
 
+use super::ctx_owner::CtxOwner;
 use super::vtable::VTable;
 use crate::heap::functions::ContextFunctions;
 use core::ffi::c_void;
 
-/// The user's functions and context, leaked for the rest of the process.
+/// The user's functions and context.
 pub(crate) struct ContextTable(ContextFunctions);
 
 impl ContextTable {
@@ -29,23 +30,27 @@ impl ContextTable {
         ContextTable(functions)
     }
 
-    /// Leak the table and build the handler's vtable around it.
-    pub(crate) fn into_vtable(self) -> VTable {
-        let table: &'static ContextTable = Box::leak(Box::new(self));
-        let ctx = table as *const ContextTable as *mut c_void;
+    /// Move the table to the heap and build the handler's vtable around
+    /// it; the table lives as long as its [`CtxOwner`] (for the rest of the
+    /// process once the handler is installed).
+    pub(crate) fn into_vtable(self) -> (VTable, CtxOwner) {
+        let owner = CtxOwner::new(self);
         // SAFETY: each trampoline implements its ABI role for a `ctx` that is
-        // a leaked (so never freed) `ContextTable`, by calling the user's
-        // functions, which implement those roles (`new`'s contract).
-        unsafe { VTable::from_fns(ctx, ctx_malloc, ctx_calloc, ctx_realloc, ctx_free, None) }
+        // a `ContextTable` (kept for the rest of the process once the handler
+        // is installed, before any call), by calling the user's functions,
+        // which implement those roles (`new`'s contract).
+        let vtable = unsafe { VTable::from_fns(owner.ctx(), ctx_malloc, ctx_calloc, ctx_realloc, ctx_free, None) };
+        (vtable, owner)
     }
 }
 
 /// The functions behind a `ctx` made by `into_vtable`.
 ///
 /// # Safety
-/// `ctx` is the `ctx` of a vtable made by [`ContextTable::into_vtable`].
+/// `ctx` is the `ctx` of a vtable made by [`ContextTable::into_vtable`],
+/// whose owner is kept (or not yet dropped).
 unsafe fn table<'a>(ctx: *mut c_void) -> &'a ContextFunctions {
-    // SAFETY: per the contract, `ctx` points at a leaked `ContextTable`.
+    // SAFETY: per the contract, `ctx` points at a live `ContextTable`.
     unsafe { &(*(ctx as *const ContextTable)).0 }
 }
 

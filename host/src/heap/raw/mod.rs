@@ -23,7 +23,9 @@
 //!    such lock (and `Global`'s) around a fork; `direct` — a thread-safe
 //!    handler's block calls copied out for hot paths;
 //! 3. `vtable` — a plugin's function pointers and the calls through them;
-//!    `builtin` — the libc handler; `functions` — trampolines for functions
+//!    `builtin` — the libc handler; `ctx_owner` — the table behind a
+//!    trampolines' vtable, owned until its handler is installed (freed if
+//!    it never is); `functions` — trampolines for functions
 //!    given by address that take a context pointer; `symbols` —
 //!    trampolines for allocators taken by symbol name (and C functions
 //!    given by address);
@@ -43,7 +45,8 @@
 //! interposer shares: a vtable is plain data, `create` takes a C string and
 //! reports a failure as the plugin's own bytes, and the zero-size rule
 //! (`vtable::served`) is a `const fn`. The trampolines of `symbols` and
-//! `functions` allocate only their table, once, when a handler is made.
+//! `functions` allocate only their table, once, when a handler is made, and
+//! own it through `ctx_owner` until the handler is installed.
 //!
 //! Every `unsafe` block states why it holds; every `unsafe fn` says what its
 //! caller must guarantee.
@@ -60,6 +63,7 @@ pub(crate) mod atfork;
 pub(crate) mod direct;
 pub(crate) mod vtable;
 pub(crate) mod builtin;
+pub(crate) mod ctx_owner;
 pub(crate) mod functions;
 pub(crate) mod symbols;
 pub(crate) mod raw_handler;

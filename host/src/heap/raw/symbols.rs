@@ -2,9 +2,9 @@
 //! taken by name from any shared library, the way ctypes or PyTorch's
 //! `CUDAPluggableAllocator` do.
 //!
-//! The functions found are kept in a [`SymbolTable`] (leaked: it lives as
-//! long as the library, i.e. for the rest of the process) and the handler's
-//! `ctx` points at it. Trampolines with the ABI's signatures call through
+//! The functions found are kept in a [`SymbolTable`] (kept for the rest of
+//! the process once its handler is installed, freed if it never is) and the
+//! handler's `ctx` points at it. Trampolines with the ABI's signatures call through
 //! the table and derive what the library lacks: `calloc` as malloc + zero,
 //! `realloc` as malloc + copy of `min(old, new)` bytes + free (the host knows
 //! the old size), and `free` through the sized free when one is given.
@@ -19,6 +19,7 @@
 //! The same table serves C functions given by address, with no library
 //! ([`crate::heap::functions`]).
 
+use super::ctx_owner::CtxOwner;
 use super::vtable::VTable;
 use crate::heap::functions::CFunctions;
 use crate::heap::roles::{Role, Symbols};
@@ -157,29 +158,34 @@ impl SymbolTable {
         }
     }
 
-    /// Leak the table and build the handler's vtable around it.
-    pub(crate) fn into_vtable(self) -> VTable {
+    /// Move the table to the heap and build the handler's vtable around
+    /// it; the table lives as long as its [`CtxOwner`] (for the rest of the
+    /// process once the handler is installed).
+    pub(crate) fn into_vtable(self) -> (VTable, CtxOwner) {
         let aligned: Option<memplug_abi::AlignedAllocFn> = self.aligned_alloc.map(|_| sym_aligned_alloc as _);
         let usable: Option<memplug_abi::UsableSizeFn> = self.usable_size.map(|_| sym_usable_size as _);
-        let table: &'static SymbolTable = Box::leak(Box::new(self));
-        let ctx = table as *const SymbolTable as *mut c_void;
-        // SAFETY: each trampoline implements its ABI role for a `ctx` that is a
-        // leaked (so never freed) `SymbolTable`, by calling C functions that
+        let owner = CtxOwner::new(self);
+        // SAFETY: each trampoline implements its ABI role for a `ctx` that is
+        // a `SymbolTable` (kept for the rest of the process once the handler
+        // is installed, before any call), by calling C functions that
         // implement those roles: the library's, which the user named for them
         // (`find`), or those `from_functions`'s caller vouched for; the
         // usable size is only asked of live blocks (no FLAG_KNOWS_FOREIGN).
-        unsafe {
-            VTable::from_fns(ctx, sym_malloc, sym_calloc, sym_realloc, sym_free, aligned).with_usable_size(usable)
-        }
+        let vtable = unsafe {
+            VTable::from_fns(owner.ctx(), sym_malloc, sym_calloc, sym_realloc, sym_free, aligned)
+                .with_usable_size(usable)
+        };
+        (vtable, owner)
     }
 }
 
 /// The table behind a `ctx` made by `into_vtable`.
 ///
 /// # Safety
-/// `ctx` is the `ctx` of a vtable made by [`SymbolTable::into_vtable`].
+/// `ctx` is the `ctx` of a vtable made by [`SymbolTable::into_vtable`],
+/// whose owner is kept (or not yet dropped).
 unsafe fn table<'a>(ctx: *mut c_void) -> &'a SymbolTable {
-    // SAFETY: per the contract, `ctx` points at a leaked `SymbolTable`.
+    // SAFETY: per the contract, `ctx` points at a live `SymbolTable`.
     unsafe { &*(ctx as *const SymbolTable) }
 }
 

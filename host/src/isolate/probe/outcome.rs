@@ -1,6 +1,7 @@
 //! How a worker ended ([`WorkerOutcome`]), and what that means as reports
 //! and as a registry's verdict.
 
+use super::WORKER_ENV;
 use super::wire::Answer;
 use crate::admit::discover::Candidate;
 use crate::admit::error::{IsolationRefusal, Refusal};
@@ -172,9 +173,13 @@ impl WorkerOutcome {
                 status: code.map_or("none".to_string(), |c| c.to_string()),
                 stage: describe(stage.as_deref()),
             })),
-            WorkerOutcome::Failed(problem) => {
-                Err(Refusal::from(IsolationRefusal::ProbeUnavailable { problem: problem.clone() }))
-            }
+            WorkerOutcome::Failed(problem) => Err(Refusal::from(IsolationRefusal::ProbeUnavailable {
+                problem: problem.clone(),
+                fix: format!(
+                    "Check that the worker is a `memplug` command of this version that can run here ({WORKER_ENV} \
+                     names it when set), or turn probing off in the policy"
+                ),
+            })),
             WorkerOutcome::BadAnswer { problem, .. } => {
                 Err(Refusal::from(IsolationRefusal::BadAnswer { problem: problem.clone() }))
             }

@@ -84,6 +84,10 @@ impl Worker {
         looked.push("memplug on PATH".into());
         Err(Refusal::from(IsolationRefusal::ProbeUnavailable {
             problem: format!("no worker executable found (looked at {WORKER_ENV}, {})", looked.join(", ")),
+            fix: format!(
+                "Install the `memplug` command beside this program or on PATH, or set {WORKER_ENV} to its path (or \
+                 turn probing off in the policy)"
+            ),
         }))
     }
 
