@@ -11,7 +11,10 @@
 //!    `MEMPLUG_SYSTEM_PLUGIN_PATH` when it is set (even empty), else
 //!    - the directory of the running executable, when it is a cargo build
 //!      tree (it holds cargo's `.cargo-lock`; `deps/` and `examples/` count as
-//!      their parent) — where `cargo build` leaves the bundled plugins;
+//!      their parent) — where `cargo build` leaves the bundled plugins —
+//!      and then, when the file itself lives in the tree's `deps/` (a
+//!      library built as a dependency, as `cargo test` builds it), that
+//!      `deps/`, where cargo left the plugins built beside it;
 //!    - `<prefix>/lib/memplug/plugins`, where `<prefix>` is the directory
 //!      above the executable's (`/usr/local/bin/memplug` →
 //!      `/usr/local/lib/memplug/plugins`);
@@ -147,6 +150,9 @@ impl Env {
         if let Some((dir, tree)) = anchor.and_then(home_of) {
             if tree {
                 dirs.push(SearchDir { path: dir.to_path_buf(), origin: Origin::BuildTree });
+                if let Some(deps) = anchor.and_then(Path::parent).filter(|d| d.file_name().is_some_and(|n| n == "deps")) {
+                    dirs.push(SearchDir { path: deps.to_path_buf(), origin: Origin::BuildTree });
+                }
             }
             let plugins = match &self.library {
                 Some(_) => Some(dir.join("memplug/plugins")),
@@ -270,6 +276,21 @@ mod tests {
         assert_eq!(e.install_dir(true), Some(PathBuf::from("/s1")));
         e.system_plugin_path = Some(String::new());
         assert!(e.system_dirs().is_empty(), "an empty variable means no system directories");
+    }
+
+    #[test]
+    fn a_library_in_a_build_trees_deps_searches_the_tree_then_deps() {
+        let tree = tempfile::tempdir().unwrap();
+        std::fs::write(tree.path().join(".cargo-lock"), b"").unwrap();
+        let mut e = env();
+        e.library = Some(tree.path().join("deps/libmemplug_c.so"));
+        let system: Vec<_> = e.system_dirs().into_iter().take(2).map(|d| (d.path, d.origin)).collect();
+        assert_eq!(
+            system,
+            [(tree.path().to_path_buf(), Origin::BuildTree), (tree.path().join("deps"), Origin::BuildTree)]
+        );
+        e.library = Some(tree.path().join("libmemplug_c.so"));
+        assert_eq!(e.system_dirs()[1].path, tree.path().join("memplug/plugins"), "uplifted: the tree alone");
     }
 
     #[test]
