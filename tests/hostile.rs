@@ -28,6 +28,7 @@ const ESCAPE: u32 = 6;
 const HOLD_STDERR: u32 = 7;
 const CHILD_SPAM: u32 = 8;
 const CHILD_RACE: u32 = 9;
+const STARVE: u32 = 10;
 
 const BUNDLED: [&str; 4] = ["system", "aligned", "tracking", "arena"];
 
@@ -245,6 +246,34 @@ fn the_timeout_bounds_the_whole_run_even_while_the_channel_is_written() {
     // The worker's own time reaches 1 s, or the wall clock its bound.
     let bound = Duration::from_secs(u64::from(memplug::probe::WALL_CLOCK_FACTOR) + 10);
     assert!(took < bound, "took {took:?}");
+}
+
+#[test]
+fn a_worker_starved_of_a_processor_is_timed_out_but_never_remembered() {
+    // 65 threads spinning in a worker on a machine of a few processors: the
+    // worker's own time does not reach the timeout before the wall-clock
+    // bound does. That says the machine (here, the plugin itself) is too
+    // busy to judge, so the time-out is reported as such and the verdict
+    // cache, on, keeps nothing: the second run checks again.
+    let dir = tempfile::tempdir().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    hostile(dir.path(), "starve", STARVE, None, None);
+    for run in 1..=2 {
+        let out = Command::new(env!("CARGO_BIN_EXE_memplug"))
+            .args(["check", "--json", "--timeout", "0.5"])
+            .arg(dir.path())
+            .env_remove("MEMPLUG_CACHE")
+            .env("XDG_CACHE_HOME", home.path())
+            .output()
+            .unwrap();
+        let rows = json(&out.stdout);
+        let r = row(&rows, "libstarve.so");
+        assert_eq!(r["status"], "timed-out", "run {run}: {r}");
+        assert_eq!(r["starved"], true, "run {run}: {r}");
+        assert!(r.get("cached").is_none(), "run {run}: a starved time-out came from the cache: {r}");
+        let message = r["message"].as_str().unwrap();
+        assert!(message.contains("a rerun on a quieter machine"), "run {run}: {message}");
+    }
 }
 
 /// The `(status, reason)` of every row of a `check --json` run, by file.

@@ -108,6 +108,13 @@ pub struct Report {
     /// unchanged since it was checked) rather than a check just now.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cached: bool,
+    /// For a worker that timed out: whether it was stopped by the
+    /// wall-clock bound before it had had its own time, starved of a
+    /// processor. That says how busy the machine was, not what the plugin
+    /// does, so it is never remembered by the verdict cache: the next run
+    /// checks again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub starved: bool,
 }
 
 /// The fields of a [`Report`] that only a loaded handler has.
@@ -210,6 +217,7 @@ impl Report {
             signal: None,
             call: None,
             cached: false,
+            starved: false,
         }
     }
 
@@ -243,6 +251,7 @@ impl Report {
             signal: None,
             call: None,
             cached: false,
+            starved: false,
         }
     }
 

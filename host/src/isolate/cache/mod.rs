@@ -174,8 +174,9 @@ impl VerdictCache {
 
     /// Remember what checking `candidate` with `context` gave, the file
     /// keyed as `key` was before the check. A worker that crashed, hung or
-    /// exited makes a bad verdict for any context; other reports are kept
-    /// for this context. Nothing is recorded when the file or one of its
+    /// exited makes a bad verdict for any context (but one stopped by the
+    /// wall clock while starved of a processor, or one whose answer is not
+    /// to be trusted, makes none); other reports are kept for this context. Nothing is recorded when the file or one of its
     /// libraries changed since `key` was taken.
     pub fn record(
         &mut self,
@@ -191,6 +192,12 @@ impl VerdictCache {
         }
         if reports.iter().any(|r| r.reason.as_deref() == Some(crate::isolate::probe::BAD_ANSWER)) {
             return; // an answer not to be trusted is not remembered either
+        }
+        if reports.iter().any(|r| r.starved) {
+            // Stopped by the wall clock before it had its own time: the
+            // machine was too busy to judge it, which a quieter run may not be.
+            tracing::debug!(candidate = %candidate, "starved of a processor; not caching the time-out");
+            return;
         }
         let bad = reports.iter().find(|r| matches!(r.status, Status::Crashed | Status::TimedOut | Status::NoReport));
         let (ctx, verdict) = match bad {

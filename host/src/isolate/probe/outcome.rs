@@ -86,6 +86,7 @@ impl WorkerOutcome {
     /// `with_checks`, as `check` reports refusals).
     pub fn into_reports(self, candidate: &Candidate, with_checks: bool) -> Vec<Report> {
         let checks = || with_checks.then(Checks::none);
+        let starved = matches!(self, WorkerOutcome::TimedOut { starved: true, .. });
         let (status, message, stage, signal) = match self {
             WorkerOutcome::Answered(Answer::Reports(reports)) => return reports,
             WorkerOutcome::Answered(Answer::Inspection(_) | Answer::Bench(_)) => {
@@ -109,7 +110,9 @@ impl WorkerOutcome {
             }
             other => other.failure().expect("every other outcome is a failure"),
         };
-        vec![Report::worker_failed(candidate, status, message, stage, signal, checks())]
+        let mut r = Report::worker_failed(candidate, status, message, stage, signal, checks());
+        r.starved = starved;
+        vec![r]
     }
 
     /// For a worker that crashed, timed out or ended without a report: the
