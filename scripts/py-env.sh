@@ -24,6 +24,14 @@ venv=${MEMPLUG_VENV:-target/py-venv}
 python=${PYTHON:-python3}
 
 echo "== python: virtual environment $venv ($(date +%T))"
+# A virtual environment runs the interpreter it was made with: one made
+# with another (an earlier build of the free-threaded one, whose cache
+# directory is keyed by how it was built) is made afresh.
+real_exe='import os, sys; print(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))'
+if [[ -e "$venv" ]] && [[ "$("$venv/bin/python" -c "$real_exe" 2>/dev/null)" != "$("$python" -c "$real_exe")" ]]; then
+    echo "   made with another interpreter than $python: made afresh"
+    rm -rf "$venv"
+fi
 if [[ ! -x "$venv/bin/python" ]]; then
     "$python" -m venv "$venv"
 fi
