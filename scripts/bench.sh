@@ -168,7 +168,7 @@ if ft_python=$(scripts/ft-python.sh) && PYTHON=$ft_python MEMPLUG_VENV=$ft_venv 
     }
     section "The NumPy bridge vs NumPy's default handler, free-threaded Python" numpy_bridge_ft
     scaling_ft() {
-        PYTHON_GIL=0 "$ft_py" python/bench/scaling.py --rounds "$(pick 21 3)" --scale "$(pick 1 0.2)" \
+        PYTHON_GIL=0 "$ft_py" python/bench/scaling.py --rounds "$(pick 60 3)" --scale "$(pick 1 0.3)" \
             --json "$tmp/scaling.json" >&2 &&
             python3 scripts/bench_tables.py scaling "$tmp/scaling.json"
     }

@@ -50,15 +50,24 @@ def numpy(path: Path) -> None:
 def scaling(path: Path) -> None:
     r = json.loads(path.read_text())
     n = r["threads"]
+    policy = "SCHED_FIFO" if r.get("realtime") else "ordinary priority"
+    immortal = {True: "immortal", False: "not immortal", None: "not found"}[r.get("default_capsule_immortal")]
     print(f"Arrays per second on {n} threads over 1, the bridge (`system`) vs NumPy's default handler: "
-          f"NumPy {r['numpy']}, Python {r['python']}, {r['cpus']} CPUs, {r['rounds']} interleaved rounds; "
-          f"scaling = rate on {n} / rate on 1, the bridge's over the default's in the same round (median)")
-    print("| case | default: scaling | system: scaling | system / default | p10–p90 |")
-    print("|---|---:|---:|---:|---:|")
+          f"NumPy {r['numpy']} (default handler capsule {immortal}), Python {r['python']}, {r['cpus']} CPUs, "
+          f"workers at {policy}, {r['rounds']} interleaved rounds, load average {r['load']:.1f}; "
+          f"scaling = rate on {n} / rate on 1; a ratio is the handler's scaling over the default's in the same "
+          f"round (median, its 95% interval, the rounds' p10–p90); the default measured again is the noise floor")
+    print("| case | default: scaling | system: scaling | system / default | 95% interval | p10–p90 "
+          "| noise floor: default again / default | its 95% interval |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+
+    def interval(s: dict) -> str:
+        return "—" if s["ci_low"] is None else f"{s['ci_low']:.3f}–{s['ci_high']:.3f}"
+
     for case, c in r["cases"].items():
-        rel = c["relative"]
+        rel, noise = c["system"]["relative"], c["default (again)"]["relative"]
         print(f"| {case} | {c['default']['scaling']:.3f} | {c['system']['scaling']:.3f} | {rel['median']:.3f} "
-              f"| {rel['p10']:.3f}–{rel['p90']:.3f} |")
+              f"| {interval(rel)} | {rel['p10']:.3f}–{rel['p90']:.3f} | {noise['median']:.3f} | {interval(noise)} |")
     print()
 
 

@@ -24,6 +24,14 @@ venv=${MEMPLUG_VENV:-target/py-venv}
 python=${PYTHON:-python3}
 
 echo "== python: virtual environment $venv ($(date +%T))"
+# A virtual environment runs the interpreter it was made with: one made
+# with another (an earlier build of the free-threaded one, whose cache
+# directory is keyed by how it was built) is made afresh.
+real_exe='import os, sys; print(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))'
+if [[ -e "$venv" ]] && [[ "$("$venv/bin/python" -c "$real_exe" 2>/dev/null)" != "$("$python" -c "$real_exe")" ]]; then
+    echo "   made with another interpreter than $python: made afresh"
+    rm -rf "$venv"
+fi
 if [[ ! -x "$venv/bin/python" ]]; then
     "$python" -m venv "$venv"
 fi
@@ -45,13 +53,18 @@ if ((reuse)) && "$venv/bin/python" -c 'import memplug, numpy' >/dev/null 2>&1; t
     numpy_allocator
     exit 0
 fi
-"$venv/bin/python" -m pip install -q --upgrade pip
-# NumPy from a wheel only, and the others preferably: the newest release
-# may have none for this interpreter (NumPy 2.5 and hypothesis' Rust-built
-# releases have no cp313t wheel; hypothesis' build then fails), and a
-# source build of NumPy takes many minutes. pip then takes the newest
-# release that has one.
-"$venv/bin/python" -m pip install -q --prefer-binary --only-binary numpy numpy pytest hypothesis maturin
+# Installed once per environment (asking PyPI again costs about a minute
+# on a busy machine, twice per test run): remove the environment to take
+# newer releases.
+if ! "$venv/bin/python" -c 'import numpy, pytest, hypothesis, maturin' >/dev/null 2>&1; then
+    "$venv/bin/python" -m pip install -q --upgrade pip
+    # NumPy from a wheel only, and the others preferably: the newest release
+    # may have none for this interpreter (NumPy 2.5 and hypothesis' Rust-built
+    # releases have no cp313t wheel; hypothesis' build then fails), and a
+    # source build of NumPy takes many minutes. pip then takes the newest
+    # release that has one.
+    "$venv/bin/python" -m pip install -q --prefer-binary --only-binary numpy numpy pytest hypothesis maturin
+fi
 numpy_allocator
 "$venv/bin/python" -c 'import numpy, sys; print("   python", sys.version.split()[0], "numpy", numpy.__version__)'
 

@@ -76,7 +76,10 @@
 //!   lines ([`counters::thread_lines`]) claimed by compare-and-swap of the
 //!   owner word, written by their owner only, read by anyone, handed on
 //!   with release and acquire; beyond 256 threads, in shared atomics; the
-//!   peak with `fetch_max`. The cache of freed blocks is per line, touched
+//!   peak with `fetch_max`. No thread reads another's line on its hot path
+//!   (the first line's holder is named in a word apart), and a check of the
+//!   peak reads the other lines only when their published highs say it may
+//!   rise. The cache of freed blocks is per line, touched
 //!   by its owner only ([`block::cache_raw`]); a thread draining another's
 //!   (ended) line claims it first. None of it ever assumed the GIL: NumPy
 //!   frees without it in places. Bridges' salts come from an atomic.

@@ -24,7 +24,16 @@
 //! thread's last check follows its live bytes down, so that growing back
 //! counts as growth (another thread may have grown meanwhile) — and a check
 //! sums the live bytes of every line (plain loads, no lock) and raises the
-//! shared peak if that is higher. The peak is therefore exact when memory
+//! shared peak if that is higher. Every check publishes the line's live
+//! bytes then (its *high*, in a table apart from the lines, written only
+//! when it changed), and a crowded check sums the lines only when its own
+//! live bytes and the others' highs add up to more than the peak: the
+//! others' lines, which their owners write at every call, are read only
+//! when the peak may rise (reading them at every large block made two
+//! threads allocating large blocks each slow the other down). A line's live
+//! bytes are at most its high and the headroom its owner had left after
+//! that check, so the sum this skips is short of the peak by no more than
+//! the bound below. The peak is therefore exact when memory
 //! grows in steps of `PEAK_CHECK_BYTES` or more, and can be short by up to
 //! about `PEAK_CHECK_BYTES` + `LISTS_MAX_BYTES` per thread when it grows in
 //! small blocks (its live bytes can grow past its last check by the
@@ -109,15 +118,46 @@ impl Counts {
     #[inline(never)]
     pub fn peak_check_due(&self, line: &Line) {
         line.headroom.store(FULL_HEADROOM, Relaxed);
+        let live = line.live();
+        let index = self.index_of(line);
+        // Published before the others' are read (SeqCst both ways): of two
+        // threads checking at once, at least one sees the other's.
+        let high = &self.highs.0[index];
+        if high.load(Relaxed) != live {
+            high.store(live, Ordering::SeqCst);
+        }
         if line.crowded() {
-            self.check_peak();
-        } else {
+            if self.may_pass_peak(index, live) {
+                self.check_peak();
+            }
+        } else if live > self.peak.load(Relaxed) {
             // The only line: its live bytes are the total.
-            let live = line.live();
-            if live > self.peak.load(Relaxed) {
-                self.peak.fetch_max(live, Relaxed);
+            self.peak.fetch_max(live, Relaxed);
+        }
+    }
+
+    /// Whether the live bytes of every line may be above the peak, judged
+    /// from the [highs](super::thread_lines::Highs) the other lines' owners
+    /// published at their last checks (each line's live bytes are at most
+    /// its high and the headroom after it: see the module docs), beside
+    /// `live`, the bytes of `index`'s line now. Reads none of the other
+    /// lines, which their owners write at every call.
+    fn may_pass_peak(&self, index: usize, live: i64) -> bool {
+        if self.fallback_used.load(Relaxed) {
+            return true;
+        }
+        let mut bound = live;
+        for (w, word) in self.used.iter().enumerate() {
+            let mut bits = word.load(Relaxed);
+            while bits != 0 {
+                let j = w * 64 + bits.trailing_zeros() as usize;
+                if j != index {
+                    bound = bound.wrapping_add(self.highs.0[j].load(Ordering::SeqCst));
+                }
+                bits &= bits - 1;
             }
         }
+        bound > self.peak.load(Relaxed)
     }
 
     /// A block of `size` bytes was allocated, by the thread of `line`
@@ -318,6 +358,40 @@ mod tests {
         // Freed again, the peak stays.
         c.free(c.mine(), 2 * mb);
         assert_eq!(c.totals().peak_bytes, 2 * mb as u64);
+    }
+
+    #[test]
+    fn the_peak_is_exact_while_threads_check_from_each_others_highs() {
+        // A holds a large block while B allocates and frees large blocks
+        // in turn, then A grows again while B holds one: each check sees
+        // the others through their highs, and sums the lines when it must.
+        let c = leaked();
+        let (kb64, mb) = (64 << 10, 1 << 20);
+        let (a_holds, b_holds, a_done) =
+            (std::sync::Barrier::new(2), std::sync::Barrier::new(2), std::sync::Barrier::new(2));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                c.alloc(c.mine(), mb);
+                a_holds.wait();
+                b_holds.wait();
+                c.alloc(c.mine(), kb64);
+                c.free(c.mine(), kb64);
+                a_done.wait();
+            });
+            s.spawn(|| {
+                a_holds.wait();
+                for _ in 0..100 {
+                    c.alloc(c.mine(), kb64);
+                    c.free(c.mine(), kb64);
+                }
+                assert_eq!(c.totals().peak_bytes, (mb + kb64) as u64);
+                c.alloc(c.mine(), kb64);
+                b_holds.wait();
+                a_done.wait();
+            });
+        });
+        let t = c.totals();
+        assert_eq!((t.peak_bytes, t.live_bytes()), ((mb + 2 * kb64) as u64, (mb + kb64) as u64));
     }
 
     #[test]

@@ -31,6 +31,21 @@
 //! A line is marked [`CROWDED`] in its owner word once a second line is
 //! claimed (or a thread counts in the fallback); its owner takes the mark
 //! in at its next call (see [`super::counting`] on the peak, which is why).
+//!
+//! **No line is read by another thread on the hot path.** Every thread asks
+//! first whether the first line is its own, and the first line's owner word
+//! lies beside the counts its owner writes at every call: a second thread
+//! reading it would pull that cache line away from the first thread's core
+//! at each of its calls, and back, so that neither could count alone (on a
+//! free-threaded Python, two threads making arrays then scaled worse than
+//! with NumPy's own handler). So whose the first line is is also written in
+//! a line of its own ([`Counts::first_holder`]), which changes only when the
+//! first line changes hands: the hot paths read that, and a thread that
+//! does not hold the first line never touches it. It is a hint, and the
+//! owner word stays the truth: the hint names the first line's owner while
+//! it holds it (the owner writes it when it claims the line and clears it
+//! before giving the line up), and a thread that finds its own id in the
+//! hint still checks the owner word, in the line it counts in anyway.
 
 use crate::block::cache_raw::SmallCache;
 use crate::thread_raw::thread_id;
@@ -190,21 +205,46 @@ thread_local! {
     static CLAIMED: Claimed = const { Claimed(RefCell::new(Vec::new())) };
 }
 
-struct Claimed(RefCell<Vec<&'static AtomicUsize>>);
+/// The owner words of the lines this thread claimed, each with the
+/// [holder hint](Counts::first_holder) to clear first if the line is a first
+/// line.
+struct Claimed(RefCell<Vec<(&'static AtomicUsize, Option<&'static AtomicUsize>)>>);
 
 impl Drop for Claimed {
     fn drop(&mut self) {
-        for owner in self.0.take() {
+        for (owner, hint) in self.0.take() {
+            // The hint first: once the owner word is 0 another thread may
+            // claim the line and write its own id there.
+            if let Some(hint) = hint {
+                hint.store(0, Relaxed);
+            }
             owner.store(0, Ordering::Release);
         }
     }
 }
+
+/// A word alone in its pair of cache lines (see [`Counts::first_holder`]).
+#[derive(Default)]
+#[repr(C, align(128))]
+struct Apart(AtomicUsize);
+
+/// Each line's live bytes at its owner's last check of the peak, indexed
+/// as the lines: written by a line's owner when they changed, and read by
+/// the other threads' checks (see [`super::counting`]), away from the
+/// lines, which their owners write at every call.
+#[repr(C, align(128))]
+pub(crate) struct Highs(pub(crate) [AtomicI64; MAX_THREADS]);
 
 /// The counters of one bridged handler. Counting needs a `&'static Counts`
 /// (bridges are leaked): a thread's claim on a line outlives the call. The
 /// lines are inline (no pointer to follow on the hot path).
 #[repr(C)]
 pub struct Counts {
+    /// The id of the thread that holds the [first line](FIRST_LINE), without
+    /// marks, or 0: a hint, in a line that changes only when the first line
+    /// changes hands, so that the hot paths of the other threads need not
+    /// read the first line's owner word (see the module docs).
+    first_holder: Apart,
     pub(crate) lines: [Line; MAX_THREADS],
     /// Which lines were ever claimed (one bit each): readers and the peak
     /// check sum only those.
@@ -214,12 +254,17 @@ pub struct Counts {
     pub(crate) fallback: [AtomicU64; 6],
     /// Whether any thread counted in `fallback`.
     pub(crate) fallback_used: std::sync::atomic::AtomicBool,
+    /// Each line's live bytes at its last check of the peak.
+    pub(crate) highs: Highs,
 }
 
 // What the peak check reads beside the lines (`used`, `peak`, the fallback's
-// byte counts) lies in one cache line.
+// byte counts) lies in one cache line; the first line's holder in a pair of
+// its own, before the lines.
 const _: () = assert!(
-    std::mem::offset_of!(Counts, used) % 64 == 0
+    std::mem::offset_of!(Counts, first_holder) == 0
+        && std::mem::offset_of!(Counts, lines) == 128
+        && std::mem::offset_of!(Counts, used) % 64 == 0
         && std::mem::offset_of!(Counts, fallback) + 8 * (BYTES_FREED + 1) <= std::mem::offset_of!(Counts, used) + 64
 );
 
@@ -233,11 +278,13 @@ impl Counts {
     /// Counters for a new bridged handler (64 KiB of lines).
     pub fn new() -> Counts {
         Counts {
+            first_holder: Apart::default(),
             lines: std::array::from_fn(|_| Line::default()),
             used: std::array::from_fn(|_| AtomicU64::new(0)),
             peak: AtomicI64::new(0),
             fallback: std::array::from_fn(|_| AtomicU64::new(0)),
             fallback_used: std::sync::atomic::AtomicBool::new(false),
+            highs: Highs(std::array::from_fn(|_| AtomicI64::new(0))),
         }
     }
 
@@ -254,9 +301,11 @@ impl Counts {
     #[inline]
     pub fn at_home(&'static self) -> Option<&'static Line> {
         let me = thread_id();
-        let first = &self.lines[FIRST_LINE];
-        if first.owner.load(Relaxed) & !CROWD_SEEN == me {
-            return Some(first);
+        if self.first_holder.0.load(Relaxed) == me {
+            let first = &self.lines[FIRST_LINE];
+            if first.owner.load(Relaxed) & !CROWD_SEEN == me {
+                return Some(first);
+            }
         }
         let line = &self.lines[home(me)];
         (line.owner.load(Relaxed) & !CROWD_SEEN == me).then_some(line)
@@ -267,8 +316,10 @@ impl Counts {
     /// one comparison, with [`Counts::mine`] as its fallback.
     #[inline(always)]
     pub fn sole_first(&'static self) -> Option<&'static Line> {
+        let me = thread_id();
         let first = &self.lines[FIRST_LINE];
-        (first.owner.load(Relaxed) == thread_id()).then_some(first)
+        // The owner word only after the hint: another thread's never.
+        (self.first_holder.0.load(Relaxed) == me && first.owner.load(Relaxed) == me).then_some(first)
     }
 
     #[cold]
@@ -278,12 +329,12 @@ impl Counts {
         let probe = std::iter::once(&self.lines[FIRST_LINE])
             .chain((0..MAX_THREADS).map(|k| &self.lines[(start + k) % MAX_THREADS]));
         if let Some(line) = probe.clone().find(|l| l.owner.load(Ordering::Acquire) & !MARKS == me) {
-            return Some(Self::take_in(line, me));
+            return Some(self.take_in(line, me));
         }
         let line = probe.clone().find(|l| {
             l.owner.load(Relaxed) == 0 && l.owner.compare_exchange(0, me, Ordering::Acquire, Relaxed).is_ok()
         })?;
-        let index = (std::ptr::from_ref(line).addr() - std::ptr::from_ref(&self.lines[0]).addr()) / size_of::<Line>();
+        let index = self.index_of(line);
         // SeqCst with the loads below: of two threads claiming their first
         // lines at once, at least one sees the other's bit and crowds both.
         self.used[index / 64].fetch_or(1 << (index % 64), Ordering::SeqCst);
@@ -295,16 +346,27 @@ impl Counts {
         // thread is being torn down this cannot be registered: the line then
         // stays with this thread id (a later thread with the same id carries
         // on in it).
-        let _ = CLAIMED.try_with(|c| c.0.borrow_mut().push(&line.owner));
-        Some(Self::take_in(line, me))
+        let hint = (index == FIRST_LINE).then_some(&self.first_holder.0);
+        let _ = CLAIMED.try_with(|c| c.0.borrow_mut().push((&line.owner, hint)));
+        Some(self.take_in(line, me))
+    }
+
+    /// The index of one of this table's lines.
+    pub(crate) fn index_of(&self, line: &Line) -> usize {
+        (std::ptr::from_ref(line).addr() - std::ptr::from_ref(&self.lines[0]).addr()) / size_of::<Line>()
     }
 
     /// This thread's own `line`, with a [`CROWDED`] mark taken in: its
     /// next allocation checks the peak (while the line was alone its last
     /// check did not follow frees down), and the mark becomes
     /// [`CROWD_SEEN`]. Only the owner clears `CROWDED` (others only set it
-    /// on an unmarked word), so the swap cannot fail.
-    fn take_in(line: &'static Line, me: usize) -> &'static Line {
+    /// on an unmarked word), so the swap cannot fail. For the first line,
+    /// the [holder hint](Counts::first_holder) is made this thread's, if it
+    /// is not yet, so that the hot paths find the line.
+    fn take_in(&self, line: &'static Line, me: usize) -> &'static Line {
+        if self.index_of(line) == FIRST_LINE && self.first_holder.0.load(Relaxed) != me {
+            self.first_holder.0.store(me, Relaxed);
+        }
         if line.owner.load(Relaxed) & CROWDED != 0 {
             line.headroom.store(0, Relaxed);
             line.owner.store(me | CROWD_SEEN, Relaxed);
@@ -340,5 +402,69 @@ impl Counts {
                 line.owner.store(0, Ordering::Release);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn leaked() -> &'static Counts {
+        Box::leak(Box::new(Counts::new()))
+    }
+
+    fn holder(c: &Counts) -> usize {
+        c.first_holder.0.load(Relaxed)
+    }
+
+    #[test]
+    fn the_first_lines_holder_is_named_apart_while_it_holds_it() {
+        let c = leaked();
+        std::thread::spawn(move || {
+            assert!(std::ptr::eq(c.mine().unwrap(), &c.lines[FIRST_LINE]));
+            assert_eq!(holder(c), thread_id(), "named when claimed");
+            std::thread::spawn(move || {
+                let mine = c.mine().unwrap();
+                assert!(!std::ptr::eq(mine, &c.lines[FIRST_LINE]));
+                assert_ne!(holder(c), thread_id(), "another thread's line leaves the name alone");
+            })
+            .join()
+            .unwrap();
+            // Crowded now: the mark is taken in, and the name stays.
+            assert!(c.mine().is_some_and(|l| std::ptr::eq(l, &c.lines[FIRST_LINE]) && l.crowded()));
+            assert_eq!(holder(c), thread_id());
+        })
+        .join()
+        .unwrap();
+        assert_eq!(holder(c), 0, "cleared when its thread gave the line up");
+        assert_eq!(c.lines[FIRST_LINE].owner.load(Relaxed), 0);
+    }
+
+    #[test]
+    fn a_name_that_is_not_the_owners_only_costs_a_detour() {
+        // The owner word is the truth: a thread named in the hint but not
+        // owning the first line counts in its own line all the same, and the
+        // first line's owner, not named, finds its line the long way (and
+        // names itself again).
+        let c = leaked();
+        std::thread::spawn(move || {
+            let first = c.mine().unwrap();
+            assert!(std::ptr::eq(first, &c.lines[FIRST_LINE]));
+            let owner = thread_id();
+            std::thread::spawn(move || {
+                let mine = c.mine().unwrap();
+                c.first_holder.0.store(thread_id(), Relaxed);
+                assert!(c.at_home().is_some_and(|l| std::ptr::eq(l, mine)));
+                assert!(c.sole_first().is_none());
+            })
+            .join()
+            .unwrap();
+            assert!(c.at_home().is_none(), "not named: not found on the hot path");
+            assert!(c.mine().is_some_and(|l| std::ptr::eq(l, first)));
+            assert_eq!(holder(c), owner, "named again");
+            assert!(c.at_home().is_some_and(|l| std::ptr::eq(l, first)));
+        })
+        .join()
+        .unwrap();
     }
 }
