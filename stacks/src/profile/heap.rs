@@ -67,10 +67,14 @@ pub struct ProcessSamples {
 }
 
 /// The processes of a trace, in the order they first wrote; and why
-/// reading stopped early, if it did (what came before is kept).
+/// reading stopped early, if it did (what came before is kept). A process
+/// writes each sampled allocation when it makes it (not freed), and, when
+/// it frees it, a record with the same allocation event, the free's event
+/// and no stack: the two are merged here.
 pub fn read(bytes: &[u8]) -> (Vec<ProcessSamples>, Option<FormatError>) {
     let mut out: Vec<ProcessSamples> = Vec::new();
     let mut at: HashMap<Origin, (usize, bool)> = HashMap::new();
+    let mut index: HashMap<(usize, u64), usize> = HashMap::new();
     for r in format::records(bytes) {
         let r = match r {
             Ok(r) => r,
@@ -102,14 +106,21 @@ pub fn read(bytes: &[u8]) -> (Vec<ProcessSamples>, Option<FormatError>) {
                 });
             }
             Record::Note(_, n) => p.notes.push(n.to_string()),
-            Record::Sample { bytes, rate, allocated, freed, inherited, stack, .. } => p.samples.push(Sample {
-                bytes,
-                rate,
-                allocated,
-                freed: (freed != NOT_FREED).then_some(freed),
-                inherited,
-                stack: stack.iter().collect(),
-            }),
+            Record::Sample { bytes, rate, allocated, freed, inherited, stack, .. } => {
+                let freed = (freed != NOT_FREED).then_some(freed);
+                // A later record of the same allocation says when it was
+                // freed; one of an allocation never recorded here (made
+                // before a `fork`) is not this process's.
+                match index.get(&(i, allocated)) {
+                    Some(&at) => p.samples[at].freed = freed.or(p.samples[at].freed),
+                    None if stack.is_empty() && freed.is_some() => {}
+                    None => {
+                        index.insert((i, allocated), p.samples.len());
+                        let stack = stack.iter().collect();
+                        p.samples.push(Sample { bytes, rate, allocated, freed, inherited, stack });
+                    }
+                }
+            }
             Record::Error(..) | Record::Leak { .. } => {}
         }
     }
@@ -315,9 +326,12 @@ mod tests {
             stack: &[0x1010, 0x1020],
         };
         trace.extend_from_slice(format::module(&mut buf, a, &m).unwrap());
-        trace.extend_from_slice(format::sample(&mut buf, a, &s(1, 2)).unwrap());
+        trace.extend_from_slice(format::sample(&mut buf, a, &s(1, NOT_FREED)).unwrap());
         trace.extend_from_slice(format::module(&mut buf, b, &m).unwrap());
         trace.extend_from_slice(format::sample(&mut buf, b, &s(1, NOT_FREED)).unwrap());
+        let free = |allocated, freed| format::SampleOut { stack: &[], ..s(allocated, freed) };
+        trace.extend_from_slice(format::sample(&mut buf, a, &free(1, 2)).unwrap());
+        trace.extend_from_slice(format::sample(&mut buf, b, &free(9, 10)).unwrap());
         trace.extend_from_slice(format::sample(&mut buf, a, &s(3, NOT_FREED)).unwrap());
         let (ps, problem) = read(&trace);
         assert!(problem.is_none());
@@ -325,8 +339,8 @@ mod tests {
             ps.iter().map(|p| (p.origin.pid, p.modules.len(), p.samples.len())).collect::<Vec<_>>(),
             [(7, 1, 2), (8, 1, 1)]
         );
-        assert_eq!(ps[0].samples[0].freed, Some(2));
-        assert_eq!(ps[1].samples[0].freed, None);
+        assert_eq!(ps[0].samples[0].freed, Some(2), "the free's record completes the allocation's");
+        assert_eq!(ps[1].samples[0].freed, None, "a free of a block allocated before a fork is not counted");
         assert_eq!(ps[0].samples[1].stack, [0x1010, 0x1020]);
     }
 
