@@ -4,7 +4,8 @@
 //! from `big_allocator` and 256 MiB from `small_allocator` give a 4:1
 //! ratio within 10 %, each function named; its child process gets its own
 //! profile; a clean run prints nothing; the flame graph beside the profile
-//! is well-formed SVG naming the functions.
+//! is well-formed SVG naming the functions; the header path and an
+//! allocator by symbol name give the same estimates.
 //!
 //! The rate is 64 KiB here, not the default 512 KiB: the estimate of a
 //! call site's bytes has a relative standard error of about
@@ -24,7 +25,9 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// directory, the run's output and the profile's path.
 fn profiled(handler: &str) -> (tempfile::TempDir, std::process::Output, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(support::plugin("system"), dir.path().join("libmemplug_system.so")).unwrap();
+    for p in ["system", "aligned"] {
+        std::fs::copy(support::plugin(p), dir.path().join(format!("libmemplug_{p}.so"))).unwrap();
+    }
     let program = dir.path().join("heap_profile");
     let src = support::root().join("tests/fixtures/heap_profile.c");
     let built = Command::new(support::cc()).args(["-O1", "-g", "-o"]).arg(&program).arg(&src).output().unwrap();
@@ -94,6 +97,28 @@ fn a_profile_weighs_allocations_by_function_and_each_process_has_its_own() {
     assert_well_formed_svg(&svg);
     assert!(svg.contains("main") && svg.contains("churn"), "the flame graph names the functions");
     assert!(svg.contains("big_allocator") || svg.contains("small_allocator"), "the peak's allocator is named");
+}
+
+/// The 4:1 estimate on the header path (`aligned`) and for an allocator
+/// by symbol name (mimalloc's manifest, headerless through its C
+/// functions) as on `system`.
+#[test]
+fn the_header_path_and_a_manifest_are_profiled_alike() {
+    let ldconfig = Command::new("ldconfig").arg("-p").output().expect("ldconfig");
+    assert!(
+        String::from_utf8_lossy(&ldconfig.stdout).contains("libmimalloc.so.2"),
+        "libmimalloc.so.2 is not installed: apt-get install libmimalloc2.0 (.ci/run does this)"
+    );
+    let manifest = support::root().join("examples/manifests/mimalloc.memplug.toml");
+    for handler in ["aligned".to_string(), manifest.display().to_string()] {
+        let (_dir, out, path) = profiled(&handler);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && stderr.is_empty(), "{handler}: {out:?}");
+        let p = read(&path);
+        let big = p.total_in("alloc_space", "big_allocator") as f64;
+        let small = p.total_in("alloc_space", "small_allocator") as f64;
+        assert!((big / small / 4.0 - 1.0).abs() < 0.10, "{handler}: {big} : {small}");
+    }
 }
 
 /// `svg` parses as XML to the end, its root element `svg`.

@@ -48,7 +48,17 @@ fn with_suffix(path: &Path, suffix: &str) -> std::ffi::OsString {
 pub(super) fn write(raw: &Path, out: &Path, top: u32, program: &str) {
     let bytes = std::fs::read(raw).unwrap_or_default();
     let _ = std::fs::remove_file(raw);
-    let (processes, problem) = heap::read(&bytes);
+    let (mut processes, problem) = heap::read(&bytes);
+    // A child forked without `exec` that died before it wrote its module
+    // map has its parent's: a forked copy keeps the image's nonce.
+    for i in 0..processes.len() {
+        if processes[i].modules.is_empty() {
+            let nonce = processes[i].origin.nonce;
+            if let Some(m) = processes.iter().find(|q| q.origin.nonce == nonce && !q.modules.is_empty()) {
+                processes[i].modules = m.modules.clone();
+            }
+        }
+    }
     if let Some(problem) = problem {
         tracing::warn!("the profile's samples were cut short: {problem}; what came before is used");
     }
@@ -56,10 +66,12 @@ pub(super) fn write(raw: &Path, out: &Path, top: u32, program: &str) {
     let mut sym = Symbolizer::new();
     for (p, path) in processes.iter().zip(names) {
         let h = HeapProfile::new(p);
-        let comments = vec![
+        let mut comments = vec![
             format!("memplug run --profile: {program} (pid {})", p.origin.pid),
             format!("{} samples, one per {} bytes allocated on average", h.samples, h.rate),
         ];
+        // Samples the process could not keep (its table of sampled blocks full).
+        comments.extend(h.notes.iter().filter(|n| n.starts_with("profile:")).cloned());
         let profile = pprof::to_pprof(&h, &mut sym, &comments);
         let shown = memplug::text::escape_os(path.as_os_str());
         if let Err(e) = std::fs::write(&path, proto::encode_gz(&profile)) {
