@@ -121,6 +121,9 @@ pub(crate) unsafe fn init() -> Option<c_int> {
                 crate::boot_raw::publish_base();
             }
             set_mode(mode);
+            if profiling {
+                crate::sample_raw::start();
+            }
             None
         }
         Err(()) => {
@@ -139,6 +142,9 @@ pub(crate) unsafe fn init() -> Option<c_int> {
                 return Some(STRICT_EXIT);
             }
             set_mode(LIBC);
+            if profiling {
+                crate::sample_raw::start();
+            }
             None
         }
     }

@@ -318,9 +318,10 @@ fn open() -> Option<i32> {
     Some(fd)
 }
 
-/// The constructor's part (after the plugin is set up, allocating allowed):
-/// when `memplug run` asked for a profile, choose the unwinder, open the
-/// file, write the module map, and start sampling. Whether it did.
+/// The constructor's part (allocating allowed): when `memplug run` asked
+/// for a profile, choose the unwinder, open the file and write the module
+/// map; whether it did. Sampling starts with [`start`], once the plugin is
+/// loaded (its loading is the interposer's work, not the program's).
 pub(crate) fn init(own: usize) -> bool {
     if path().is_none() || open().is_none() {
         return false;
@@ -334,10 +335,14 @@ pub(crate) fn init(own: usize) -> bool {
     capture::init();
     capture::skip_module_of(own);
     emit::to_file(var::PROFILE, &mut |_, _| None);
+    true
+}
+
+/// Start sampling (after [`init`] said yes).
+pub(crate) fn start() {
     // SAFETY: this thread's own word.
     unsafe { left::word().write(gap()) };
     ON.store(true, Ordering::Release);
-    true
 }
 
 /// At exit: the module map again (with the libraries loaded since), and
