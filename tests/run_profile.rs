@@ -5,7 +5,8 @@
 //! ratio within 10 %, each function named; its child process gets its own
 //! profile; a clean run prints nothing; the flame graph beside the profile
 //! is well-formed SVG naming the functions; the header path and an
-//! allocator by symbol name give the same estimates.
+//! allocator by symbol name give the same estimates; a program killed by
+//! a signal leaves its profile.
 //!
 //! The rate is 64 KiB here, not the default 512 KiB: the estimate of a
 //! call site's bytes has a relative standard error of about
@@ -24,6 +25,11 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// Build the fixture and run it under `handler` with `--profile`; the
 /// directory, the run's output and the profile's path.
 fn profiled(handler: &str) -> (tempfile::TempDir, std::process::Output, PathBuf) {
+    profiled_with(handler, &[])
+}
+
+/// [`profiled`], the program given `args`.
+fn profiled_with(handler: &str, args: &[&str]) -> (tempfile::TempDir, std::process::Output, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     for p in ["system", "aligned"] {
         std::fs::copy(support::plugin(p), dir.path().join(format!("libmemplug_{p}.so"))).unwrap();
@@ -44,6 +50,7 @@ fn profiled(handler: &str) -> (tempfile::TempDir, std::process::Output, PathBuf)
         .arg(&profile)
         .args(["--profile-rate", "65536", "--"])
         .arg(&program)
+        .args(args)
         .output()
         .unwrap();
     (dir, out, profile)
@@ -119,6 +126,19 @@ fn the_header_path_and_a_manifest_are_profiled_alike() {
         let small = p.total_in("alloc_space", "small_allocator") as f64;
         assert!((big / small / 4.0 - 1.0).abs() < 0.10, "{handler}: {big} : {small}");
     }
+}
+
+/// A program killed by a signal leaves its profile: what it allocated,
+/// and what it held when it died.
+#[test]
+fn a_program_that_dies_leaves_its_profile() {
+    let (_dir, out, path) = profiled_with("system", &["die"]);
+    assert_eq!(out.status.code(), Some(134), "killed by SIGABRT: {out:?}");
+    let p = read(&path);
+    let big = p.total_in("alloc_space", "big_allocator") as f64;
+    assert!((big / (GIB / 4.0) - 1.0).abs() < 0.10, "big_allocator's 256 MiB estimated as {big}");
+    let kept = p.total_in("inuse_space", "small_allocator");
+    assert_eq!(kept, 8 << 20, "the 8 MiB block (sampled with probability 1 - e^-128) in use at the end");
 }
 
 /// `svg` parses as XML to the end, its root element `svg`.
