@@ -200,6 +200,17 @@ run_stacks() {
 }
 section "memplug run: heap stacks (guard sampling, tracking vs heaptrack)" run_stacks
 
+# A sampled heap profile (`memplug run --profile`, the default rate) on
+# system, the large compile, against the compile alone. Sampled stacks use
+# libunwind when it is there (libunwind8), libgcc's unwinder otherwise.
+run_profile() {
+    scripts/need-packages.sh libunwind8=lib:libunwind.so.8 || return 1
+    local quick_flag=()
+    ((quick)) && quick_flag=(--quick)
+    python3 scripts/bench_run.py --memplug "$target/release/memplug" --profile --rounds "$(pick 9 3)" "${quick_flag[@]}"
+}
+section "memplug run: a sampled heap profile" run_profile
+
 # One stack captured and stored, 32 frames of a 40-frame chain through libc,
 # by libunwind (cached rules) and by libgcc's unwinder (the fallback).
 run_capture() {

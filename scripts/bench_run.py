@@ -9,6 +9,7 @@ a CPU), wall time beside it when the runs take turns (`--sequential`).
 Prints Markdown tables.
 
   scripts/bench_run.py --memplug target/release/memplug --rounds 9 [--quick] [--lines N] [--sequential]
+  scripts/bench_run.py --memplug target/release/memplug --profile --rounds 9   # only the heap profile table
   scripts/bench_run.py --memplug target/release/memplug --rounds 9 --acceptance   # the goal tables only
   scripts/bench_run.py --memplug target/release/memplug --rounds 3 --guard        # the guard tables only
   scripts/bench_run.py --write-c-file FILE --lines N   # only write the large C file (tests use it)
@@ -26,7 +27,10 @@ Tables:
 - a smaller Python program: `memplug run --handler guard` vs valgrind's
   memcheck (the ratio is reported, no goal);
 - `gcc -O2 -c` of the same file: alone vs
-  `memplug run --handler guard:sample=1000` (goal <= 1.3).
+  `memplug run --handler guard:sample=1000` (goal <= 1.3);
+- `--profile`: `gcc -O2 -c` of the same file alone vs `memplug run
+  --handler system` and `memplug run --handler system --profile FILE` at
+  the default rate (goal <= 1.03).
 
 `--instructions` counts instead of timing: each acceptance program (the C
 file smaller, `--lines`, default 10 000) runs once per variant under
@@ -366,6 +370,8 @@ def main() -> None:
     ap.add_argument("--guard", action="store_true", help="only the guard tables (against memcheck; sampling)")
     ap.add_argument("--stacks", action="store_true",
                     help="only the stack tables: guard:sample=1000 with allocation stacks; tracking vs heaptrack on cc1")
+    ap.add_argument("--profile", action="store_true",
+                    help="only the heap profile table: memplug run --profile at the default rate on system")
     ap.add_argument("--sequential", action="store_true", help="run the variants one after another, never paired")
     ap.add_argument("--write-c-file", type=Path, metavar="FILE", help="only write the large C file to FILE")
     ap.add_argument("--lines", type=int, help="the generated C file's lines (default 100 000; 3 000 with --quick)")
@@ -419,6 +425,9 @@ def main() -> None:
         if a.stacks:
             stack_tables(run, compile_big, big, gcc, Path(tmp), env, max(1, a.rounds // 3), lines)
             return
+        if a.profile:
+            profile_table(run, compile_big, Path(tmp), env, a.rounds, lines)
+            return
         for what, argv, rounds in programs if not a.guard else []:
             table(
                 f"memplug run on system: {what}",
@@ -461,6 +470,28 @@ def main() -> None:
                 "",
             )
         stack_tables(run, compile_big, big, gcc, Path(tmp), env, max(1, a.rounds // 3), lines)
+
+
+def profile_table(run: list[str], compile_big: list[str], tmp: Path, env: dict[str, str], rounds: int,
+                  lines: int) -> None:
+    """`memplug run --profile` at the default rate (one sample per 512 KiB
+    allocated on average) on `system`, the large compile: the profile of
+    gcc, cc1 and as written and their flame graphs drawn, all in the CPU
+    time of `memplug run`."""
+    size = f"{lines:_}".replace("_", " ")
+    profile = str(tmp / "heap.pb.gz")
+    table(
+        f"a sampled heap profile on system: gcc -O2 -c, a generated C file of {size} lines",
+        [
+            ("alone", compile_big, env),
+            ("memplug run --handler system", run + ["--handler", "system", "--"] + compile_big, env),
+            ("memplug run --handler system --profile", run + ["--handler", "system", "--profile", profile, "--"]
+             + compile_big, env),
+        ],
+        rounds,
+        "memplug run --handler system --profile (one sample per 512 KiB on average) within 1.03 of the compile "
+        "alone (CPU time)",
+    )
 
 
 def stack_tables(run: list[str], compile_big: list[str], big: Path, gcc: str, tmp: Path, env: dict[str, str],

@@ -43,6 +43,14 @@ pub const REPORT: &CStr = c"MEMPLUG_RUN_REPORT";
 /// with raw stacks, the blocks live at exit, the module map), for the
 /// command to symbolize and print when the program has ended.
 pub const TRACE: &CStr = c"MEMPLUG_RUN_TRACE";
+/// `--profile`: the file every process of the run appends its sampled
+/// allocations and frees to (heap-profile records of `memplug-stacks`'s
+/// trace format), for the command to weigh and write as pprof profiles;
+/// unset, nothing is sampled.
+pub const PROFILE: &CStr = c"MEMPLUG_RUN_PROFILE";
+/// `--profile-rate`: the mean number of bytes allocated between two
+/// samples (decimal; by default 524288).
+pub const PROFILE_RATE: &CStr = c"MEMPLUG_RUN_PROFILE_RATE";
 /// Set by the interposer, not the command: the pid of the process that
 /// writes the report (the first of the run; an image it `exec`s keeps it).
 pub const OWNER: &CStr = c"MEMPLUG_RUN_OWNER";
@@ -88,6 +96,8 @@ mod tests {
             FILE_ID,
             REPORT,
             TRACE,
+            PROFILE,
+            PROFILE_RATE,
             OWNER,
             LIBRARY,
             NAME,

@@ -262,8 +262,10 @@ extern "C" fn start() {
     }
 }
 
-/// The destructor: write the report, if this process owns it.
+/// The destructor: the profile's module map (`--profile`); the report, if
+/// this process owns it.
 extern "C" fn finish() {
+    crate::sample_raw::at_exit();
     let setup = plugin_raw::setup();
     if setup.report.is_null() || setup.owner != pid() {
         return;

@@ -2,22 +2,19 @@
 //! [`malloc`], [`alloc`], [`free`], [`realloc`] and [`usable`], which route
 //! a request to the plugin (headerless, `bare_raw`, or with a header before
 //! the block), to libc (when the plugin could not be used), or to the
-//! bootstrap heap (before the plugin is ready, and for requests made from
-//! inside a plugin call), and route each free back to whichever made the
-//! block.
-//!
-//! On the header path an aligned request goes to the handler's
-//! `aligned_alloc` when it has one (`align + size` bytes, the header in the
-//! `align` bytes before the program's block); otherwise to its `malloc`,
-//! `align` bytes more than asked, the block at the first aligned address
-//! after a header.
+//! bootstrap heap (before the plugin is ready, and inside a plugin call),
+//! and each free back to whichever made it; `sample_raw` sees each off the
+//! fast path. On the header path an aligned request goes to the handler's
+//! `aligned_alloc` if any (the header in the `align` bytes before the
+//! block), else to its `malloc`, `align` bytes more, the block at the first
+//! aligned address after a header.
 
 use crate::bare_raw::{self as bare, nomem};
 use crate::block_raw::{self as block, HEADER};
 use crate::call_raw::in_call;
 use crate::plugin_raw as plugin;
 use crate::setup::{BARE, FAST, FAST_C, LIBC, READY, mode};
-use crate::{boot_raw as boot, stats};
+use crate::{boot_raw as boot, sample_raw as sample, stats};
 use core::ffi::c_void;
 
 /// The largest alignment served: the header keeps the offset in 32 bits.
@@ -52,9 +49,14 @@ pub(crate) fn calloc(total: usize) -> *mut c_void {
 }
 
 /// A block of `size` bytes aligned to `align` (a power of two; at most 16
-/// means the default), zeroed if `zero`.
+/// means the default), zeroed if `zero`; sampled for `--profile`.
 #[inline(never)]
 pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
+    sample::allocated(alloc_plain(size, align, zero), size)
+}
+
+/// [`alloc`], not sampled.
+fn alloc_plain(size: usize, align: usize, zero: bool) -> *mut c_void {
     let align = align.max(HEADER);
     if align > MAX_ALIGN {
         return nomem();
@@ -238,6 +240,7 @@ fn free_slow(p: *mut c_void) {
     if p.is_null() {
         return;
     }
+    sample::freeing(p);
     let mode = mode();
     if (mode == FAST || mode == FAST_C)
         && boot::ODD.quiet(p as usize)
@@ -355,7 +358,8 @@ pub(crate) fn usable(p: *mut c_void) -> usize {
     unsafe { block::read(p.cast(), at_end_blocks()) }.map_or(0, |(total, offset)| total - offset)
 }
 
-/// Resize `p` to `size` bytes.
+/// Resize `p` to `size` bytes; for `--profile`, a free of `p` (recorded
+/// first, even if the resize then fails) and an allocation.
 pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
     if p.is_null() {
         return alloc(size, 0, false);
@@ -364,6 +368,13 @@ pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
         free(p);
         return core::ptr::null_mut();
     }
+    sample::freeing(p);
+    let q = resize(p, size);
+    if q.is_null() { q } else { sample::allocated(q, size) }
+}
+
+/// [`realloc`] of a block (non-null) to a size (non-zero), not sampled.
+fn resize(p: *mut c_void, size: usize) -> *mut c_void {
     match boot::usable(p.cast()) {
         // A block of the bootstrap heap moves (to the plugin when it serves).
         Some(old) => return moved(p, old, size, false),
@@ -424,7 +435,7 @@ pub(crate) fn realloc(p: *mut c_void, size: usize) -> *mut c_void {
 /// Resize `p` (`old` usable bytes) by moving it to a new block of `size`
 /// bytes; `count` it as a realloc of the handler's.
 fn moved(p: *mut c_void, old: usize, size: usize, count: bool) -> *mut c_void {
-    let q = alloc(size, 0, false);
+    let q = alloc_plain(size, 0, false);
     if q.is_null() {
         return q;
     }

@@ -50,6 +50,10 @@
 //!    thread-local flag), under a lock when it is not thread-safe;
 //!    `symbols_raw` — a handler made of a library's plain C functions (an
 //!    allocator manifest);
+//!    `sample_raw` — `--profile`'s sampling: a per-thread count of bytes
+//!    down to the next sample, the sampled block's stack and a record of
+//!    it in the profile file, the table that follows sampled blocks to
+//!    their free;
 //! 7. `plugin_raw` — the constructor's work (load the handler, or fall back
 //!    to libc; choose the headerless or the header path), the one setup;
 //!    `bare_raw` — the headerless path, and its fast `malloc` and `free`;
@@ -104,6 +108,8 @@ mod env_raw;
 mod call_raw;
 #[allow(unsafe_code)]
 mod symbols_raw;
+#[allow(unsafe_code)]
+mod sample_raw;
 #[allow(unsafe_code)]
 mod plugin_raw;
 #[allow(unsafe_code)]

@@ -90,6 +90,8 @@ pub(crate) unsafe fn init() -> Option<c_int> {
         set_mode(LIBC);
         return None;
     }
+    // `--profile`: this library's frames are cut off the sampled stacks.
+    let profiling = crate::sample_raw::init(crate::sample_raw::init as fn(usize) -> bool as usize);
     // SAFETY: the caller runs this once, single-threaded.
     match unsafe { load(s) } {
         Ok(p) => {
@@ -97,8 +99,9 @@ pub(crate) unsafe fn init() -> Option<c_int> {
             s.plugin = Some(p);
             // SAFETY: the three handlers are plain functions that stay valid.
             unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_parent), Some(after_fork_child)) };
-            // The fast path counts nothing: a run that counts takes BARE.
-            let fast = p.thread_safe && s.report.is_null();
+            // The fast path counts and samples nothing: a run that counts
+            // or profiles takes BARE.
+            let fast = p.thread_safe && s.report.is_null() && !profiling;
             let mode = match (p.headerless, fast, manifest) {
                 (false, _, _) => READY,
                 (true, false, _) => BARE,
@@ -118,6 +121,9 @@ pub(crate) unsafe fn init() -> Option<c_int> {
                 crate::boot_raw::publish_base();
             }
             set_mode(mode);
+            if profiling {
+                crate::sample_raw::start();
+            }
             None
         }
         Err(()) => {
@@ -136,6 +142,9 @@ pub(crate) unsafe fn init() -> Option<c_int> {
                 return Some(STRICT_EXIT);
             }
             set_mode(LIBC);
+            if profiling {
+                crate::sample_raw::start();
+            }
             None
         }
     }

@@ -53,12 +53,21 @@ pub fn owns_report() -> bool {
 
 /// Encodes the next record into the buffer: `None` when there are no
 /// more, `Some(None)` when one did not fit, else its length.
-type NextRecord<'a> = dyn FnMut(&mut [u8], Origin) -> Option<Option<usize>> + 'a;
+pub type NextRecord<'a> = dyn FnMut(&mut [u8], Origin) -> Option<Option<usize>> + 'a;
 
 /// Append the loaded modules and then `records` (each encoded into the
 /// scratch buffer by `next`, until it answers `None`) to the trace file.
 fn to_trace(next: &mut NextRecord<'_>) -> bool {
-    let Some(path) = sys::env_c(TRACE).filter(|p| !p.is_empty()) else { return false };
+    to_file(TRACE, next)
+}
+
+/// Append a note naming the unwinder, the loaded modules, and then the
+/// records `next` encodes (into the scratch buffer, until it answers
+/// `None`) to the file the environment variable `var` names (which must
+/// exist: it is opened to append, never created); whether it was.
+/// Allocation-free; each record is one `write`.
+pub fn to_file(var: &CStr, next: &mut NextRecord<'_>) -> bool {
+    let Some(path) = sys::env_c(var).filter(|p| !p.is_empty()) else { return false };
     let Some(fd) = sys::open_append(path) else { return false };
     let o = origin();
     let done = with_scratch(|buf| {

@@ -8,7 +8,8 @@
 //! with the module map (path, load bias, build id) they need. Outside the
 //! program (the `memplug` command, feature `symbolize`) it reads those
 //! records back — a pure parser over untrusted bytes — and turns addresses
-//! into `function file:line`.
+//! into `function file:line`; with the feature `profile`, it turns the
+//! samples of a heap profile into pprof's format and a flame graph.
 //!
 //! ```
 //! use memplug_stacks::capture::{self, Stack};
@@ -34,7 +35,10 @@
 //! 5. [`emit`] — reports out of the process: into `memplug run`'s trace, or
 //!    on standard error;
 //! 6. `symbolize` — addresses to names, files and lines; a trace read back
-//!    into reports (with the feature `symbolize`).
+//!    into reports (with the feature `symbolize`);
+//! 7. `profile` — heap profiles: a trace's sampled allocations weighed
+//!    into estimates, written as pprof and as a flame graph (with the
+//!    feature `profile`).
 //!
 //! All `unsafe` code is in `raw`; the rest of the crate denies it.
 
@@ -49,3 +53,5 @@ pub mod blocks;
 pub mod emit;
 #[cfg(feature = "symbolize")]
 pub mod symbolize;
+#[cfg(feature = "profile")]
+pub mod profile;

@@ -29,7 +29,9 @@
 //! free), each a count (u16) and that many u64 addresses (the free stack's
 //! count is [`NO_STACK`] when there is none); a **leak** is `bytes, blocks`
 //! (u64) and one stack; a **note** is UTF-8 text; a **sample** (a heap
-//! profile's) is `bytes, weight` (u64), and one stack.
+//! profile's sampled allocation, see [`SampleOut`]) is `bytes, rate,
+//! allocated, freed` (u64) and one stack, with the flag
+//! [`FLAG_INHERITED`].
 
 mod read;
 
@@ -51,6 +53,12 @@ pub const MAX_FRAMES: usize = 256;
 /// Error flag: the access stack's first address is the faulting
 /// instruction itself, not a return address.
 pub const FLAG_EXACT_FIRST: u16 = 1;
+/// Sample flag: the block was allocated before the process was forked
+/// from its parent (it is in use in the process, but the parent allocated
+/// it).
+pub const FLAG_INHERITED: u16 = 1;
+/// A sample's `freed` when the block was not freed.
+pub const NOT_FREED: u64 = u64::MAX;
 
 /// What a record holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,15 +237,21 @@ pub enum Record<'a> {
     },
     /// A line of text.
     Note(Origin, &'a str),
-    /// A sampled allocation.
+    /// A sampled allocation (see [`SampleOut`]).
     Sample {
         /// Who wrote it.
         origin: Origin,
-        /// Its bytes.
+        /// See [`SampleOut::bytes`].
         bytes: u64,
-        /// What it stands for (bytes the sample represents).
-        weight: u64,
-        /// Its stack.
+        /// See [`SampleOut::rate`].
+        rate: u64,
+        /// See [`SampleOut::allocated`].
+        allocated: u64,
+        /// See [`SampleOut::freed`].
+        freed: u64,
+        /// See [`SampleOut::inherited`].
+        inherited: bool,
+        /// Its allocation stack.
         stack: Frames<'a>,
     },
 }
@@ -379,12 +393,38 @@ pub fn leak<'b>(buf: &'b mut [u8], origin: Origin, bytes: u64, blocks: u64, stac
     Some(e.finish())
 }
 
+/// What a sample record says: one allocation a heap profile sampled, with
+/// the events that order it among the process's other sampled allocations
+/// and frees (one counter for both, so a reader can replay the sampled
+/// part of the heap and find its peak).
+#[derive(Debug, Clone, Copy)]
+pub struct SampleOut<'s> {
+    /// The bytes the program asked for.
+    pub bytes: u64,
+    /// The mean gap between samples, in bytes, that the process sampled
+    /// with: an allocation of `bytes` was sampled with probability
+    /// `1 - exp(-bytes / rate)`.
+    pub rate: u64,
+    /// The event number of its allocation.
+    pub allocated: u64,
+    /// The event number of its free, or [`NOT_FREED`].
+    pub freed: u64,
+    /// Whether the block was allocated before the process was forked
+    /// (see [`FLAG_INHERITED`]).
+    pub inherited: bool,
+    /// Its allocation stack.
+    pub stack: &'s [usize],
+}
+
 /// Encode a sample record (a heap profile's) into `buf`.
-pub fn sample<'b>(buf: &'b mut [u8], origin: Origin, bytes: u64, weight: u64, stack: &[usize]) -> Option<&'b [u8]> {
-    let mut e = Encoder::new(buf, Kind::Sample, 0, origin)?;
-    e.u64(bytes)?;
-    e.u64(weight)?;
-    e.stack(stack)?;
+pub fn sample<'b>(buf: &'b mut [u8], origin: Origin, s: &SampleOut<'_>) -> Option<&'b [u8]> {
+    let flags = if s.inherited { FLAG_INHERITED } else { 0 };
+    let mut e = Encoder::new(buf, Kind::Sample, flags, origin)?;
+    e.u64(s.bytes)?;
+    e.u64(s.rate)?;
+    e.u64(s.allocated)?;
+    e.u64(s.freed)?;
+    e.stack(s.stack)?;
     Some(e.finish())
 }
 
@@ -424,7 +464,9 @@ mod tests {
         trace.extend_from_slice(error(&mut buf, O, &x).unwrap());
         trace.extend_from_slice(leak(&mut buf, O, 100, 2, &[0x11]).unwrap());
         trace.extend_from_slice(note(&mut buf, O, "unwinder libunwind").unwrap());
-        trace.extend_from_slice(sample(&mut buf, O, 10, 4096, &[0x22, 0x33]).unwrap());
+        let s =
+            SampleOut { bytes: 10, rate: 4096, allocated: 3, freed: NOT_FREED, inherited: true, stack: &[0x22, 0x33] };
+        trace.extend_from_slice(sample(&mut buf, O, &s).unwrap());
         let got: Vec<Record<'_>> = records(&trace).collect::<Result<_, _>>().unwrap();
         assert_eq!(got.len(), 5);
         assert_eq!(got[0], Record::Module(O, m));
@@ -434,7 +476,7 @@ mod tests {
         assert_eq!(e.free_stack.map(|s| s.len()), Some(0));
         assert!(matches!(got[2], Record::Leak { bytes: 100, blocks: 2, .. }));
         assert_eq!(got[3], Record::Note(O, "unwinder libunwind"));
-        assert!(matches!(got[4], Record::Sample { weight: 4096, .. }));
+        assert!(matches!(got[4], Record::Sample { rate: 4096, allocated: 3, freed: NOT_FREED, inherited: true, .. }));
         let cut = &trace[..trace.len() - 3];
         let last = records(cut).last().unwrap();
         assert!(matches!(last, Err(FormatError::Truncated { .. })), "{last:?}");

@@ -2,10 +2,10 @@
 //! trusted in nothing. Every length is checked; a truncated or damaged
 //! record ends the reading with an error; nothing panics.
 
-use super::FLAG_EXACT_FIRST;
 use super::{
     ErrorKind, Frames, HEADER, Kind, MAGIC, MAX_FRAMES, NO_STACK, Origin, RawError, RawModule, Record, VERSION,
 };
+use super::{FLAG_EXACT_FIRST, FLAG_INHERITED};
 
 /// Why reading stopped early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -161,7 +161,11 @@ fn parse<'a>(kind: Kind, flags: u16, origin: Origin, mut c: Cursor<'a>) -> Optio
         }
         Kind::Leak => Record::Leak { origin, bytes: c.u64()?, blocks: c.u64()?, stack: c.frames()? },
         Kind::Note => Record::Note(origin, core::str::from_utf8(c.take(c.0.len())?).ok()?),
-        Kind::Sample => Record::Sample { origin, bytes: c.u64()?, weight: c.u64()?, stack: c.frames()? },
+        Kind::Sample => {
+            let (bytes, rate, allocated, freed) = (c.u64()?, c.u64()?, c.u64()?, c.u64()?);
+            let inherited = flags & FLAG_INHERITED != 0;
+            Record::Sample { origin, bytes, rate, allocated, freed, inherited, stack: c.frames()? }
+        }
     };
     c.0.is_empty().then_some(record)
 }

@@ -8,6 +8,7 @@
 
 mod env;
 mod limits;
+mod profile;
 mod program;
 mod summary;
 mod trace;
@@ -67,6 +68,16 @@ pub(crate) struct RunArgs {
     /// promises 16 bytes: for C programs under test, not interpreters).
     #[arg(long = "exact-ends")]
     exact_ends: bool,
+    /// Write a sampled heap profile of the program to FILE (pprof's
+    /// format, gzipped), with a flame graph of what was in use at the peak
+    /// in FILE.svg; each other process of the run to FILE.<pid>.
+    #[arg(long, value_name = "FILE")]
+    profile: Option<PathBuf>,
+    /// With --profile: the mean number of bytes allocated between two
+    /// samples.
+    #[arg(long = "profile-rate", value_name = "BYTES", default_value_t = 512 * 1024, requires = "profile",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    profile_rate: u64,
     /// Version requirements and trust.
     #[command(flatten)]
     policy: PolicyArgs,
@@ -175,6 +186,7 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     }
     let report_file = (args.report || args.report_json.is_some()).then(|| summary::temp_file("report")).flatten();
     let trace_file = summary::temp_file("trace");
+    let profile_file = args.profile.as_ref().and_then(|_| summary::temp_file("profile"));
     let mut cmd = Command::new(&args.program[0]);
     cmd.args(&args.program[1..]);
     let mut ld = preload.clone().into_os_string();
@@ -212,6 +224,9 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
     if let Some(f) = &trace_file {
         cmd.env(name(var::TRACE), f);
     }
+    if let Some(f) = &profile_file {
+        cmd.env(name(var::PROFILE), f).env(name(var::PROFILE_RATE), args.profile_rate.to_string());
+    }
     tracing::debug!(program = ?args.program, plugin = %plugin.display(), preload = %preload.display(), "starting");
     let mut child = match cmd.spawn() {
         Ok(c) => c,
@@ -223,6 +238,7 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
         }
     };
     super::sys::ignore_interrupts();
+    let top = child.id();
     let status = child.wait();
     let (code, signal) = match status {
         Ok(s) => match (s.code(), s.signal()) {
@@ -235,6 +251,9 @@ pub(crate) fn run(args: RunArgs) -> ExitCode {
             (1, None)
         }
     };
+    if let (Some(raw), Some(out)) = (&profile_file, &args.profile) {
+        profile::write(raw, out, top, &memplug::text::escape_os(&args.program[0]));
+    }
     let trace = trace_file.map(|f| trace::collect(&f)).unwrap_or_default();
     trace::print_errors(&trace, chosen.report.name.as_deref().unwrap_or("plugin"));
     if let Some(file) = report_file {
