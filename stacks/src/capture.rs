@@ -148,7 +148,8 @@ impl Stack {
 /// Store `frames` in the process's depot (once: an equal stack stored
 /// before gets the same id); [`StackId::NONE`] for none.
 pub fn intern(frames: &[usize]) -> StackId {
-    StackId(crate::raw::memo::remembered(frames, &|f| DEPOT.insert(f)))
+    let h = crate::raw::memo::hash(frames);
+    StackId(crate::raw::memo::remembered(frames, h, &|f, h| DEPOT.insert_hashed(f, h)))
 }
 
 /// How many leading frames of `raw` are the allocator's.
@@ -159,7 +160,7 @@ fn leading_skipped(raw: &[usize]) -> usize {
 /// The most allocator frames seen on top of a stack: a walk asks for
 /// that many frames more than it keeps (and walks again, asking for
 /// [`HEADROOM`] more, when the allocator's frames were more this time).
-static LEAD: AtomicUsize = AtomicUsize::new(8);
+static LEAD: AtomicUsize = AtomicUsize::new(0);
 
 /// `f` of the caller's stack — at most `depth` frames (and [`MAX_DEPTH`]),
 /// the allocator's own dropped, innermost first — without copying it
