@@ -217,18 +217,6 @@ impl Tracking {
         errors::view(ptr, block.size, cleared, &read)
     }
 
-    /// Take the block at `ptr`, being freed, out of the set of live blocks
-    /// and remember it, with the stack freeing it, for double-free reports
-    /// (as `take`, which see).
-    fn retire(&self, ptr: *mut u8, size: usize) -> Option<(*mut u8, usize, Live)> {
-        let thread = memplug_stacks::capture::thread_id();
-        let addr = ptr as usize;
-        let block = memplug_stacks::capture::with_stack(self.stack_depth, |stack| {
-            self.live.retire(addr, thread, stack, |b| Tracking::user_view(addr, b, true))
-        });
-        self.checked("free", ptr, size, block)
-    }
-
     /// Remember the block at `ptr`, resized away, whose program's view is
     /// `user` ([`Tracking::user_view`], read before libc could release it),
     /// for double-free reports.
@@ -316,15 +304,26 @@ impl Allocator for Tracking {
     }
 
     unsafe fn free(&self, ptr: *mut u8, size: usize) {
-        let Some((base, recorded, _)) = self.retire(ptr, size) else {
-            return;
-        };
-        // SAFETY: `base` is our live block; mark it freed, then release it.
-        unsafe {
-            (base as *mut u64).write(FREED);
-            libc::free(base as *mut libc::c_void);
-        }
-        self.track_free(recorded);
+        let free_thread = memplug_stacks::capture::thread_id();
+        let addr = ptr as usize;
+        memplug_stacks::capture::with_stack(self.stack_depth, |stack| {
+            let Some((base, recorded, block)) = self.take("free", ptr, size) else {
+                return;
+            };
+            let user = Tracking::user_view(addr, &block, true);
+            // Claimed before libc has the block (the ring in the order of
+            // the frees), filled last (see `ring`).
+            let slot = self.live.claim(addr);
+            // SAFETY: `base` is our live block; mark it freed, then release it.
+            unsafe {
+                (base as *mut u64).write(FREED);
+                libc::free(base as *mut libc::c_void);
+            }
+            self.track_free(recorded);
+            if let Some(slot) = slot {
+                slot.fill(&Freed { ptr: addr, size: block.size, user, made: block.made, free_thread }, stack);
+            }
+        });
     }
 
     // `ptr` is read through only once found in the set of live blocks: any

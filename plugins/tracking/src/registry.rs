@@ -24,7 +24,7 @@
 //! ([`Registry::fork_locks`]): a `fork` waits until no thread is inside a
 //! set, and the child finds every set whole and every lock free.
 
-use crate::ring::{Freed, Origin, Ring};
+use crate::ring::{Claim, Freed, Origin, Ring};
 use memplug_abi::fork::{ForkLock, ForkMutex};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -132,21 +132,10 @@ impl Registry {
         self.set(addr).live.remove(&addr)
     }
 
-    /// Free the block at `addr`: take it out of the set and remember it in
-    /// its ring, freed by `thread` at `stack`, as the program saw it
-    /// (`user` of the block, read while it is still live). `None` (and
-    /// nothing remembered) if it was not a live block.
-    pub(crate) fn retire(
-        &self,
-        addr: usize,
-        thread: u32,
-        stack: &[usize],
-        user: impl FnOnce(&Live) -> (usize, usize),
-    ) -> Option<Live> {
-        let block = self.remove(addr)?;
-        let f = Freed { ptr: addr, size: block.size, user: user(&block), made: block.made, free_thread: thread };
-        self.forget_later(f, stack);
-        Some(block)
+    /// A slot in the ring of `addr`'s frees, for the free taking it now
+    /// (see [`Ring::claim`]).
+    pub(crate) fn claim(&self, addr: usize) -> Option<Claim<'_>> {
+        self.ring(addr).claim()
     }
 
     /// Remember a freed block, freed at `stack` (the oldest remembered one
@@ -189,15 +178,18 @@ mod tests {
     }
 
     #[test]
-    fn a_freed_block_is_remembered_once_with_its_stack() {
+    fn a_freed_block_is_remembered_with_its_stack() {
         let r = Registry::new(2);
         let block = Live { size: 16, made: Origin::default() };
         let n = 4 * RINGS * FREED_PER_RING;
         for i in 0..n {
             let a = 0x1000 + i * 16;
             r.insert(a, block);
-            assert!(r.retire(a, 7, &[a, a + 1, a + 2], |l| (a, l.size)).is_some());
-            assert!(r.retire(a, 7, &[a], |_| (0, 0)).is_none(), "freed once");
+            let b = r.remove(a).expect("live");
+            let claim = r.claim(a).expect("a free slot");
+            assert!(r.remove(a).is_none(), "removed once");
+            let f = Freed { ptr: a, size: b.size, user: (a, b.size), made: b.made, free_thread: 7 };
+            claim.fill(&f, &[a, a + 1, a + 2]);
         }
         let mut kept = Vec::new();
         r.each_freed(&mut |_, f, stack| {

@@ -5,9 +5,11 @@
 //! A free takes a ticket (one atomic add), claims the slot the ticket names
 //! by turning its sequence word odd (a compare-and-swap: a slot still
 //! being written by an earlier free, which a preempted thread or a `fork`
-//! can leave, is passed by and that free not remembered), writes it, and
-//! publishes it by storing its sequence word even again — a plain store, so
-//! that no locked instruction waits on the slot's writes reaching memory.
+//! can leave, is passed by and that free not remembered), and, once it has
+//! given the block back, writes the slot and publishes it by storing its
+//! sequence word even again — a plain store, the free's last: no locked
+//! instruction of the allocator waits on the slot's writes reaching memory
+//! (the program's own work between two calls covers them).
 //! A reader keeps a slot only if its sequence word reads the same, even
 //! and non-zero, before and after the slot: never a half-written one. The
 //! sequence word names the ticket, so slots read back in the order of
@@ -73,23 +75,24 @@ impl Ring {
     /// Remember a freed block and its free stack (cut to the ring's depth),
     /// in place of the oldest.
     pub(crate) fn push(&self, f: &Freed, stack: &[usize]) {
+        if let Some(c) = self.claim() {
+            c.fill(f, stack);
+        }
+    }
+
+    /// The slot the next free takes, claimed (`None`: another free is still
+    /// writing it, or the ring has no memory): [`Claim::fill`] writes it.
+    /// A free claims its slot before it gives the block back to libc, so
+    /// that slots are in the order of the frees, and fills it last, so that
+    /// the slot's writes reach memory while the program runs on.
+    pub(crate) fn claim(&self) -> Option<Claim<'_>> {
         let ticket = self.next.fetch_add(1, Relaxed);
-        let Some(s) = self.slot((ticket % self.slots as u64) as usize) else { return };
-        let seq = s[0].load(Relaxed);
-        if seq & 1 == 1 || s[0].compare_exchange(seq, 2 * ticket + 1, AcqRel, Relaxed).is_err() {
-            return; // another free is still writing it
+        let slot = self.slot((ticket % self.slots as u64) as usize)?;
+        let seq = slot[0].load(Relaxed);
+        if seq & 1 == 1 || slot[0].compare_exchange(seq, 2 * ticket + 1, AcqRel, Relaxed).is_err() {
+            return None;
         }
-        let n = stack.len().min(self.depth);
-        let made = u64::from(f.made.stack.0) << 32 | u64::from(f.made.thread);
-        let head = [f.ptr as u64, f.size as u64, f.user.0 as u64, f.user.1 as u64, made];
-        for (w, v) in s[1..HEAD - 1].iter().zip(head) {
-            w.store(v, Relaxed);
-        }
-        s[HEAD - 1].store(u64::from(f.free_thread) << 32 | n as u64, Relaxed);
-        for (w, &a) in s[HEAD..].iter().zip(&stack[..n]) {
-            w.store(a as u64, Relaxed);
-        }
-        s[0].store(2 * ticket + 2, Release);
+        Some(Claim { slot, ticket, depth: self.depth })
     }
 
     /// `f(order, block, free stack)` of every block remembered (a higher
@@ -120,6 +123,34 @@ impl Ring {
                 f(seq, &freed, &frames[..n]);
             }
         }
+    }
+}
+
+/// A ring slot claimed by one free ([`Ring::claim`]); until it is filled,
+/// readers pass it by. Dropped unfilled, it stays claimed (and that slot
+/// is passed by) until the ring comes round to it again.
+pub(crate) struct Claim<'a> {
+    slot: &'a [AtomicU64],
+    ticket: u64,
+    depth: usize,
+}
+
+impl Claim<'_> {
+    /// Write the freed block and its free stack (cut to the ring's depth),
+    /// and publish the slot.
+    pub(crate) fn fill(self, f: &Freed, stack: &[usize]) {
+        let s = self.slot;
+        let n = stack.len().min(self.depth);
+        let made = u64::from(f.made.stack.0) << 32 | u64::from(f.made.thread);
+        let head = [f.ptr as u64, f.size as u64, f.user.0 as u64, f.user.1 as u64, made];
+        for (w, v) in s[1..HEAD - 1].iter().zip(head) {
+            w.store(v, Relaxed);
+        }
+        s[HEAD - 1].store(u64::from(f.free_thread) << 32 | n as u64, Relaxed);
+        for (w, &a) in s[HEAD..].iter().zip(&stack[..n]) {
+            w.store(a as u64, Relaxed);
+        }
+        s[0].store(2 * self.ticket + 2, Release);
     }
 }
 
