@@ -375,6 +375,9 @@ def main() -> None:
     ap.add_argument("--sequential", action="store_true", help="run the variants one after another, never paired")
     ap.add_argument("--write-c-file", type=Path, metavar="FILE", help="only write the large C file to FILE")
     ap.add_argument("--lines", type=int, help="the generated C file's lines (default 100 000; 3 000 with --quick)")
+    ap.add_argument("--cc1-lines", type=int, metavar="N",
+                    help="the lines of the file cc1 compiles in the tracking vs heaptrack table (default 15 000, "
+                         "about 4 s of cc1 -O1; the --lines of --quick with --quick)")
     a = ap.parse_args()
     if a.write_c_file:
         large_c_file(a.write_c_file, a.lines or 100_000)
@@ -422,8 +425,9 @@ def main() -> None:
             if not mi:
                 print("mimalloc tables SKIPPED: libmimalloc.so.2 is not installed (apt-get install libmimalloc2.0)\n")
             return
+        cc1_lines = a.cc1_lines or (lines if a.quick else 15_000)
         if a.stacks:
-            stack_tables(run, compile_big, big, gcc, Path(tmp), env, max(1, a.rounds // 3), lines)
+            stack_tables(run, compile_big, gcc, Path(tmp), env, max(1, a.rounds // 3), lines, cc1_lines)
             return
         if a.profile:
             profile_table(run, compile_big, Path(tmp), env, a.rounds, lines)
@@ -469,7 +473,7 @@ def main() -> None:
                 max(1, a.rounds // 3),
                 "",
             )
-        stack_tables(run, compile_big, big, gcc, Path(tmp), env, max(1, a.rounds // 3), lines)
+        stack_tables(run, compile_big, gcc, Path(tmp), env, max(1, a.rounds // 3), lines, cc1_lines)
 
 
 def profile_table(run: list[str], compile_big: list[str], tmp: Path, env: dict[str, str], rounds: int,
@@ -494,11 +498,12 @@ def profile_table(run: list[str], compile_big: list[str], tmp: Path, env: dict[s
     )
 
 
-def stack_tables(run: list[str], compile_big: list[str], big: Path, gcc: str, tmp: Path, env: dict[str, str],
-                 rounds: int, lines: int) -> None:
+def stack_tables(run: list[str], compile_big: list[str], gcc: str, tmp: Path, env: dict[str, str],
+                 rounds: int, lines: int, cc1_lines: int) -> None:
     """guard:sample=1000 with allocation stacks on the large compile; and
     tracking recording a stack for every block next to heaptrack, on cc1
-    run directly on the preprocessed file (heaptrack follows no child)."""
+    run directly on the preprocessed generated file of `cc1_lines` lines
+    (heaptrack follows no child)."""
     size = f"{lines:_}".replace("_", " ")
     table(
         f"guard sampling one allocation in 1000, with allocation stacks: gcc -O2 -c, a generated C file of {size} lines",
@@ -520,14 +525,16 @@ def stack_tables(run: list[str], compile_big: list[str], big: Path, gcc: str, tm
     if heaptrack is None:
         print("tracking vs heaptrack SKIPPED: heaptrack is not installed (apt-get install heaptrack)\n")
         return
-    pre = tmp / "large.i"
-    subprocess.run([gcc, "-E", str(big), "-o", str(pre)], check=True)
-    compile_cc1 = [cc1, "-quiet", "-O1", str(pre), "-o", str(tmp / "large.s")]
+    src, pre = tmp / "cc1.c", tmp / "cc1.i"
+    large_c_file(src, cc1_lines)
+    subprocess.run([gcc, "-E", str(src), "-o", str(pre)], check=True)
+    compile_cc1 = [cc1, "-quiet", "-O1", str(pre), "-o", str(tmp / "cc1.s")]
+    size = f"{cc1_lines:_}".replace("_", " ")
     table(
-        f"tracking, a stack for every block, vs heaptrack: cc1 -O1 on the preprocessed file of {size} lines",
+        f"tracking, a stack for every block, vs heaptrack: cc1 -O1 on the preprocessed generated file of {size} lines",
         [
             ("alone", compile_cc1, env),
-            ("heaptrack", [heaptrack, "-o", str(tmp / "heaptrack.out")] + compile_cc1, env),
+            ("heaptrack", [heaptrack, "-o", str(tmp / "heaptrack.%p")] + compile_cc1, env),
             ("memplug run --handler tracking", run + ["--handler", "tracking", "--"] + compile_cc1, env),
             ("memplug run --handler tracking:stack_depth=0", run + ["--handler", "tracking:stack_depth=0", "--"]
              + compile_cc1, env),

@@ -125,7 +125,7 @@ impl Stack {
 
     /// Store it in the process's depot.
     pub fn intern(&self) -> StackId {
-        StackId(crate::raw::memo::remembered(self.frames(), &|f| DEPOT.insert(f)))
+        intern(self.frames())
     }
 
     /// The stack `id` names, read back from the depot.
@@ -135,11 +135,9 @@ impl Stack {
         s
     }
 
-    /// `raw` with the leading allocator frames dropped and at most `depth`
-    /// kept.
-    fn from_raw(raw: &[usize], depth: usize) -> Stack {
-        let first = raw.iter().position(|&a| !skipped(a)).unwrap_or(raw.len());
-        let keep = &raw[first..raw.len().min(first + depth.min(MAX_DEPTH))];
+    /// A stack of the first [`MAX_DEPTH`] of `frames`.
+    pub fn from_frames(frames: &[usize]) -> Stack {
+        let keep = &frames[..frames.len().min(MAX_DEPTH)];
         let mut s = Stack::EMPTY;
         s.frames[..keep.len()].copy_from_slice(keep);
         s.len = keep.len();
@@ -147,15 +145,64 @@ impl Stack {
     }
 }
 
+/// Store `frames` in the process's depot (once: an equal stack stored
+/// before gets the same id); [`StackId::NONE`] for none.
+pub fn intern(frames: &[usize]) -> StackId {
+    let h = crate::raw::memo::hash(frames);
+    StackId(crate::raw::memo::remembered(frames, h, &|f, h| DEPOT.insert_hashed(f, h)))
+}
+
+/// How many leading frames of `raw` are the allocator's.
+fn leading_skipped(raw: &[usize]) -> usize {
+    raw.iter().position(|&a| !skipped(a)).unwrap_or(raw.len())
+}
+
+/// The most allocator frames seen on top of a stack: a walk asks for
+/// that many frames more than it keeps (and walks again, asking for
+/// [`HEADROOM`] more, when the allocator's frames were more this time).
+static LEAD: AtomicUsize = AtomicUsize::new(0);
+
+/// `f` of the caller's stack — at most `depth` frames (and [`MAX_DEPTH`]),
+/// the allocator's own dropped, innermost first — without copying it
+/// anywhere first. Allocation-free.
+#[inline(always)]
+pub fn with_stack<R>(depth: usize, f: impl FnOnce(&[usize]) -> R) -> R {
+    let want = depth.min(MAX_DEPTH);
+    if want == 0 {
+        return f(&[]);
+    }
+    let lead = LEAD.load(Ordering::Relaxed).min(HEADROOM);
+    let mut f = Some(f);
+    let once = unwind::walk(want + lead, |raw| {
+        let first = leading_skipped(raw);
+        if raw.len() == want + lead && raw.len() - first < want && lead < HEADROOM {
+            // Cut short: more allocator frames than `lead` this time.
+            LEAD.fetch_max(if first < raw.len() { first } else { HEADROOM }, Ordering::Relaxed);
+            return None;
+        }
+        let f = f.take()?;
+        Some(f(&raw[first..raw.len().min(first + want)]))
+    });
+    if let Some(r) = once {
+        return r;
+    }
+    let f = f.take().expect("the first walk did not call it");
+    unwind::walk(want + HEADROOM, |raw| {
+        let first = leading_skipped(raw);
+        f(&raw[first..raw.len().min(first + want)])
+    })
+}
+
+/// The caller's stack (as [`with_stack`] gives it) stored in the depot.
+#[inline(never)]
+pub fn intern_here(depth: usize) -> StackId {
+    with_stack(depth, intern)
+}
+
 /// The caller's stack, at most `depth` frames, the allocator's own dropped.
 #[inline(never)]
 pub fn capture(depth: usize) -> Stack {
-    if depth == 0 {
-        return Stack::EMPTY;
-    }
-    let mut raw = [0usize; MAX_DEPTH + HEADROOM];
-    let n = unwind::capture(&mut raw[..(depth.min(MAX_DEPTH) + HEADROOM)]);
-    Stack::from_raw(&raw[..n], depth)
+    with_stack(depth, Stack::from_frames)
 }
 
 /// Inside a signal handler: the interrupted code's stack, from the
@@ -169,8 +216,12 @@ pub fn capture_fault(depth: usize, ip: usize) -> Stack {
     let raw = &raw[..n];
     let from = raw.iter().position(|&a| a == ip);
     let mut s = match from {
-        Some(i) => Stack::from_raw(&raw[i..], depth.max(1)),
-        None => Stack::from_raw(&[ip], 1),
+        Some(i) => {
+            let raw = &raw[i..];
+            let first = leading_skipped(raw);
+            Stack::from_frames(&raw[first..raw.len().min(first + depth.clamp(1, MAX_DEPTH))])
+        }
+        None => Stack::from_frames(&[ip]),
     };
     s.exact_first = s.len > 0 && s.frames[0] == ip;
     s

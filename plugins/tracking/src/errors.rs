@@ -4,7 +4,8 @@
 //! allocation stack. After a bad free the program is aborted (`SIGABRT`),
 //! as glibc aborts it; with `recover=1` it goes on.
 
-use crate::registry::{Freed, Origin, Registry};
+use crate::registry::Registry;
+use crate::ring::{Freed, Origin};
 use memplug_stacks::blocks::{could_be_libc_block, interposed_view, interposer_present};
 use memplug_stacks::capture::{self, Stack, StackId};
 use memplug_stacks::emit;
@@ -25,8 +26,7 @@ pub(crate) enum Verdict {
 
 /// The calling thread's stack (`depth` frames; none for 0) and id.
 pub(crate) fn here(depth: usize) -> Origin {
-    let stack = if depth == 0 { StackId::NONE } else { capture::capture(depth).intern() };
-    Origin { stack, thread: capture::thread_id() }
+    Origin { stack: capture::intern_here(depth), thread: capture::thread_id() }
 }
 
 /// The block the program sees in tracking's block `ptr` of `size` bytes:
@@ -40,18 +40,21 @@ pub(crate) fn view(ptr: usize, size: usize, freed: bool, read: &dyn Fn(usize) ->
     interposed_view(ptr, size, 16, freed, read).unwrap_or((ptr, size))
 }
 
+/// Where a remembered block was freed: its thread and stack.
+type FreedBy = (u32, Stack);
+
 /// Report one bad free of `ptr`.
 fn report(
     kind: ErrorKind,
     ptr: usize,
     user: (usize, usize),
     made: Option<Origin>,
-    freed: Option<Origin>,
+    freed: Option<&FreedBy>,
     depth: usize,
 ) {
     let here = capture::capture(depth.max(1));
     let alloc = made.map(|m| Stack::of(m.stack));
-    let free = freed.map(|f| Stack::of(f.stack));
+    let free = freed.map(|f| &f.1);
     emit::error(
         "tracking",
         &ErrorOut {
@@ -61,10 +64,10 @@ fn report(
             block: user.0,
             size: user.1,
             alloc_thread: made.map_or(NO_THREAD, |m| m.thread),
-            free_thread: freed.map_or(NO_THREAD, |f| f.thread),
+            free_thread: freed.map_or(NO_THREAD, |f| f.0),
             stack: here.frames(),
             alloc_stack: alloc.as_ref().map_or(&[], Stack::frames),
-            free_stack: free.as_ref().map(Stack::frames),
+            free_stack: free.map(Stack::frames),
             exact_first: false,
         },
     );
@@ -75,18 +78,19 @@ fn report(
 /// `memplug run`'s interposer, which could not match it; one that may be a
 /// block libc made is then left alone ([`Verdict::NotOurs`]).
 pub(crate) fn bad_free(reg: &Registry, depth: usize, recover: bool, ptr: usize, foreign: bool) -> Verdict {
-    let mut freed: Option<Freed> = None;
-    let mut inside: Option<Freed> = None;
+    let mut freed: Option<(u64, Freed, FreedBy)> = None;
+    let mut inside: Option<(u64, Freed, FreedBy)> = None;
     let mut live: Option<(usize, usize, Origin)> = None;
-    reg.each(&mut |s| {
-        for f in s.freed.iter().rev() {
-            if freed.is_none() && (f.ptr == ptr || f.user.0 == ptr) {
-                freed = Some(*f);
-            }
-            if inside.is_none() && (f.ptr..f.ptr + f.size).contains(&ptr) {
-                inside = Some(*f);
-            }
+    reg.each_freed(&mut |order, f, stack| {
+        let newer = |had: &Option<(u64, Freed, FreedBy)>| had.as_ref().is_none_or(|h| h.0 < order);
+        if (f.ptr == ptr || f.user.0 == ptr) && newer(&freed) {
+            freed = Some((order, *f, (f.free_thread, Stack::from_frames(stack))));
         }
+        if (f.ptr..f.ptr + f.size).contains(&ptr) && newer(&inside) {
+            inside = Some((order, *f, (f.free_thread, Stack::from_frames(stack))));
+        }
+    });
+    reg.each(&mut |s| {
         if live.is_none()
             && let Some((&k, l)) = s.live.iter().find(|(k, l)| (**k..**k + l.size).contains(&ptr))
         {
@@ -94,11 +98,11 @@ pub(crate) fn bad_free(reg: &Registry, depth: usize, recover: bool, ptr: usize, 
         }
     });
     match (freed, live, inside) {
-        (Some(f), _, _) => report(ErrorKind::DoubleFree, ptr, f.user, Some(f.made), Some(f.freed), depth),
+        (Some((_, f, by)), _, _) => report(ErrorKind::DoubleFree, ptr, f.user, Some(f.made), Some(&by), depth),
         (None, Some((k, size, made)), _) => {
             report(ErrorKind::InvalidFree, ptr, view(k, size, false, &read_words), Some(made), None, depth)
         }
-        (None, None, Some(f)) => report(ErrorKind::InvalidFree, ptr, f.user, Some(f.made), Some(f.freed), depth),
+        (None, None, Some((_, f, by))) => report(ErrorKind::InvalidFree, ptr, f.user, Some(f.made), Some(&by), depth),
         (None, None, None) if foreign && could_be_libc_block(ptr) => return Verdict::NotOurs,
         (None, None, None) => report(ErrorKind::InvalidFree, ptr, (0, 0), None, None, depth),
     }

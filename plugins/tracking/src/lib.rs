@@ -34,11 +34,13 @@
 //! Options: `stack_depth=N` (0 to 128), `recover=0|1`.
 //!
 //! # Layers
-//! 0. `registry` — the live blocks and the last freed ones, sharded;
-//! 1. `errors` — bad frees reported with their stacks; the leaks;
-//! 2. `process_raw` — the instances the destructor lists at exit, and the
+//! 0. `ring` — the blocks freed last, with their free stacks;
+//! 1. `registry` — the live blocks (sharded), and the rings of freed ones;
+//! 2. `errors` — bad frees reported with their stacks; the leaks;
+//! 3. `process_raw` — the instances the destructor lists at exit, and the
 //!    interposer's foreign-free companion.
 
+mod ring;
 mod registry;
 mod errors;
 mod process_raw;
@@ -46,7 +48,8 @@ mod process_raw;
 use errors::Verdict;
 use memplug_abi::fork::ForkLock;
 use memplug_abi::{Allocator, FLAG_KNOWS_FOREIGN, FLAG_THREAD_SAFE, MemplugStats, export_handler};
-use registry::{Freed, Live, Registry};
+use registry::{Live, Registry};
+use ring::Freed;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -89,7 +92,7 @@ impl Tracking {
     /// a bad free is reported and the program goes on.
     fn with(stack_depth: usize, recover: bool) -> Tracking {
         memplug_stacks::capture::init();
-        let live = Arc::new(Registry::default());
+        let live = Arc::new(Registry::new(stack_depth));
         process_raw::register(&live);
         Tracking {
             stack_depth,
@@ -137,7 +140,9 @@ impl Tracking {
 
     fn track_alloc(&self, size: usize) {
         let live = self.live_bytes.fetch_add(size as u64, Relaxed) + size as u64;
-        self.peak_bytes.fetch_max(live, Relaxed);
+        if live > self.peak_bytes.load(Relaxed) {
+            self.peak_bytes.fetch_max(live, Relaxed);
+        }
         self.total_allocations.fetch_add(1, Relaxed);
         self.live_count.fetch_add(1, Relaxed);
     }
@@ -169,13 +174,18 @@ impl Tracking {
     /// (the caller frees or resizes it, or puts it back with `keep`).
     /// Reports and counts what is wrong otherwise, reading nothing.
     fn take(&self, what: &str, ptr: *mut u8, size: usize) -> Option<(*mut u8, usize, Live)> {
-        let Some(block) = self.live.remove(ptr as usize) else {
+        let block = self.live.remove(ptr as usize);
+        self.checked(what, ptr, size, block)
+    }
+
+    /// What `take` says of `ptr` once the set has answered `block`.
+    fn checked(&self, what: &str, ptr: *mut u8, size: usize, block: Option<Live>) -> Option<(*mut u8, usize, Live)> {
+        let Some(block) = block else {
             self.bad_frees.fetch_add(1, Relaxed);
             match errors::bad_free(&self.live, self.stack_depth, self.recover, ptr as usize, false) {
                 Verdict::Abort => std::process::abort(),
                 Verdict::GoOn | Verdict::NotOurs => {}
             }
-            let _ = what;
             return None;
         };
         // SAFETY: `ptr` was registered by `finish`: it is the user pointer
@@ -194,11 +204,9 @@ impl Tracking {
         }
         Some((base, recorded, block))
     }
-}
 
-impl Tracking {
-    /// The program's view of the block at `ptr` (`cleared`: the interposer
-    /// cleared its header at `free`), read while the block is still live.
+    /// The block the program saw in the live block at `ptr` (`cleared`:
+    /// the interposer cleared its header at `free`).
     fn user_view(ptr: usize, block: &Live, cleared: bool) -> (usize, usize) {
         let read = |a: usize| {
             // SAFETY: `interposed_view` asks only for words inside the block
@@ -209,12 +217,13 @@ impl Tracking {
         errors::view(ptr, block.size, cleared, &read)
     }
 
-    /// Remember the block at `ptr`, being freed, whose program's view is
-    /// `user` ([`Tracking::user_view`], read before it was released), for
-    /// double-free reports.
+    /// Remember the block at `ptr`, resized away, whose program's view is
+    /// `user` ([`Tracking::user_view`], read before libc could release it),
+    /// for double-free reports.
     fn forgotten(&self, ptr: usize, block: Live, user: (usize, usize)) {
-        let freed = errors::here(self.stack_depth);
-        self.live.forget_later(Freed { ptr, size: block.size, user, made: block.made, freed });
+        let free_thread = memplug_stacks::capture::thread_id();
+        let freed = Freed { ptr, size: block.size, user, made: block.made, free_thread };
+        memplug_stacks::capture::with_stack(self.stack_depth, |stack| self.live.forget_later(freed, stack));
     }
 }
 
@@ -295,17 +304,26 @@ impl Allocator for Tracking {
     }
 
     unsafe fn free(&self, ptr: *mut u8, size: usize) {
-        let Some((base, recorded, block)) = self.take("free", ptr, size) else {
-            return;
-        };
-        let user = Tracking::user_view(ptr as usize, &block, true);
-        self.forgotten(ptr as usize, block, user);
-        // SAFETY: `base` is our live block; mark it freed, then release it.
-        unsafe {
-            (base as *mut u64).write(FREED);
-            libc::free(base as *mut libc::c_void);
-        }
-        self.track_free(recorded);
+        let free_thread = memplug_stacks::capture::thread_id();
+        let addr = ptr as usize;
+        memplug_stacks::capture::with_stack(self.stack_depth, |stack| {
+            let Some((base, recorded, block)) = self.take("free", ptr, size) else {
+                return;
+            };
+            let user = Tracking::user_view(addr, &block, true);
+            // Claimed before libc has the block (the ring in the order of
+            // the frees), filled last (see `ring`).
+            let slot = self.live.claim(addr);
+            // SAFETY: `base` is our live block; mark it freed, then release it.
+            unsafe {
+                (base as *mut u64).write(FREED);
+                libc::free(base as *mut libc::c_void);
+            }
+            self.track_free(recorded);
+            if let Some(slot) = slot {
+                slot.fill(&Freed { ptr: addr, size: block.size, user, made: block.made, free_thread }, stack);
+            }
+        });
     }
 
     // `ptr` is read through only once found in the set of live blocks: any

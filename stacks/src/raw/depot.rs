@@ -14,6 +14,7 @@
 //! An entry is `[next id: u32 | hash: u32]`, `[len: u64]`, then `len`
 //! addresses (u64 words); an id is the entry's word index in the arena.
 
+use super::memo::hash;
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// The id of no stack.
@@ -72,11 +73,15 @@ impl Depot {
     /// The id of `frames` (stored now if it is new); [`NONE`] for an empty
     /// stack or a full depot.
     pub fn insert(&self, frames: &[usize]) -> u32 {
+        self.insert_hashed(frames, hash(frames))
+    }
+
+    /// [`Depot::insert`] of `frames`, whose [`hash`] is `hash`.
+    pub fn insert_hashed(&self, frames: &[usize], hash: u32) -> u32 {
         if frames.is_empty() {
             return NONE;
         }
         let Some((table, arena)) = self.memory() else { return NONE };
-        let hash = hash(frames);
         let head = &table[hash as usize & (BUCKETS - 1)];
         let mut seen = head.load(Ordering::Acquire);
         if let Some(id) = find(arena, seen, NONE, hash, frames) {
@@ -145,15 +150,6 @@ fn find(arena: &[AtomicU64], from: u32, until: u32, hash: u32, frames: &[usize])
         id = (link >> 32) as u32;
     }
     None
-}
-
-/// A stack's hash (FNV-1a over the addresses, mixed).
-fn hash(frames: &[usize]) -> u32 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &f in frames {
-        h = (h ^ f as u64).wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    ((h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) >> 32) as u32
 }
 
 #[cfg(test)]

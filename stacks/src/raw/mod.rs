@@ -10,13 +10,14 @@
 //! 1. [`unwind`] — libunwind's `unw_backtrace`, or libgcc's
 //!    `_Unwind_Backtrace`, chosen once;
 //! 2. [`maps`] — the modules the dynamic loader has loaded;
-//! 3. [`depot`] — stacks stored once each, by id, in memory mapped once;
-//!    [`scratch`] — the one buffer reports are encoded in; [`memo`] — each
-//!    thread's last stack and its id.
+//! 3. [`memo`] — each thread's recent stacks and their ids, and the
+//!    stacks' hash;
+//! 4. [`depot`] — stacks stored once each, by id, in memory mapped once;
+//!    [`scratch`] — the one buffer reports are encoded in.
 
 pub mod sys;
 pub mod unwind;
 pub mod maps;
+pub mod memo;
 pub mod depot;
 pub mod scratch;
-pub mod memo;

@@ -113,6 +113,48 @@ pub fn map_zeroed(len: usize) -> Option<*mut u8> {
     (p != libc::MAP_FAILED).then_some(p.cast())
 }
 
+/// Atomic words in memory of their own, zeroed, mapped at
+/// [`Words::zeroed`] (pages committed as they are written) and unmapped
+/// when dropped: never through `malloc`.
+pub struct Words {
+    at: core::ptr::NonNull<core::sync::atomic::AtomicU64>,
+    len: usize,
+}
+
+// SAFETY: `Words` owns its mapping and hands out only shared references to
+// atomics, which any thread may use.
+unsafe impl Send for Words {}
+// SAFETY: as for `Send`: every access goes through an atomic.
+unsafe impl Sync for Words {}
+
+impl Words {
+    /// `len` zeroed words; `None` if the memory could not be mapped.
+    pub fn zeroed(len: usize) -> Option<Words> {
+        let bytes = len.checked_mul(8)?.max(1);
+        let at = core::ptr::NonNull::new(map_zeroed(bytes)?.cast())?;
+        Some(Words { at, len })
+    }
+}
+
+impl core::ops::Deref for Words {
+    type Target = [core::sync::atomic::AtomicU64];
+
+    fn deref(&self) -> &[core::sync::atomic::AtomicU64] {
+        // SAFETY: the mapping holds `len` words, zeroed (a valid AtomicU64),
+        // page-aligned, readable and writable until `drop`, and only ever
+        // accessed through these atomics.
+        unsafe { core::slice::from_raw_parts(self.at.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for Words {
+    fn drop(&mut self) {
+        // SAFETY: our own mapping of this length, no longer borrowed (drop
+        // has `&mut self`).
+        unsafe { libc::munmap(self.at.as_ptr().cast(), (self.len * 8).max(1)) };
+    }
+}
+
 /// The `N` bytes at `addr`, if they are all mapped and readable; never
 /// faults.
 pub fn read_bytes<const N: usize>(addr: usize) -> Option<[u8; N]> {

@@ -174,17 +174,47 @@ unsafe extern "C" fn gcc_frame(ctx: *mut c_void, arg: *mut c_void) -> c_int {
     0
 }
 
+/// The most addresses [`walk`] gives.
+pub const WALK_MAX: usize = 192;
+
 /// Fill `out` with the return addresses of the calling thread's stack,
 /// innermost first (the first may be this crate's own); how many. Empty
 /// before [`init`] or when no unwinder was found. Allocates nothing.
 #[inline(never)]
 pub fn capture(out: &mut [usize]) -> usize {
-    let cap = out.len().min(i32::MAX as usize);
+    // SAFETY: `out` is writable for its length, and a `usize` has no
+    // invalid values, so whatever was there may be overwritten.
+    unsafe { capture_raw(out.as_mut_ptr(), out.len()) }
+}
+
+/// `f` of the calling thread's return addresses (at most `cap`, and
+/// [`WALK_MAX`]), innermost first, as [`capture`] gives them — walked
+/// into a buffer on this stack that nothing clears first. Allocates
+/// nothing.
+#[inline(always)]
+pub fn walk<R>(cap: usize, f: impl FnOnce(&[usize]) -> R) -> R {
+    let mut buf = [const { core::mem::MaybeUninit::<usize>::uninit() }; WALK_MAX];
+    // SAFETY: `buf` is writable for WALK_MAX words.
+    let n = unsafe { capture_raw(buf.as_mut_ptr().cast(), cap.min(WALK_MAX)) };
+    // SAFETY: the unwinder wrote the first `n` words (`capture_raw`'s
+    // promise), so they are initialised.
+    f(unsafe { core::slice::from_raw_parts(buf.as_ptr().cast::<usize>(), n) })
+}
+
+/// Write at most `cap` return addresses at `out`; how many were written
+/// (the first that many words, in order).
+///
+/// # Safety
+/// `out` is valid for writes of `cap` words.
+#[inline(never)]
+unsafe fn capture_raw(out: *mut usize, cap: usize) -> usize {
+    let cap = cap.min(i32::MAX as usize);
     let bt = UNW_BACKTRACE.load(Ordering::Acquire);
     if !bt.is_null() && chosen() == Some(Backend::Libunwind) {
-        // SAFETY: libunwind's unw_backtrace, writing at most `cap` pointers.
-        let n = unsafe { core::mem::transmute::<*mut c_void, UnwBacktrace>(bt)(out.as_mut_ptr().cast(), cap as c_int) };
-        return n.max(0) as usize;
+        // SAFETY: libunwind's unw_backtrace, writing at most `cap` pointers
+        // at `out` (the caller's promise), in order, and returning how many.
+        let n = unsafe { core::mem::transmute::<*mut c_void, UnwBacktrace>(bt)(out.cast(), cap as c_int) };
+        return (n.max(0) as usize).min(cap);
     }
     let (trace, ip) = (GCC_TRACE.load(Ordering::Acquire), GCC_GET_IP.load(Ordering::Acquire));
     if trace.is_null() || ip.is_null() {
@@ -192,9 +222,10 @@ pub fn capture(out: &mut [usize]) -> usize {
     }
     // SAFETY: libgcc's `_Unwind_GetIP`, found with the trace function.
     let get_ip = unsafe { core::mem::transmute::<*mut c_void, GccGetIp>(ip) };
-    let mut o = Out { at: out.as_mut_ptr(), cap, len: 0, get_ip };
+    let mut o = Out { at: out, cap, len: 0, get_ip };
     // SAFETY: libgcc's `_Unwind_Backtrace` with a callback that writes
-    // within `out` through `o`, which outlives the call.
+    // within `out` (`cap` words, the caller's promise), in order, through
+    // `o`, which outlives the call.
     unsafe { core::mem::transmute::<*mut c_void, GccTrace>(trace)(gcc_frame, (&raw mut o).cast()) };
     o.len
 }
