@@ -49,7 +49,9 @@
 //! 6. `call_raw` — every call into the plugin: marked as inside a call (a
 //!    thread-local flag), under a lock when it is not thread-safe;
 //!    `symbols_raw` — a handler made of a library's plain C functions (an
-//!    allocator manifest);
+//!    allocator manifest), read into the call core's table
+//!    (`memplug-callcore`, shared with the host) and called through its
+//!    trampolines;
 //! 7. `plugin_raw` — the constructor's work (load the handler, or fall back
 //!    to libc; choose the headerless or the header path), the one setup;
 //!    `bare_raw` — the headerless path, and its fast `malloc` and `free`;

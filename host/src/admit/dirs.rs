@@ -150,7 +150,8 @@ impl Env {
         if let Some((dir, tree)) = anchor.and_then(home_of) {
             if tree {
                 dirs.push(SearchDir { path: dir.to_path_buf(), origin: Origin::BuildTree });
-                if let Some(deps) = anchor.and_then(Path::parent).filter(|d| d.file_name().is_some_and(|n| n == "deps")) {
+                if let Some(deps) = anchor.and_then(Path::parent).filter(|d| d.file_name().is_some_and(|n| n == "deps"))
+                {
                     dirs.push(SearchDir { path: deps.to_path_buf(), origin: Origin::BuildTree });
                 }
             }
