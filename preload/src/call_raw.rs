@@ -97,7 +97,7 @@ pub(crate) mod in_call {
         Some(off)
     }
 
-    /// Whether a fast mode serves (`FAST` or `FAST_C`, the highest modes):
+    /// Whether a fast mode serves (`Mode::FastHandler` or `Mode::FastManifest`, the highest modes):
     /// one compare of the mode byte in memory and a branch. The mode is
     /// written once, by the constructor, before any other thread runs.
     #[inline(always)]
@@ -109,7 +109,7 @@ pub(crate) mod in_call {
                 "cmp byte ptr [rip + {mode}], {fast}",
                 "jb {no}",
                 mode = sym crate::setup::MODE,
-                fast = const crate::setup::FAST,
+                fast = const crate::setup::Mode::FastHandler as u8,
                 no = label { return false },
                 options(nostack, readonly),
             )
@@ -157,7 +157,7 @@ pub(crate) mod in_call {
     /// Whether a fast mode serves.
     #[inline(always)]
     pub(crate) fn fast_mode() -> bool {
-        crate::setup::mode() >= crate::setup::FAST
+        crate::setup::mode().fast()
     }
 
     /// Set this thread's flag; `None` when it was set already.

@@ -47,7 +47,7 @@ static PLAIN: Slot<Plain> = Slot(UnsafeCell::new(None));
 /// served through plain functions) serves fast.
 ///
 /// # Safety
-/// [`load`] or [`install_fast`] has filled them (the mode left `BOOT`
+/// [`load`] or [`install_fast`] has filled them (the mode left `Mode::Boot`
 /// after it did).
 #[inline(always)]
 pub(crate) unsafe fn plain() -> &'static Plain {
