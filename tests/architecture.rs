@@ -291,6 +291,15 @@ fn unsafe_only_in_raw_modules(root: &str) {
             wrong.push(format!("{} has unsafe code; `{top}` is not a `*_raw` module", rel(&module.file)));
         }
     }
+    for (path, module) in &tree.modules {
+        let text = std::fs::read_to_string(&module.file).unwrap();
+        if let Some(top) = path.first()
+            && text.lines().any(|l| l.trim() == "#![allow(unsafe_code)]")
+            && !raw(top)
+        {
+            wrong.push(format!("{} allows unsafe code; `{top}` is not a `*_raw` module", rel(&module.file)));
+        }
+    }
     assert!(wrong.is_empty(), "move the unsafe code to a module named `*_raw`:\n{}", wrong.join("\n"));
     let lib = std::fs::read_to_string(support::root().join(root)).unwrap();
     assert!(lib.lines().any(|l| l.trim() == "#![deny(unsafe_code)]"), "{root} denies unsafe code");

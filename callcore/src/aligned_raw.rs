@@ -4,6 +4,8 @@
 //! least one word past the block's start, and the word just before it holds
 //! the block's start, so that the block can be found again to free it.
 
+#![allow(unsafe_code)]
+
 use core::ptr::NonNull;
 
 /// The bytes to allocate to carve a `size`-byte block aligned to

@@ -1,6 +1,8 @@
 //! The built-in handler: libc's `malloc`/`calloc`/`realloc`/`free`. It is
 //! the process default until another one is set.
 
+#![allow(unsafe_code)]
+
 use crate::vtable_raw::VTable;
 use core::ffi::c_void;
 

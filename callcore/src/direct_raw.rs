@@ -8,6 +8,8 @@
 //! [`VTable::direct_calls`]: crate::VTable::direct_calls
 //! [`VTable::plain_calls`]: crate::VTable::plain_calls
 
+#![allow(unsafe_code)]
+
 use core::ffi::c_void;
 use core::ptr::NonNull;
 use memplug_abi::{CallocFn, FreeFn, MallocFn, ReallocFn};

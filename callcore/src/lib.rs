@@ -25,23 +25,18 @@
 //!
 //! # Unsafe code
 //! The crate denies `unsafe` code; the modules whose names end in `_raw`
-//! allow it (on their `mod` lines): calling a plugin through addresses is
-//! unsafe by nature. Every `unsafe` block states why it holds; every
+//! allow it (each on its first line, `#![allow(unsafe_code)]`): calling a
+//! plugin through addresses is unsafe by nature. Every `unsafe` block states why it holds; every
 //! `unsafe fn` says what its caller must guarantee.
 
 #![no_std]
 #![deny(unsafe_code)]
 
 pub mod role;
-#[allow(unsafe_code)]
 pub mod direct_raw;
-#[allow(unsafe_code)]
 pub mod vtable_raw;
-#[allow(unsafe_code)]
 pub mod builtin_raw;
-#[allow(unsafe_code)]
 pub mod aligned_raw;
-#[allow(unsafe_code)]
 pub mod symbols_raw;
 
 pub use direct_raw::{DirectCalls, PlainCalls};

@@ -15,6 +15,8 @@
 //! the size the block was made with. A named `usable_size(ptr)` answers the
 //! ABI 1.3 `usable_size`.
 
+#![allow(unsafe_code)]
+
 use crate::role::Role;
 use core::ffi::c_void;
 use memplug_abi::{AlignedAllocFn, CallocFn, FreeFn, MallocFn, ReallocFn, UsableSizeFn};
@@ -64,19 +66,6 @@ pub struct SymbolTable {
     whole_aligned: bool,
 }
 
-impl core::fmt::Debug for SymbolTable {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("SymbolTable")
-            .field("calloc", &self.calloc.is_some())
-            .field("realloc", &self.realloc.is_some())
-            .field("sized_free", &self.sized_free.is_some())
-            .field("aligned_alloc", &self.aligned_alloc.is_some())
-            .field("usable_size", &self.usable_size.is_some())
-            .field("min_size", &self.min_size)
-            .finish_non_exhaustive()
-    }
-}
-
 /// The handler functions over a [`SymbolTable`]: each takes the table as
 /// its `ctx`.
 #[derive(Clone, Copy)]
@@ -91,8 +80,8 @@ pub struct Trampolines {
     /// one is named, else `free`.
     pub free: FreeFn,
     /// `free(ctx, ptr, _)` for a caller that does not know the size: the
-    /// library's `free`, always (for a table that names one).
-    pub free_sizeless: FreeFn,
+    /// library's `free`, always; `None` for a table that names none.
+    pub free_sizeless: Option<FreeFn>,
     /// `aligned_alloc(ctx, alignment, size)`, when the table has one.
     pub aligned_alloc: Option<AlignedAllocFn>,
     /// `usable_size(ctx, ptr)`, when the table has one.
@@ -195,13 +184,20 @@ impl SymbolTable {
     /// The handler functions over this table: a vtable of them takes the
     /// table's address as its `ctx`. `aligned_alloc` and `usable_size` are
     /// `Some` exactly when the table has those functions.
+    ///
+    /// Each is chosen for the table (a table that rounds no size gets a
+    /// `malloc` that does not ask; a table with a sized free a `free` that
+    /// calls it), so that a call makes no choice the table already made.
     pub fn trampolines(&self) -> Trampolines {
         Trampolines {
-            malloc: sym_malloc,
+            malloc: if self.min_size == 0 { sym_malloc_exact } else { sym_malloc },
             calloc: sym_calloc,
             realloc: sym_realloc,
-            free: sym_free,
-            free_sizeless: sym_free_sizeless,
+            free: match (self.sized_free, self.free) {
+                (Some(_), _) => sym_free_sized,
+                (None, _) => sym_free,
+            },
+            free_sizeless: self.free.map(|_| sym_free_sizeless as FreeFn),
             aligned_alloc: self.aligned_alloc.map(|_| sym_aligned_alloc as AlignedAllocFn),
             usable_size: self.usable_size.map(|_| sym_usable_size as UsableSizeFn),
         }
@@ -224,6 +220,14 @@ unsafe extern "C" fn sym_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
     let t = unsafe { table(ctx) };
     // SAFETY: the library's C malloc.
     unsafe { (t.malloc)(t.size(size)) }
+}
+
+/// `malloc` for a table that rounds no size.
+unsafe extern "C" fn sym_malloc_exact(ctx: *mut c_void, size: usize) -> *mut c_void {
+    // SAFETY: the caller passes this handler's ctx.
+    let t = unsafe { table(ctx) };
+    // SAFETY: the library's C malloc.
+    unsafe { (t.malloc)(size) }
 }
 
 unsafe extern "C" fn sym_calloc(ctx: *mut c_void, nelem: usize, elsize: usize) -> *mut c_void {
@@ -282,6 +286,8 @@ unsafe fn release_exact(t: &SymbolTable, ptr: *mut c_void, size: usize) {
     }
 }
 
+/// `free` for a table with no sized free (its `free` is named: see
+/// [`SymbolTable`]).
 unsafe extern "C" fn sym_free(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
     // SAFETY: the caller passes this handler's ctx.
     let t = unsafe { table(ctx) };
@@ -290,13 +296,25 @@ unsafe extern "C" fn sym_free(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
     unsafe { release_exact(t, ptr, t.size(size)) }
 }
 
+/// `free` for a table with a sized free.
+unsafe extern "C" fn sym_free_sized(ctx: *mut c_void, ptr: *mut c_void, size: usize) {
+    // SAFETY: the caller passes this handler's ctx.
+    let t = unsafe { table(ctx) };
+    // SAFETY: installed only for a table with a sized free.
+    let sized = unsafe { t.sized_free.unwrap_unchecked() };
+    // SAFETY: a live block of `size` bytes as the caller asked for it, which
+    // this table rounded the same way when allocating.
+    unsafe { sized(ptr, t.size(size)) }
+}
+
+/// `free` without the size, for a table that names `free`.
 unsafe extern "C" fn sym_free_sizeless(ctx: *mut c_void, ptr: *mut c_void, _size: usize) {
     // SAFETY: the caller passes this handler's ctx.
     let t = unsafe { table(ctx) };
-    if let Some(free) = t.free {
-        // SAFETY: a live block of this library's allocator (its size unknown).
-        unsafe { free(ptr) }
-    }
+    // SAFETY: installed only for a table that names `free`.
+    let free = unsafe { t.free.unwrap_unchecked() };
+    // SAFETY: a live block of this library's allocator (its size unknown).
+    unsafe { free(ptr) }
 }
 
 unsafe extern "C" fn sym_aligned_alloc(ctx: *mut c_void, alignment: usize, size: usize) -> *mut c_void {

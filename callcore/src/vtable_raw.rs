@@ -10,6 +10,8 @@
 //! validator reads it out of a plugin's bytes, the interposer out of the
 //! live header): addresses, before they are made into function pointers.
 
+#![allow(unsafe_code)]
+
 use crate::direct_raw::{DirectCalls, PlainCalls};
 use core::ffi::{CStr, c_void};
 use core::ptr::NonNull;

@@ -35,9 +35,10 @@
 //! indirect call (for a manifest, the library's C function itself).
 
 use crate::boot_raw::{MAPPED, ODD};
+use crate::call_raw::mode;
 use crate::call_raw::{call, in_call};
 use crate::plugin_raw::setup;
-use crate::setup::{Mode, Plugin, mode};
+use crate::setup::{Mode, Plugin};
 use crate::stats;
 use crate::symbols_raw::{plain, plain_usable};
 use core::ffi::c_void;

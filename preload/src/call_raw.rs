@@ -4,8 +4,19 @@
 //! bootstrap heap instead of recursing), under a lock when the handler is
 //! not thread-safe (taken and released around `fork()`).
 
-use crate::setup::Plugin;
+use crate::setup::{MODE, Mode, Plugin};
 use core::cell::UnsafeCell;
+use core::sync::atomic::Ordering;
+
+/// Which allocator serves now: [`MODE`]'s byte as the mode it is, with no
+/// conversion (one load; each question asked of it one compare).
+#[inline(always)]
+pub(crate) fn mode() -> Mode {
+    let byte = MODE.load(Ordering::Acquire);
+    // SAFETY: only `setup::set_mode` writes MODE, always a `Mode`'s byte
+    // (`Mode` is `repr(u8)`), and its initial value is `Mode::Boot`'s.
+    unsafe { core::mem::transmute::<u8, Mode>(byte) }
+}
 
 /// The lock for handlers that are not thread-safe: a pthread mutex, which
 /// allocates nothing.
@@ -157,7 +168,7 @@ pub(crate) mod in_call {
     /// Whether a fast mode serves.
     #[inline(always)]
     pub(crate) fn fast_mode() -> bool {
-        crate::setup::mode().fast()
+        mode().fast()
     }
 
     /// Set this thread's flag; `None` when it was set already.

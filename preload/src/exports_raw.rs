@@ -17,12 +17,13 @@
 
 #![allow(non_snake_case)] // the C++ operators' mangled names
 
+use crate::call_raw::mode;
 use crate::cxx::{new_or_null, new_or_throw};
 use crate::cxx_raw::Nothrow;
 use crate::env_raw::pid;
 use crate::heap_raw::{alloc, calloc as zeroed, free as release, malloc as routed_malloc, realloc as resize, usable};
-use crate::setup::{Mode, mode};
-use crate::{glibc, plugin_raw, report, text::Text};
+use crate::setup::Mode;
+use crate::{glibc, plugin_raw, summary, text::Text};
 use core::ffi::{c_int, c_void};
 
 /// The page size.
@@ -269,7 +270,7 @@ extern "C" fn finish() {
         return;
     }
     let mut out = Text::new();
-    let _ = report::write(&mut out, setup);
+    let _ = summary::write(&mut out, setup);
     // SAFETY: the report path is NUL-terminated (from getenv); the buffer is
     // valid for its length.
     unsafe {

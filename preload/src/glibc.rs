@@ -6,9 +6,10 @@
 //! allocates.
 
 use crate::block_raw::HEADER;
+use crate::call_raw::mode;
 use crate::plugin_raw::{plugin_stats, setup};
-use crate::report::c;
-use crate::setup::{Mode, mode};
+use crate::setup::Mode;
+use crate::summary::c;
 use crate::text::Text;
 use crate::{boot_raw, stats};
 use core::ffi::c_int;

@@ -15,8 +15,9 @@
 use crate::bare_raw::{self as bare, nomem};
 use crate::block_raw::{self as block, HEADER};
 use crate::call_raw::in_call;
+use crate::call_raw::mode;
 use crate::plugin_raw as plugin;
-use crate::setup::{Mode, mode};
+use crate::setup::Mode;
 use crate::{boot_raw as boot, stats};
 use core::ffi::c_void;
 

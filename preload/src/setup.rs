@@ -21,20 +21,20 @@ pub(crate) enum Mode {
     /// Before the constructor: the bootstrap heap serves.
     Boot = 0,
     /// The plugin is ready: it serves, a header before each block.
-    Header = 2,
+    Header = 1,
     /// The plugin could not be used: libc serves.
-    Libc = 3,
+    Libc = 2,
     /// The plugin is ready and serves headerless (see
     /// [`Plugin::headerless`]), through its handler's functions (under the
     /// lock when it is not thread-safe).
-    Headerless = 4,
+    Headerless = 3,
     /// As [`Mode::Headerless`], for a thread-safe handler with `ctx`:
     /// `malloc` and `free` take the fast path (`bare_raw`), through the
     /// handler's functions as plain C ones (`plugin_raw`).
-    FastHandler = 5,
+    FastHandler = 4,
     /// As [`Mode::FastHandler`], for a thread-safe manifest's plain C
     /// functions, called directly.
-    FastManifest = 6,
+    FastManifest = 5,
 }
 
 // The fast path's one compare asks `MODE >= FastHandler`: the fast modes
@@ -48,42 +48,29 @@ const _: () = assert!(
 );
 
 impl Mode {
-    /// The mode whose byte is `byte` (only [`set_mode`] writes [`MODE`]).
-    fn from_byte(byte: u8) -> Mode {
-        match byte {
-            0 => Mode::Boot,
-            2 => Mode::Header,
-            3 => Mode::Libc,
-            4 => Mode::Headerless,
-            5 => Mode::FastHandler,
-            _ => Mode::FastManifest,
-        }
-    }
-
     /// Whether the plugin serves (with or without headers).
+    #[inline(always)]
     pub(crate) fn plugin_serves(self) -> bool {
         self == Mode::Header || self.headerless()
     }
 
     /// Whether the plugin serves headerless (on the fast path or not).
+    #[inline(always)]
     pub(crate) fn headerless(self) -> bool {
-        matches!(self, Mode::Headerless | Mode::FastHandler | Mode::FastManifest)
+        self as u8 >= Mode::Headerless as u8
     }
 
     /// Whether `malloc` and `free` take the fast path.
+    #[inline(always)]
     pub(crate) fn fast(self) -> bool {
-        matches!(self, Mode::FastHandler | Mode::FastManifest)
+        self as u8 >= Mode::FastHandler as u8
     }
 }
 
-/// Which allocator serves now, as [`Mode`]'s byte (read by
-/// `call_raw::in_call::fast_mode`'s one compare as well as by [`mode`]).
+/// Which allocator serves now, as [`Mode`]'s byte: written only by
+/// [`set_mode`], so it always holds a mode; read as one by `call_raw::mode`
+/// (and by `call_raw::in_call::fast_mode`'s one compare).
 pub(crate) static MODE: AtomicU8 = AtomicU8::new(Mode::Boot as u8);
-
-/// Which allocator serves now.
-pub(crate) fn mode() -> Mode {
-    Mode::from_byte(MODE.load(Ordering::Acquire))
-}
 
 /// From now on `mode` serves: called once, by the constructor, after its
 /// last write to the setup (`Release`).

@@ -128,7 +128,10 @@ pub(crate) unsafe fn load(library: *const c_char) -> Result<Plugin, &'static str
         malloc: t.malloc,
         calloc: table.calloc.map(|_| t.calloc),
         realloc: table.realloc.map(|_| t.realloc),
-        free: if table.usable_size.is_some() { t.free_sizeless } else { t.free },
+        free: match (table.usable_size, t.free_sizeless) {
+            (Some(_), Some(sizeless)) => sizeless,
+            _ => t.free,
+        },
         stats: None,
         foreign_free: None,
         aligned_alloc: t.aligned_alloc,

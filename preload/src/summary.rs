@@ -3,9 +3,10 @@
 //! plugin's own statistics. Written by the destructor (or `_exit`) of the
 //! process that owns it (`exports_raw`); this module holds no unsafe code.
 
+use crate::call_raw::mode;
 use crate::env_raw::{pid, write_c};
 use crate::plugin_raw::plugin_stats;
-use crate::setup::{Setup, mode};
+use crate::setup::Setup;
 use crate::stats;
 use crate::text::Text;
 use core::fmt::Write;
