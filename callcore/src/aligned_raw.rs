@@ -10,6 +10,7 @@ use core::ptr::NonNull;
 
 /// The bytes to allocate to carve a `size`-byte block aligned to
 /// `alignment` out of it, with room for the original pointer in front.
+#[inline]
 pub fn over_allocation(size: usize, alignment: usize) -> Option<usize> {
     size.checked_add(alignment)?.checked_add(size_of::<usize>())
 }
@@ -20,6 +21,7 @@ pub fn over_allocation(size: usize, alignment: usize) -> Option<usize> {
 /// # Safety
 /// `raw` is valid for writes of `over_allocation(size, alignment)` bytes for
 /// the `size` the caller will use, and `alignment` is a power of two.
+#[inline]
 pub unsafe fn align_within(raw: NonNull<u8>, alignment: usize) -> NonNull<u8> {
     let addr = raw.as_ptr() as usize;
     let aligned = (addr + size_of::<usize>() + alignment - 1) & !(alignment - 1);
@@ -38,6 +40,7 @@ pub unsafe fn align_within(raw: NonNull<u8>, alignment: usize) -> NonNull<u8> {
 ///
 /// # Safety
 /// `aligned` was returned by [`align_within`] and its block is live.
+#[inline]
 pub unsafe fn block_start(aligned: NonNull<u8>) -> NonNull<u8> {
     // SAFETY: `align_within` stored the (non-null) block start in the word
     // just before `aligned`, inside the live block.

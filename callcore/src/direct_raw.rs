@@ -76,6 +76,7 @@ impl DirectCalls {
     /// that hands them on (libmemplug's `memplug_host_direct_calls` gives
     /// them to C). Calling them carries [`DirectCalls::malloc`]'s and
     /// [`DirectCalls::free`]'s contracts.
+    #[inline]
     pub fn parts(&self) -> (*mut c_void, MallocFn, FreeFn) {
         (self.ctx, self.malloc, self.free)
     }

@@ -65,11 +65,13 @@ pub struct FunctionAddrs {
 
 impl FunctionAddrs {
     /// The required (ABI 1.0) functions by name, in ABI order.
+    #[inline]
     pub fn fields(&self) -> [(&'static str, usize); 4] {
         [("malloc", self.malloc), ("calloc", self.calloc), ("realloc", self.realloc), ("free", self.free)]
     }
 
     /// The optional (ABI 1.1, 1.2 and 1.3) functions by name, in ABI order.
+    #[inline]
     pub fn optional_fields(&self) -> [(&'static str, usize); 7] {
         [
             ("aligned_alloc", self.aligned_alloc),
@@ -131,6 +133,7 @@ impl VTable {
     /// in `memplug.h`): `malloc(ctx, size)` returns a block of `size` bytes or
     /// NULL, `free(ctx, ptr, size)` releases a block it made, and so on; and
     /// `ctx` stays valid for the rest of the process.
+    #[inline]
     pub unsafe fn from_fns(
         ctx: *mut c_void,
         malloc: MallocFn,
@@ -161,6 +164,7 @@ impl VTable {
     /// `usable_size(ctx, ptr)` answers the usable size of a live block of
     /// this vtable's handler (the contract in `memplug.h`) and stays
     /// callable for the rest of the process.
+    #[inline]
     pub unsafe fn with_usable_size(self, usable_size: Option<UsableSizeFn>) -> VTable {
         VTable { usable_size, ..self }
     }
@@ -174,6 +178,7 @@ impl VTable {
     /// addresses are non-zero; optional ones are 0 when absent); so every
     /// non-zero address is a function with its ABI signature (the plugin's
     /// side of the contract in `memplug.h`).
+    #[inline]
     pub unsafe fn from_header(functions: &FunctionAddrs, ctx: usize, stats: Option<StatsFn>) -> VTable {
         let f = functions;
         // Function pointers, `Option`s of them and usize have the same size here.
@@ -200,43 +205,51 @@ impl VTable {
 
     /// The `malloc` and `free` calls alone, to be made without this vtable
     /// (see [`DirectCalls`]).
+    #[inline]
     pub fn direct_calls(&self) -> DirectCalls {
         DirectCalls { ctx: self.ctx, malloc: self.malloc, free: self.free }
     }
 
     /// The four block calls alone, to be made without this vtable (see
     /// [`PlainCalls`]).
+    #[inline]
     pub fn plain_calls(&self) -> PlainCalls {
         PlainCalls { ctx: self.ctx, malloc: self.malloc, calloc: self.calloc, realloc: self.realloc, free: self.free }
     }
 
     /// The same functions with another `ctx` (an instance's, from `create`).
+    #[inline]
     pub fn with_ctx(&self, ctx: *mut c_void) -> VTable {
         VTable { ctx, ..*self }
     }
 
     /// Whether the plugin has its own aligned allocation.
+    #[inline]
     pub fn has_aligned_alloc(&self) -> bool {
         self.aligned_alloc.is_some()
     }
 
     /// Whether the plugin makes instances (`create`).
+    #[inline]
     pub fn has_create(&self) -> bool {
         self.create.is_some()
     }
 
     /// Whether the handler reports statistics.
+    #[inline]
     pub fn has_stats(&self) -> bool {
         self.stats.is_some()
     }
 
     /// Whether the plugin can share blocks with other processes: it has
     /// both `locate` and `resolve` (ABI 1.2).
+    #[inline]
     pub fn is_shareable(&self) -> bool {
         self.locate.is_some() && self.resolve.is_some()
     }
 
     /// Whether the plugin answers usable sizes (ABI 1.3 `usable_size`).
+    #[inline]
     pub fn has_usable_size(&self) -> bool {
         self.usable_size.is_some()
     }
@@ -311,6 +324,7 @@ impl VTable {
     ///
     /// # Safety
     /// The call is serialised.
+    #[inline]
     pub unsafe fn stats(&self) -> Option<MemplugStats> {
         let f = self.stats?;
         let mut out = MemplugStats { struct_size: size_of::<MemplugStats>() as u64, ..Default::default() };
@@ -328,6 +342,7 @@ impl VTable {
     ///
     /// # Safety
     /// The call is serialised.
+    #[inline]
     pub unsafe fn create(
         &self,
         options: &CStr,
@@ -362,6 +377,7 @@ impl VTable {
     /// # Safety
     /// The call is serialised. (`ptr` may be any address: the ABI forbids
     /// `locate` to dereference it.)
+    #[inline]
     pub unsafe fn locate(&self, ptr: *const u8, size: usize) -> Result<MemplugLocation, i32> {
         let Some(locate) = self.locate else { return Err(memplug_abi::SHARE_FOREIGN) };
         let mut out = MemplugLocation::new();
@@ -380,6 +396,7 @@ impl VTable {
     ///
     /// # Safety
     /// The call is serialised.
+    #[inline]
     pub unsafe fn resolve(&self, location: &MemplugLocation) -> Result<NonNull<u8>, i32> {
         let Some(resolve) = self.resolve else { return Err(memplug_abi::SHARE_FOREIGN) };
         let mut out: *mut c_void = core::ptr::null_mut();
@@ -399,6 +416,7 @@ impl VTable {
     /// The call is serialised; `ptr` is a live block of this handler, or the
     /// handler declared `FLAG_KNOWS_FOREIGN` (its `usable_size` then answers
     /// 0 for any other pointer without reading through it).
+    #[inline]
     pub unsafe fn usable_size(&self, ptr: *const u8) -> Option<usize> {
         let f = self.usable_size?;
         // SAFETY: `f` is this plugin's ABI `usable_size` and `ctx` its own;
@@ -411,6 +429,7 @@ impl VTable {
     /// # Safety
     /// The call is serialised; this vtable's `ctx` came from `create`, all
     /// its blocks are freed, and it is destroyed once.
+    #[inline]
     pub unsafe fn destroy(&self) {
         if let Some(destroy) = self.destroy {
             // SAFETY: per the contract: a live instance ctx from `create`,
