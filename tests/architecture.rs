@@ -9,11 +9,13 @@
 //! every source file is a module the test reads; no module's docs carry a
 //! hand-written "Imports ..." line (this test is the truth); each of the
 //! host's wings keeps its unsafe code in its own `raw`, which imports
-//! nothing of the wing's front ends, and the heap's call core (the vtable,
-//! the direct calls, the built-in handler, the aligned-block arithmetic)
-//! needs neither an allocator nor anything of `std` that `core` lacks, so
-//! that an interposer can share it; the interposer's, the C API's and the
-//! Python crate's unsafe code is only in modules named `*_raw`; the
+//! nothing of the wing's front ends; the call core the host shares with
+//! its interposer (the `memplug-callcore` crate: the vtable, the direct
+//! calls, the built-in handler, the aligned-block arithmetic, the table of
+//! plain C functions and its trampolines) is `no_std`, needs neither an
+//! allocator nor anything of `std` that `core` lacks, and sits under both,
+//! over the ABI alone; the interposer's, the call core's, the C API's and
+//! the Python crate's unsafe code is only in modules named `*_raw`; the
 //! guide's copies of the host's layer lists (docs/src/architecture.md) name
 //! the same modules as `lib.rs`'s and each wing's `mod.rs`; and no source
 //! file grows past 450 lines before its tests (but a file that keeps one
@@ -272,12 +274,15 @@ fn the_interposers_unsafe_code_is_in_its_raw_modules_only() {
     }
 }
 
-#[test]
-fn the_c_apis_unsafe_code_is_in_its_raw_modules_only() {
+/// Where the crate rooted at `root` (relative to the repository) has unsafe
+/// code outside its modules named `*_raw`, or lets a module whose name does
+/// not say so allow it; and that its root denies unsafe code and declares
+/// modules only.
+fn unsafe_only_in_raw_modules(root: &str) {
     let raw = |m: &str| m.ends_with("_raw");
     let mut wrong = Vec::new();
-    let tree = tree("capi/src/lib.rs");
-    assert!(tree.modules.len() > 5, "capi/src/lib.rs's modules are read");
+    let tree = tree(root);
+    assert!(tree.modules.len() > 5, "{root}'s modules are read");
     for (path, module) in &tree.modules {
         if let Some(top) = path.first()
             && has_unsafe_code(&module.file)
@@ -286,15 +291,35 @@ fn the_c_apis_unsafe_code_is_in_its_raw_modules_only() {
             wrong.push(format!("{} has unsafe code; `{top}` is not a `*_raw` module", rel(&module.file)));
         }
     }
+    for (path, module) in &tree.modules {
+        let text = std::fs::read_to_string(&module.file).unwrap();
+        if let Some(top) = path.first()
+            && text.lines().any(|l| l.trim() == "#![allow(unsafe_code)]")
+            && !raw(top)
+        {
+            wrong.push(format!("{} allows unsafe code; `{top}` is not a `*_raw` module", rel(&module.file)));
+        }
+    }
     assert!(wrong.is_empty(), "move the unsafe code to a module named `*_raw`:\n{}", wrong.join("\n"));
-    let lib = std::fs::read_to_string(support::root().join("capi/src/lib.rs")).unwrap();
-    assert!(lib.lines().any(|l| l.trim() == "#![deny(unsafe_code)]"), "capi/src/lib.rs denies unsafe code");
-    assert!(!has_unsafe_code(&support::root().join("capi/src/lib.rs")), "capi/src/lib.rs declares modules only");
+    let lib = std::fs::read_to_string(support::root().join(root)).unwrap();
+    assert!(lib.lines().any(|l| l.trim() == "#![deny(unsafe_code)]"), "{root} denies unsafe code");
+    assert!(!has_unsafe_code(&support::root().join(root)), "{root} declares modules only");
     let lines: Vec<&str> = lib.lines().map(str::trim).collect();
     for pair in lines.windows(2).filter(|w| w[0] == "#[allow(unsafe_code)]") {
-        let module = pair[1].strip_prefix("mod ").and_then(|m| m.strip_suffix(';')).unwrap_or(pair[1]);
-        assert!(raw(module), "capi/src/lib.rs allows unsafe code in `{module}`, whose name does not say so");
+        let module = pair[1].trim_start_matches("pub ").strip_prefix("mod ").and_then(|m| m.strip_suffix(';'));
+        let module = module.unwrap_or(pair[1]);
+        assert!(raw(module), "{root} allows unsafe code in `{module}`, whose name does not say so");
     }
+}
+
+#[test]
+fn the_c_apis_unsafe_code_is_in_its_raw_modules_only() {
+    unsafe_only_in_raw_modules("capi/src/lib.rs");
+}
+
+#[test]
+fn the_call_cores_unsafe_code_is_in_its_raw_modules_only() {
+    unsafe_only_in_raw_modules("callcore/src/lib.rs");
 }
 
 #[test]
@@ -384,14 +409,28 @@ fn needs_std_or_alloc(file: &Path) -> Vec<String> {
 #[test]
 fn the_heaps_call_core_needs_no_allocator() {
     // The vtable and the calls through it, the direct calls copied out of
-    // it, the built-in handler and the aligned-block arithmetic: what an
-    // interposer that may not allocate can share with the host.
+    // it, the built-in handler, the aligned-block arithmetic, the table of
+    // plain C functions with its reader and trampolines: what the
+    // interposer, which may not allocate, shares with the host (the
+    // memplug-callcore crate).
+    let lib = std::fs::read_to_string(support::root().join("callcore/src/lib.rs")).unwrap();
+    assert!(lib.lines().any(|l| l.trim() == "#![no_std]"), "callcore/src/lib.rs is no_std");
     let mut wrong = Vec::new();
-    for name in ["vtable", "direct", "aligned", "builtin"] {
-        let file = support::root().join(format!("host/src/heap/raw/{name}.rs"));
+    for file in rust_files(&support::root().join("callcore/src")) {
         for what in needs_std_or_alloc(&file) {
             wrong.push(format!("{}: uses `{what}`", rel(&file)));
         }
+        let text = std::fs::read_to_string(&file).unwrap();
+        if text.lines().any(|l| l.trim_start().starts_with("extern crate alloc")) {
+            wrong.push(format!("{}: links `alloc`", rel(&file)));
+        }
+    }
+    let names: Vec<String> = rust_files(&support::root().join("callcore/src"))
+        .iter()
+        .map(|f| f.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for name in ["vtable_raw", "direct_raw", "aligned_raw", "builtin_raw", "symbols_raw"] {
+        assert!(names.iter().any(|n| n == name), "callcore/src/{name}.rs is read: {names:?}");
     }
     assert!(wrong.is_empty(), "the heap's call core is no_std and needs no allocator:\n{}", wrong.join("\n"));
     let dir = std::env::temp_dir().join(format!("memplug-architecture-alloc-{}", std::process::id()));
@@ -406,6 +445,49 @@ fn the_heaps_call_core_needs_no_allocator() {
     let found = needs_std_or_alloc(&case);
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(found, ["Vec", "format!", "std::fs::read"], "allocating names and std-only paths are found");
+}
+
+/// The workspace crates `manifest` (a Cargo.toml, relative to the
+/// repository) depends on, by package name, in any dependency table.
+fn workspace_dependencies(manifest: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(support::root().join(manifest)).unwrap();
+    let ours = ["memplug", "memplug-abi", "memplug-callcore", "memplug-preload", "memplug-capi", "memplug-stacks"];
+    let mut out = Vec::new();
+    let mut in_deps = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_deps = line.ends_with("dependencies]");
+            continue;
+        }
+        let name = line.split(['=', '.', ' ']).next().unwrap_or("");
+        if in_deps && ours.contains(&name) && !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
+#[test]
+fn the_call_core_sits_under_the_host_and_the_interposer() {
+    // The crates in order, bottom first: the ABI, the call core, then the
+    // host and the interposer beside each other over it. No crate depends
+    // on one above it, so there is no circle of crates.
+    assert_eq!(workspace_dependencies("callcore/Cargo.toml"), ["memplug-abi"], "the call core uses the ABI only");
+    let host = workspace_dependencies("Cargo.toml");
+    assert!(host.iter().any(|d| d == "memplug-callcore"), "the host holds the call core: {host:?}");
+    let preload = workspace_dependencies("preload/Cargo.toml");
+    assert!(preload.iter().any(|d| d == "memplug-callcore"), "the interposer forwards to the call core: {preload:?}");
+    assert!(!preload.iter().any(|d| d == "memplug"), "the interposer is not a second host: {preload:?}");
+    for file in rust_files(&support::root().join("callcore/src")) {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for above in ["memplug::", "memplug_preload::", "crate::heap", "crate::setup"] {
+            assert!(
+                !text.lines().any(|l| !l.trim_start().starts_with("//") && l.contains(above)),
+                "{} refers to `{above}`, a crate above the call core",
+                rel(&file)
+            );
+        }
+    }
 }
 
 /// The wings of `tree`: its root's children that are folders (`x/mod.rs`).

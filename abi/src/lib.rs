@@ -33,6 +33,7 @@
 //! 0. [`options`] — the options string of `create`, parsed; [`run`] — the
 //!    names of the variables `memplug run` sets for its interposer;
 //!    [`share`] — blocks another process can reach (ABI 1.2);
+//!    [`counters`] — the statistics a plugin keeps, counted one way;
 //! 1. [`frozen`] — every released layout of the handler;
 //! 2. [`layout`] — the layout companion of a Rust plugin's entry;
 //! 3. [`fork`] — a lock a fork leaves usable;
@@ -95,6 +96,7 @@
 pub mod options;
 pub mod run;
 pub mod share;
+pub mod counters;
 pub mod frozen;
 pub mod layout;
 #[allow(unsafe_code)]

@@ -6,6 +6,7 @@
 //! call.
 
 use crate::boundary_raw::{ErrOut, arg, guarded, optional_text, put, quiet};
+use crate::calls_raw::{self as calls, c_ptr};
 use crate::error::ErrorObject;
 use crate::opaque::{Entry, Info, InstanceBox};
 use memplug_abi::MemplugStats;
@@ -158,11 +159,6 @@ pub unsafe extern "C" fn memplug_host_instance_free(instance: *mut InstanceBox) 
     }
 }
 
-/// A pointer as C sees it.
-pub(crate) fn c_ptr(p: NonNull<u8>) -> *mut c_void {
-    p.as_ptr().cast()
-}
-
 /// `memplug_host_calloc`: `nelem * elsize` zeroed bytes from `handler`.
 ///
 /// # Safety
@@ -174,11 +170,8 @@ pub unsafe extern "C" fn memplug_host_calloc(
     elsize: usize,
     err: ErrOut,
 ) -> *mut c_void {
-    const F: &str = "memplug_host_calloc";
     // SAFETY: the caller's contract.
-    unsafe {
-        guarded(F, err, null_mut(), || Ok(c_ptr(arg(handler, F, "handler")?.handler.alloc_zeroed(nelem, elsize)?)))
-    }
+    unsafe { calls::calloc(handler, "memplug_host_calloc", nelem, elsize, err) }
 }
 
 /// `memplug_host_realloc`: resize a block of `handler` from `old_size` to
@@ -195,18 +188,8 @@ pub unsafe extern "C" fn memplug_host_realloc(
     new_size: usize,
     err: ErrOut,
 ) -> *mut c_void {
-    const F: &str = "memplug_host_realloc";
     // SAFETY: the caller's contract.
-    unsafe {
-        guarded(F, err, null_mut(), || {
-            let h = arg(handler, F, "handler")?.handler;
-            match NonNull::new(ptr.cast::<u8>()) {
-                // SAFETY: the caller's contract, which is `Handler::realloc`'s.
-                Some(p) => Ok(c_ptr(h.realloc(p, old_size, new_size)?)),
-                None => Ok(c_ptr(h.alloc(new_size)?)),
-            }
-        })
-    }
+    unsafe { calls::realloc(handler, "memplug_host_realloc", ptr, old_size, new_size, err) }
 }
 
 /// `memplug_host_alloc_aligned`: `size` bytes aligned to `alignment` (a

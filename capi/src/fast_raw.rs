@@ -14,10 +14,10 @@
 //! functions do, out of line. `memplug_host_direct_calls` hands the prefix
 //! out as a `memplug_host_direct`.
 
-use crate::boundary_raw::{ErrOut, arg, guarded, quiet};
+use crate::boundary_raw::{ErrOut, quiet};
 use crate::opaque::Entry;
 use std::ffi::c_void;
-use std::ptr::{NonNull, null_mut};
+use std::ptr::NonNull;
 
 /// `memplug_host_alloc_call`: `size` bytes (uninitialised) from `handler`
 /// through the full handler call (0 served as 1, a not-thread-safe handler
@@ -30,9 +30,8 @@ use std::ptr::{NonNull, null_mut};
 pub unsafe extern "C" fn memplug_host_alloc_call(handler: *const Entry, size: usize, err: ErrOut) -> *mut c_void {
     // Errors name the function the caller wrote: the header's inline
     // `memplug_host_alloc` calls this one.
-    const F: &str = "memplug_host_alloc";
     // SAFETY: the caller's contract.
-    unsafe { guarded(F, err, null_mut(), || Ok(arg(handler, F, "handler")?.handler.alloc(size)?.as_ptr().cast())) }
+    unsafe { crate::calls_raw::alloc(handler, "memplug_host_alloc", size, err) }
 }
 
 /// `memplug_host_free_call`: free a block of `handler`, told its size,
@@ -44,9 +43,7 @@ pub unsafe extern "C" fn memplug_host_alloc_call(handler: *const Entry, size: us
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memplug_host_free_call(handler: *const Entry, ptr: *mut c_void, size: usize) {
     // SAFETY: the caller's contract.
-    let (Some(entry), Some(p)) = (unsafe { handler.as_ref() }, NonNull::new(ptr.cast::<u8>())) else { return };
-    // SAFETY: the caller's contract, which is `Handler::free`'s.
-    quiet((), || unsafe { entry.handler.free(p, size) })
+    unsafe { crate::calls_raw::free(handler, ptr, size) }
 }
 
 /// `memplug_host_alloc` as an exported symbol: what the header's inline

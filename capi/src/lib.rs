@@ -37,7 +37,8 @@
 //! 3. `scope` — this thread's stack of scopes: push returns a token, pop
 //!    restores;
 //! 4. `boundary_raw` — the boundary itself: `catch_unwind`, reading C
-//!    strings, writing out-parameters;
+//!    strings, writing out-parameters; `calls_raw` — the one body of each
+//!    allocation export and its guard's twin;
 //! 5. `meta_raw` — the version functions and the error object's accessors;
 //! 6. `policy_raw` — policies;
 //! 7. `load_raw` — registries, loading and looking up;
@@ -72,6 +73,8 @@ mod settings;
 mod scope;
 #[allow(unsafe_code)]
 mod boundary_raw;
+#[allow(unsafe_code)]
+mod calls_raw;
 #[allow(unsafe_code)]
 mod meta_raw;
 #[allow(unsafe_code)]

@@ -9,12 +9,12 @@
 //! A `memplug_host_guards *` owns a [`memplug::MultiGuard`]; the guards it
 //! hands out (`memplug_host_guards_get`) are its own, borrowed.
 
-use crate::alloc_raw::c_ptr;
 use crate::boundary_raw::{ErrOut, arg, guarded, quiet};
+use crate::calls_raw as calls;
 use crate::opaque::Entry;
 use memplug::{Handler, HandlerGuard, MultiGuard};
 use std::ffi::c_void;
-use std::ptr::{NonNull, null, null_mut};
+use std::ptr::{null, null_mut};
 
 /// `memplug_host_lock`: hold `handler`'s lock (none for a thread-safe
 /// handler) until `memplug_host_unlock`, on this thread.
@@ -60,9 +60,8 @@ pub unsafe extern "C" fn memplug_host_guard_handler(guard: *const HandlerGuard) 
 /// `guard` a live guard of this thread; `err` NULL or valid for a write.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memplug_host_guard_alloc(guard: *const HandlerGuard, size: usize, err: ErrOut) -> *mut c_void {
-    const F: &str = "memplug_host_guard_alloc";
     // SAFETY: the caller's contract.
-    unsafe { guarded(F, err, null_mut(), || Ok(c_ptr(arg(guard, F, "guard")?.alloc(size)?))) }
+    unsafe { calls::alloc(guard, "memplug_host_guard_alloc", size, err) }
 }
 
 /// `memplug_host_guard_calloc`: as `memplug_host_calloc`, under the held
@@ -77,9 +76,8 @@ pub unsafe extern "C" fn memplug_host_guard_calloc(
     elsize: usize,
     err: ErrOut,
 ) -> *mut c_void {
-    const F: &str = "memplug_host_guard_calloc";
     // SAFETY: the caller's contract.
-    unsafe { guarded(F, err, null_mut(), || Ok(c_ptr(arg(guard, F, "guard")?.alloc_zeroed(nelem, elsize)?))) }
+    unsafe { calls::calloc(guard, "memplug_host_guard_calloc", nelem, elsize, err) }
 }
 
 /// `memplug_host_guard_realloc`: as `memplug_host_realloc`, under the held
@@ -95,18 +93,8 @@ pub unsafe extern "C" fn memplug_host_guard_realloc(
     new_size: usize,
     err: ErrOut,
 ) -> *mut c_void {
-    const F: &str = "memplug_host_guard_realloc";
     // SAFETY: the caller's contract.
-    unsafe {
-        guarded(F, err, null_mut(), || {
-            let g = arg(guard, F, "guard")?;
-            match NonNull::new(ptr.cast::<u8>()) {
-                // SAFETY: the caller's contract, which is `HandlerGuard::realloc`'s.
-                Some(p) => Ok(c_ptr(g.realloc(p, old_size, new_size)?)),
-                None => Ok(c_ptr(g.alloc(new_size)?)),
-            }
-        })
-    }
+    unsafe { calls::realloc(guard, "memplug_host_guard_realloc", ptr, old_size, new_size, err) }
 }
 
 /// `memplug_host_guard_free`: as `memplug_host_free`, under the held lock.
@@ -116,9 +104,7 @@ pub unsafe extern "C" fn memplug_host_guard_realloc(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn memplug_host_guard_free(guard: *const HandlerGuard, ptr: *mut c_void, size: usize) {
     // SAFETY: the caller's contract.
-    let (Some(g), Some(p)) = (unsafe { guard.as_ref() }, NonNull::new(ptr.cast::<u8>())) else { return };
-    // SAFETY: the caller's contract, which is `HandlerGuard::free`'s.
-    quiet((), || unsafe { g.free(p, size) })
+    unsafe { calls::free(guard, ptr, size) }
 }
 
 /// `memplug_host_lock_all`: lock the `count` handlers of `handlers` at

@@ -29,15 +29,16 @@
 //! requests made from inside a plugin call go to it as on the header path.
 //!
 //! For a thread-safe handler in a run that does not count (no `--report`),
-//! `malloc`, `free` and `calloc` take a fast path ([`fast_malloc`],
-//! [`fast_free`], [`fast_calloc`] when the handler has a `calloc`): one
+//! `malloc`, `free` and `calloc` take a fast path ([`direct_malloc`],
+//! [`direct_free`], [`direct_calloc`] when the handler has a `calloc`): one
 //! load and branch on the mode, one check of the in-call flag and one
 //! indirect call (for a manifest, the library's C function itself).
 
 use crate::boot_raw::{MAPPED, ODD};
+use crate::call_raw::mode;
 use crate::call_raw::{call, in_call};
 use crate::plugin_raw::setup;
-use crate::setup::{FAST_C, Plugin, mode};
+use crate::setup::{Mode, Plugin};
 use crate::stats;
 use crate::symbols_raw::{plain, plain_usable};
 use core::ffi::c_void;
@@ -67,8 +68,8 @@ fn plugin() -> &'static Plugin {
 /// The handler's usable size of its block `p`, called directly (the
 /// caller is inside a plugin call, or accepts calling from outside one).
 fn handler_usable(p: *const c_void) -> usize {
-    if mode() == FAST_C {
-        // SAFETY: FAST_C is set only after the manifest's table is filled,
+    if mode() == Mode::FastManifest {
+        // SAFETY: `Mode::FastManifest` is set only after the manifest's table is filled,
         // and only when it names a usable-size function; p is its block.
         return unsafe { plain_usable(p) };
     }
@@ -83,7 +84,7 @@ fn handler_usable(p: *const c_void) -> usize {
 /// `plugin_raw`'s plain function); `None` when this thread is inside a
 /// plugin call (the bootstrap heap serves).
 #[inline(always)]
-pub(crate) fn fast_malloc(size: usize) -> Option<*mut c_void> {
+pub(crate) fn direct_malloc(size: usize) -> Option<*mut c_void> {
     let off = in_call::try_enter()?;
     // SAFETY: the table is filled before a fast mode is set. A manifest's
     // C `malloc` takes any size, 0 included, as C's does (so the program
@@ -97,11 +98,11 @@ pub(crate) fn fast_malloc(size: usize) -> Option<*mut c_void> {
 }
 
 /// The fast `calloc` of `total` zeroed bytes (`n * size`, checked), as
-/// [`fast_malloc`]: the library's C `calloc` for a manifest (given 0 as is),
+/// [`direct_malloc`]: the library's C `calloc` for a manifest (given 0 as is),
 /// the plain function over a handler's otherwise; `None` when there is no
 /// `calloc` or this thread is inside a plugin call.
 #[inline(always)]
-pub(crate) fn fast_calloc(total: usize) -> Option<*mut c_void> {
+pub(crate) fn direct_calloc(total: usize) -> Option<*mut c_void> {
     // SAFETY: the table is filled before a fast mode is set.
     let c = unsafe { plain() }.calloc?;
     let off = in_call::try_enter()?;
@@ -117,7 +118,7 @@ pub(crate) fn fast_calloc(total: usize) -> Option<*mut c_void> {
 /// count, while no block recorded by address is live; `false` for a free
 /// from inside a plugin call.
 #[inline(always)]
-pub(crate) fn fast_free(p: *mut c_void) -> bool {
+pub(crate) fn direct_free(p: *mut c_void) -> bool {
     let Some(off) = in_call::try_enter() else { return false };
     // SAFETY: the table is filled before a fast mode is set; a pointer the
     // program holds.

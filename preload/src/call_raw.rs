@@ -4,8 +4,19 @@
 //! bootstrap heap instead of recursing), under a lock when the handler is
 //! not thread-safe (taken and released around `fork()`).
 
-use crate::setup::Plugin;
+use crate::setup::{MODE, Mode, Plugin};
 use core::cell::UnsafeCell;
+use core::sync::atomic::Ordering;
+
+/// Which allocator serves now: [`MODE`]'s byte as the mode it is, with no
+/// conversion (one load; each question asked of it one compare).
+#[inline(always)]
+pub(crate) fn mode() -> Mode {
+    let byte = MODE.load(Ordering::Acquire);
+    // SAFETY: only `setup::set_mode` writes MODE, always a `Mode`'s byte
+    // (`Mode` is `repr(u8)`), and its initial value is `Mode::Boot`'s.
+    unsafe { core::mem::transmute::<u8, Mode>(byte) }
+}
 
 /// The lock for handlers that are not thread-safe: a pthread mutex, which
 /// allocates nothing.
@@ -97,7 +108,7 @@ pub(crate) mod in_call {
         Some(off)
     }
 
-    /// Whether a fast mode serves (`FAST` or `FAST_C`, the highest modes):
+    /// Whether a fast mode serves (`Mode::FastHandler` or `Mode::FastManifest`, the highest modes):
     /// one compare of the mode byte in memory and a branch. The mode is
     /// written once, by the constructor, before any other thread runs.
     #[inline(always)]
@@ -109,7 +120,7 @@ pub(crate) mod in_call {
                 "cmp byte ptr [rip + {mode}], {fast}",
                 "jb {no}",
                 mode = sym crate::setup::MODE,
-                fast = const crate::setup::FAST,
+                fast = const crate::setup::Mode::FastHandler as u8,
                 no = label { return false },
                 options(nostack, readonly),
             )
@@ -157,7 +168,7 @@ pub(crate) mod in_call {
     /// Whether a fast mode serves.
     #[inline(always)]
     pub(crate) fn fast_mode() -> bool {
-        crate::setup::mode() >= crate::setup::FAST
+        mode().fast()
     }
 
     /// Set this thread's flag; `None` when it was set already.

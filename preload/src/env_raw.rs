@@ -53,7 +53,7 @@ pub(crate) fn claim_report(s: &mut Setup) {
     let owner = env(var::OWNER);
     if owner.is_null() {
         // SAFETY: both strings are NUL-terminated; setenv's allocation goes
-        // to the bootstrap heap (the mode is still BOOT).
+        // to the bootstrap heap (the mode is still `Mode::Boot`).
         unsafe { libc::setenv(var::OWNER.as_ptr(), mine.buf.as_ptr().cast(), 1) };
         s.report = report;
         // SAFETY: getenv's answer is NUL-terminated.

@@ -17,12 +17,13 @@
 
 #![allow(non_snake_case)] // the C++ operators' mangled names
 
+use crate::call_raw::mode;
 use crate::cxx::{new_or_null, new_or_throw};
 use crate::cxx_raw::Nothrow;
 use crate::env_raw::pid;
-use crate::heap_raw::{alloc, calloc as zeroed, free as release, malloc as fast_malloc, realloc as resize, usable};
-use crate::setup::{LIBC, mode, plugin_serves};
-use crate::{glibc, plugin_raw, report, text::Text};
+use crate::heap_raw::{alloc, calloc as zeroed, free as release, malloc as routed_malloc, realloc as resize, usable};
+use crate::setup::Mode;
+use crate::{glibc, plugin_raw, summary, text::Text};
 use core::ffi::{c_int, c_void};
 
 /// The page size.
@@ -35,7 +36,7 @@ fn page() -> usize {
 /// C's `malloc`.
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn malloc(size: usize) -> *mut c_void {
-    fast_malloc(size)
+    routed_malloc(size)
 }
 
 /// C's `calloc`: NULL with ENOMEM when `n * size` overflows.
@@ -173,14 +174,14 @@ pub(crate) extern "C" fn free_aligned_sized(p: *mut c_void, align: usize, size: 
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn malloc_trim(pad: usize) -> c_int {
     let mode = mode();
-    if mode != LIBC && !plugin_serves(mode) {
+    if mode != Mode::Libc && !mode.plugin_serves() {
         return 0;
     }
     let setup = plugin_raw::setup();
     let Some(trim) = setup.libc.trim else { return 0 };
     match (mode, setup.plugin.as_ref()) {
         // SAFETY: glibc's malloc_trim, found by dlsym(RTLD_NEXT); any pad.
-        (LIBC, _) => unsafe { trim(pad) },
+        (Mode::Libc, _) => unsafe { trim(pad) },
         // SAFETY: as above; marked as inside a plugin call (and under its
         // lock), so that nothing this thread interrupted holds glibc's lock.
         (_, Some(p)) => plugin_raw::call(p, |_| unsafe { trim(pad) }).unwrap_or(0),
@@ -192,7 +193,7 @@ pub(crate) extern "C" fn malloc_trim(pad: usize) -> c_int {
 /// interposer's counts (see `glibc::mallinfo2`).
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn mallinfo2() -> libc::mallinfo2 {
-    if mode() == LIBC
+    if mode() == Mode::Libc
         && let Some(f) = plugin_raw::setup().libc.mallinfo2
     {
         // SAFETY: glibc's mallinfo2, found by dlsym(RTLD_NEXT); no arguments.
@@ -212,7 +213,7 @@ pub(crate) extern "C" fn mallinfo() -> libc::mallinfo {
 /// reach glibc, whose heap is not the program's.
 #[unsafe(no_mangle)]
 pub(crate) extern "C" fn mallopt(param: c_int, value: c_int) -> c_int {
-    if mode() == LIBC
+    if mode() == Mode::Libc
         && let Some(f) = plugin_raw::setup().libc.mallopt
     {
         // SAFETY: glibc's mallopt, found by dlsym(RTLD_NEXT); any arguments.
@@ -271,7 +272,7 @@ extern "C" fn finish() {
         return;
     }
     let mut out = Text::new();
-    let _ = report::write(&mut out, setup);
+    let _ = summary::write(&mut out, setup);
     // SAFETY: the report path is NUL-terminated (from getenv); the buffer is
     // valid for its length.
     unsafe {

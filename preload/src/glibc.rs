@@ -6,9 +6,10 @@
 //! allocates.
 
 use crate::block_raw::HEADER;
+use crate::call_raw::mode;
 use crate::plugin_raw::{plugin_stats, setup};
-use crate::report::c;
-use crate::setup::{LIBC, mode, plugin_serves};
+use crate::setup::Mode;
+use crate::summary::c;
 use crate::text::Text;
 use crate::{boot_raw, stats};
 use core::ffi::c_int;
@@ -45,7 +46,7 @@ pub(crate) struct Heap {
 /// asked for from inside a call into it (a signal handler's, say).
 pub(crate) fn heap() -> Heap {
     let plugin = match mode() {
-        m if plugin_serves(m) => setup().plugin.as_ref().and_then(plugin_stats),
+        m if m.plugin_serves() => setup().plugin.as_ref().and_then(plugin_stats),
         _ => None,
     };
     let sz = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
@@ -128,8 +129,8 @@ pub(crate) fn mallopt(param: c_int, value: c_int) -> c_int {
 /// Which allocator serves, in words.
 fn served() -> &'static str {
     match mode() {
-        m if plugin_serves(m) => "plugin",
-        LIBC => "libc",
+        m if m.plugin_serves() => "plugin",
+        Mode::Libc => "libc",
         _ => "bootstrap",
     }
 }
@@ -137,7 +138,7 @@ fn served() -> &'static str {
 /// The handler's name ("" before the constructor has set it up).
 fn handler() -> &'static str {
     match mode() {
-        m if m == LIBC || plugin_serves(m) => c(&setup().name),
+        m if m == Mode::Libc || m.plugin_serves() => c(&setup().name),
         _ => "",
     }
 }

@@ -12,8 +12,9 @@
 use crate::bare_raw::{self as bare, nomem};
 use crate::block_raw::{self as block, HEADER};
 use crate::call_raw::in_call;
+use crate::call_raw::mode;
 use crate::plugin_raw as plugin;
-use crate::setup::{BARE, FAST, FAST_C, LIBC, READY, mode};
+use crate::setup::Mode;
 use crate::{boot_raw as boot, sample_raw as sample, stats};
 use core::ffi::c_void;
 
@@ -28,7 +29,7 @@ const MAX_ALIGN: usize = 1 << 31;
 pub(crate) fn malloc(size: usize) -> *mut c_void {
     // The fast modes are the highest: one compare of the mode.
     if in_call::fast_mode()
-        && let Some(p) = bare::fast_malloc(size)
+        && let Some(p) = bare::direct_malloc(size)
     {
         return if p.is_null() { nomem() } else { p };
     }
@@ -41,7 +42,7 @@ pub(crate) fn malloc(size: usize) -> *mut c_void {
 #[inline(always)]
 pub(crate) fn calloc(total: usize) -> *mut c_void {
     if in_call::fast_mode()
-        && let Some(p) = bare::fast_calloc(total)
+        && let Some(p) = bare::direct_calloc(total)
     {
         return if p.is_null() { nomem() } else { p };
     }
@@ -66,21 +67,21 @@ fn alloc_plain(size: usize, align: usize, zero: bool) -> *mut c_void {
     }
     let mode = mode();
     if align == HEADER && !zero {
-        let fast = match mode {
-            FAST | FAST_C => bare::fast_malloc(size),
-            _ => None,
+        let fast = match mode.fast() {
+            true => bare::direct_malloc(size),
+            false => None,
         };
         if let Some(p) = fast {
             return if p.is_null() { nomem() } else { p };
         }
     }
-    if mode == READY && align == HEADER && !zero {
+    if mode == Mode::Header && align == HEADER && !zero {
         return header_malloc(size);
     }
-    if mode == LIBC {
+    if mode == Mode::Libc {
         return libc_alloc(size, align, zero);
     }
-    if mode >= BARE {
+    if mode.headerless() {
         if let Some(p) = bare::alloc(size, align, zero) {
             return p;
         }
@@ -91,14 +92,14 @@ fn alloc_plain(size: usize, align: usize, zero: bool) -> *mut c_void {
 
 /// [`alloc`] on the header path (or the bootstrap heap's, before the
 /// plugin is ready), `align` at least 16.
-fn alloc_header(size: usize, align: usize, zero: bool, mode: u8) -> *mut c_void {
+fn alloc_header(size: usize, align: usize, zero: bool, mode: Mode) -> *mut c_void {
     // Plain blocks: header, then the block. Aligned ones: `align` extra
     // bytes, the block at the first aligned address after a header.
     let extra = if align > HEADER { align } else { HEADER };
     let Some(mut total) = size.checked_add(extra).filter(|&t| t <= isize::MAX as usize) else { return nomem() };
     let setup = plugin::setup();
     let served = match setup.plugin {
-        Some(ref p) if mode == READY => {
+        Some(ref p) if mode == Mode::Header => {
             // A handler that puts a block's end against a guard page gets a
             // plain request rounded as it rounds, and the block goes at the
             // very end: one byte past it is on the guard page. The block is
@@ -185,7 +186,7 @@ fn header_malloc(size: usize) -> *mut c_void {
 /// against a guard page).
 #[inline(never)]
 fn header_general(size: usize) -> *mut c_void {
-    alloc_header(size, HEADER, false, READY)
+    alloc_header(size, HEADER, false, Mode::Header)
 }
 
 /// The bootstrap heap's answer to an allocation.
@@ -228,7 +229,7 @@ pub(crate) fn free(p: *mut c_void) {
     // The table's gate is open only in the fast modes, while no block
     // recorded by address is live. The fast path's free takes NULL; the
     // region is never at 0.
-    if boot::fast_free_allowed(p) && bare::fast_free(p) {
+    if boot::fast_free_allowed(p) && bare::direct_free(p) {
         return;
     }
     free_slow(p);
@@ -242,11 +243,7 @@ fn free_slow(p: *mut c_void) {
     }
     sample::freeing(p);
     let mode = mode();
-    if (mode == FAST || mode == FAST_C)
-        && boot::ODD.quiet(p as usize)
-        && !boot::contains(p.cast())
-        && bare::fast_free(p)
-    {
+    if mode.fast() && boot::ODD.quiet(p as usize) && !boot::contains(p.cast()) && bare::direct_free(p) {
         return;
     }
     if boot::contains(p.cast()) {
@@ -256,7 +253,7 @@ fn free_slow(p: *mut c_void) {
         }
         return;
     }
-    if mode >= BARE {
+    if mode.headerless() {
         if boot::release_mapped(p) {
             stats::BOOT_FREES.add(1);
         } else if !bare::free(p) {
@@ -264,7 +261,7 @@ fn free_slow(p: *mut c_void) {
         }
         return;
     }
-    if mode == LIBC {
+    if mode == Mode::Libc {
         if boot::release_mapped(p) {
             stats::BOOT_FREES.add(1);
         } else if let Some(f) = plugin::setup().libc.free {
@@ -273,7 +270,7 @@ fn free_slow(p: *mut c_void) {
         }
         return;
     }
-    let Some(pl) = plugin::setup().plugin.as_ref().filter(|_| mode == READY) else {
+    let Some(pl) = plugin::setup().plugin.as_ref().filter(|_| mode == Mode::Header) else {
         free_foreign(p);
         return;
     };
@@ -334,7 +331,7 @@ fn free_foreign(p: *mut c_void) {
 /// Whether blocks may sit at the end of the handler's (and so be aligned
 /// only as their size is): see [`crate::setup::Plugin::end_align`].
 fn at_end_blocks() -> bool {
-    mode() == READY && plugin::setup().plugin.is_some_and(|p| p.end_align != 0)
+    mode() == Mode::Header && plugin::setup().plugin.is_some_and(|p| p.end_align != 0)
 }
 
 /// The usable size of block `p`; 0 for a pointer this library did not make.
@@ -347,10 +344,10 @@ pub(crate) fn usable(p: *mut c_void) -> usize {
         None if boot::contains(p.cast()) => return 0,
         None => {}
     }
-    if mode() >= BARE {
+    if mode().headerless() {
         return bare::usable(p);
     }
-    if mode() == LIBC {
+    if mode() == Mode::Libc {
         // SAFETY: in libc mode, blocks but the bootstrap heap's are libc's.
         return plugin::setup().libc.usable.map_or(0, |u| unsafe { u(p) });
     }
@@ -385,13 +382,13 @@ fn resize(p: *mut c_void, size: usize) -> *mut c_void {
         None => {}
     }
     let mode = mode();
-    if mode >= BARE {
+    if mode.headerless() {
         return match bare::realloc(p, size) {
             Ok(q) => q,
             Err(old) => moved(p, old, size, true),
         };
     }
-    if mode == LIBC {
+    if mode == Mode::Libc {
         // SAFETY: in libc mode, blocks but the bootstrap heap's are libc's.
         return match plugin::setup().libc.realloc.map(|r| unsafe { r(p, size) }) {
             Some(q) if !q.is_null() => q,
@@ -400,7 +397,7 @@ fn resize(p: *mut c_void, size: usize) -> *mut c_void {
     }
     // SAFETY: as in `free`.
     let Some((total, offset)) = (unsafe { block::read(p.cast(), at_end_blocks()) }) else {
-        match plugin::setup().plugin.as_ref().filter(|_| mode == READY) {
+        match plugin::setup().plugin.as_ref().filter(|_| mode == Mode::Header) {
             Some(pl) => free_unmatched_count(pl, p),
             None => stats::FOREIGN.add(1),
         }
@@ -408,7 +405,7 @@ fn resize(p: *mut c_void, size: usize) -> *mut c_void {
     };
     let old = total - offset;
     let setup = plugin::setup();
-    if let (Some(pl), true) = (setup.plugin.as_ref(), mode == READY)
+    if let (Some(pl), true) = (setup.plugin.as_ref(), mode == Mode::Header)
         && offset == HEADER
         && pl.end_align == 0
         && let Some(re) = pl.realloc

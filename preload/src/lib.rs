@@ -46,10 +46,13 @@
 //! 5. `env_raw` — what `memplug run` put in the environment (its names are
 //!    `memplug_abi::run`'s), read without allocating: which process writes
 //!    the report, `--no-children`, whether the plugin file is unchanged;
-//! 6. `call_raw` — every call into the plugin: marked as inside a call (a
-//!    thread-local flag), under a lock when it is not thread-safe;
+//! 6. `call_raw` — which mode serves, read in one load; every call into
+//!    the plugin: marked as inside a call (a thread-local flag), under a
+//!    lock when it is not thread-safe;
 //!    `symbols_raw` — a handler made of a library's plain C functions (an
-//!    allocator manifest);
+//!    allocator manifest), read into the call core's table
+//!    (`memplug-callcore`, shared with the host) and called through its
+//!    trampolines;
 //!    `sample_raw` — `--profile`'s sampling: a per-thread count of bytes
 //!    down to the next sample, the sampled block's stack and a record of
 //!    it in the profile file, the table that follows sampled blocks to
@@ -61,7 +64,7 @@
 //!    heap, and each free back to whichever made the block;
 //! 9. `cxx` — `operator new`'s logic: the `std::new_handler` loop,
 //!    `std::bad_alloc`, the `nothrow` forms;
-//! 10. `report` — the report `memplug run --report` prints;
+//! 10. `summary` — the report `memplug run --report` prints;
 //! 11. `glibc` — glibc's extended interface for a plugin's heap: what
 //!     `mallinfo2` reports, the `mallopt` parameters accepted, the
 //!     summaries of `malloc_stats` and `malloc_info`;
@@ -74,7 +77,7 @@
 //! The crate denies `unsafe` code; the modules whose names end in `_raw`
 //! allow it (in lib.rs, on their `mod` lines), and every `unsafe` block in
 //! them argues why it holds in a `// SAFETY:` comment. `text`, `boot_class`,
-//! `boot_lists`, `addr_table`, `stats`, `setup`, `cxx`, `report` and `glibc` have none. An
+//! `boot_lists`, `addr_table`, `stats`, `setup`, `cxx`, `summary` and `glibc` have none. An
 //! interposed allocator is unsafe code at its edges by nature: reading the
 //! environment and writing into it in place, opening a library and giving
 //! its addresses types, calling a plugin's functions, and reading the
@@ -117,7 +120,7 @@ mod bare_raw;
 #[allow(unsafe_code)]
 mod heap_raw;
 mod cxx;
-mod report;
+mod summary;
 mod glibc;
 #[allow(unsafe_code)]
 mod exports_raw;

@@ -7,7 +7,7 @@
 pub(crate) use crate::call_raw::call;
 use crate::call_raw::{after_fork_child, after_fork_parent, before_fork};
 use crate::env_raw::{claim_report, env, flag, remove_from_preload, same_file, write_c};
-use crate::setup::{BARE, FAST, FAST_C, ForeignFreeFn, LIBC, Libc, Plugin, READY, Setup, set_mode};
+use crate::setup::{ForeignFreeFn, Libc, Mode, Plugin, Setup, set_mode};
 use crate::text::Text;
 use core::cell::UnsafeCell;
 use core::ffi::{CStr, c_char, c_int, c_void};
@@ -33,7 +33,7 @@ static SETUP: Cell0 = Cell0(UnsafeCell::new(Setup::EMPTY));
 
 /// The setup, once the constructor has run.
 pub(crate) fn setup() -> &'static Setup {
-    // SAFETY: the constructor's writes happened before MODE left BOOT; the
+    // SAFETY: the constructor's writes happened before MODE left `Mode::Boot`; the
     // callers check the mode (Acquire) first, and nothing writes after.
     unsafe { &*SETUP.0.get() }
 }
@@ -56,7 +56,7 @@ fn sym(handle: *mut c_void, name: &CStr) -> *mut c_void {
 /// when the program goes on.
 ///
 /// # Safety
-/// Called once, single-threaded, before the mode leaves `BOOT`.
+/// Called once, single-threaded, before the mode leaves `Mode::Boot`.
 pub(crate) unsafe fn init() -> Option<c_int> {
     // SAFETY: single-threaded, before anyone reads SETUP (the caller's promise).
     let s = unsafe { &mut *SETUP.0.get() };
@@ -87,7 +87,7 @@ pub(crate) unsafe fn init() -> Option<c_int> {
         // Not started by `memplug run` (e.g. opened by a `memplug check`
         // of a directory holding this file): stay quiet, libc serves.
         let _ = write!(s.why, "{} is not set", var::PLUGIN.to_str().unwrap_or("?"));
-        set_mode(LIBC);
+        set_mode(Mode::Libc);
         return None;
     }
     // `--profile`: this library's frames are cut off the sampled stacks.
@@ -100,22 +100,22 @@ pub(crate) unsafe fn init() -> Option<c_int> {
             // SAFETY: the three handlers are plain functions that stay valid.
             unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_parent), Some(after_fork_child)) };
             // The fast path counts and samples nothing: a run that counts
-            // or profiles takes BARE.
+            // or profiles takes `Mode::Headerless`.
             let fast = p.thread_safe && s.report.is_null() && !profiling;
             let mode = match (p.headerless, fast, manifest) {
-                (false, _, _) => READY,
-                (true, false, _) => BARE,
-                (true, true, false) => FAST,
-                (true, true, true) => FAST_C,
+                (false, _, _) => Mode::Header,
+                (true, false, _) => Mode::Headerless,
+                (true, true, false) => Mode::FastHandler,
+                (true, true, true) => Mode::FastManifest,
             };
-            if mode == FAST {
+            if mode == Mode::FastHandler {
                 // SAFETY: once, single-threaded (the caller's promise), before
                 // the mode is set.
-                let calloc = p.calloc.map(|_| fast_calloc as unsafe extern "C" fn(usize, usize) -> *mut c_void);
+                let calloc = p.calloc.map(|_| handler_as_c_calloc as unsafe extern "C" fn(usize, usize) -> *mut c_void);
                 // SAFETY: as above.
-                unsafe { crate::symbols_raw::install_fast(fast_malloc, fast_free, calloc) };
+                unsafe { crate::symbols_raw::install_fast(handler_as_c_malloc, handler_as_c_free, calloc) };
             }
-            if mode == FAST || mode == FAST_C {
+            if mode.fast() {
                 // The fast path asks the table's gate and the region's
                 // range through BASE (see heap_raw).
                 crate::boot_raw::publish_base();
@@ -141,7 +141,7 @@ pub(crate) unsafe fn init() -> Option<c_int> {
             if strict {
                 return Some(STRICT_EXIT);
             }
-            set_mode(LIBC);
+            set_mode(Mode::Libc);
             if profiling {
                 crate::sample_raw::start();
             }
@@ -151,10 +151,10 @@ pub(crate) unsafe fn init() -> Option<c_int> {
 }
 
 /// The handler's `malloc` as a plain function, for the fast path (mode
-/// `FAST`: set only once `SETUP.plugin` is filled); NULL with `errno =
+/// `Mode::FastHandler`: set only once `SETUP.plugin` is filled); NULL with `errno =
 /// ENOMEM` on failure, as a C library's `malloc`.
-unsafe extern "C" fn fast_malloc(size: usize) -> *mut c_void {
-    // SAFETY: the mode FAST is set after the plugin is; never written again.
+unsafe extern "C" fn handler_as_c_malloc(size: usize) -> *mut c_void {
+    // SAFETY: `Mode::FastHandler` is set after the plugin is; never written again.
     let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
     // SAFETY: the handler's malloc with its ctx; never asked for 0 bytes.
     let got = unsafe { (p.malloc)(p.ctx, size.max(1)) };
@@ -169,8 +169,8 @@ unsafe extern "C" fn fast_malloc(size: usize) -> *mut c_void {
 /// only when the handler has one): `n * size` zeroed bytes, at least 1;
 /// NULL with `errno = ENOMEM` on failure. The caller has checked that
 /// `n * size` does not overflow.
-unsafe extern "C" fn fast_calloc(n: usize, size: usize) -> *mut c_void {
-    // SAFETY: as in `fast_malloc`.
+unsafe extern "C" fn handler_as_c_calloc(n: usize, size: usize) -> *mut c_void {
+    // SAFETY: as in `handler_as_c_malloc`.
     let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
     // SAFETY: installed only for a handler with calloc; its ctx; never 0
     // bytes (the product does not overflow: the caller checked it).
@@ -184,11 +184,11 @@ unsafe extern "C" fn fast_calloc(n: usize, size: usize) -> *mut c_void {
 
 /// The handler's `free` as a plain function, for the fast path: it needs
 /// no size (the handler is headerless); NULL is not passed on.
-unsafe extern "C" fn fast_free(ptr: *mut c_void) {
+unsafe extern "C" fn handler_as_c_free(ptr: *mut c_void) {
     if ptr.is_null() {
         return;
     }
-    // SAFETY: as in `fast_malloc`.
+    // SAFETY: as in `handler_as_c_malloc`.
     let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
     // SAFETY: the handler's free of a pointer the program holds.
     unsafe { (p.free)(p.ctx, ptr, 0) }

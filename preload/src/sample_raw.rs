@@ -170,7 +170,7 @@ fn sample(p: *mut c_void, size: usize, left: i64) {
     if !ON.load(Ordering::Acquire) {
         // Not profiling: the count is set out of reach (but before the
         // constructor has decided, it is asked again).
-        let next = if crate::setup::mode() == crate::setup::BOOT { 0 } else { i64::MAX };
+        let next = if crate::call_raw::mode() == crate::setup::Mode::Boot { 0 } else { i64::MAX };
         // SAFETY: this thread's own word.
         unsafe { w.write(next) };
         return;

@@ -11,43 +11,71 @@ use memplug_abi::{AlignedAllocFn, CallocFn, FreeFn, MallocFn, ReallocFn, StatsFn
 /// A handler's foreign-free companion (`memplug_abi::FOREIGN_FREE_SUFFIX`).
 pub(crate) type ForeignFreeFn = unsafe extern "C" fn(*mut c_void, *mut c_void) -> c_int;
 
-/// Before the constructor: the bootstrap heap serves.
-pub(crate) const BOOT: u8 = 0;
-/// The plugin is ready: it serves, a header before each block.
-pub(crate) const READY: u8 = 2;
-/// The plugin could not be used: libc serves.
-pub(crate) const LIBC: u8 = 3;
-/// The plugin is ready and serves headerless (see [`Plugin::headerless`]),
-/// through its handler's functions (under the lock when it is not
-/// thread-safe).
-pub(crate) const BARE: u8 = 4;
-/// As [`BARE`], for a thread-safe handler with `ctx`: `malloc` and `free`
-/// take the fast path (`bare_raw`).
-pub(crate) const FAST: u8 = 5;
-/// As [`FAST`], for a thread-safe manifest's plain C functions, called
-/// directly.
-pub(crate) const FAST_C: u8 = 6;
-// `malloc`'s fast path asks `mode() >= FAST`: the fast modes stay the highest.
-const _: () = assert!(FAST_C > FAST && FAST > BARE && BARE > LIBC && LIBC > READY && READY > BOOT);
-
-/// Whether the plugin serves in `mode` (with or without headers).
-pub(crate) fn plugin_serves(mode: u8) -> bool {
-    mode == READY || mode >= BARE
+/// Which allocator serves, and on which path. Kept in [`MODE`] as its
+/// byte, which `malloc`'s fast path reads with one compare
+/// (`call_raw::in_call::fast_mode`): the fast modes have the highest
+/// values.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub(crate) enum Mode {
+    /// Before the constructor: the bootstrap heap serves.
+    Boot = 0,
+    /// The plugin is ready: it serves, a header before each block.
+    Header = 1,
+    /// The plugin could not be used: libc serves.
+    Libc = 2,
+    /// The plugin is ready and serves headerless (see
+    /// [`Plugin::headerless`]), through its handler's functions (under the
+    /// lock when it is not thread-safe).
+    Headerless = 3,
+    /// As [`Mode::Headerless`], for a thread-safe handler with `ctx`:
+    /// `malloc` and `free` take the fast path (`bare_raw`), through the
+    /// handler's functions as plain C ones (`plugin_raw`).
+    FastHandler = 4,
+    /// As [`Mode::FastHandler`], for a thread-safe manifest's plain C
+    /// functions, called directly.
+    FastManifest = 5,
 }
 
-/// Which allocator serves now (read by `call_raw::fast_mode`'s one
-/// compare as well as by [`mode`]).
-pub(crate) static MODE: AtomicU8 = AtomicU8::new(BOOT);
+// The fast path's one compare asks `MODE >= FastHandler`: the fast modes
+// stay the highest.
+const _: () = assert!(
+    Mode::FastManifest as u8 > Mode::FastHandler as u8
+        && Mode::FastHandler as u8 > Mode::Headerless as u8
+        && Mode::Headerless as u8 > Mode::Libc as u8
+        && Mode::Libc as u8 > Mode::Header as u8
+        && Mode::Header as u8 > Mode::Boot as u8
+);
 
-/// Which allocator serves now.
-pub(crate) fn mode() -> u8 {
-    MODE.load(Ordering::Acquire)
+impl Mode {
+    /// Whether the plugin serves (with or without headers).
+    #[inline(always)]
+    pub(crate) fn plugin_serves(self) -> bool {
+        self == Mode::Header || self.headerless()
+    }
+
+    /// Whether the plugin serves headerless (on the fast path or not).
+    #[inline(always)]
+    pub(crate) fn headerless(self) -> bool {
+        self as u8 >= Mode::Headerless as u8
+    }
+
+    /// Whether `malloc` and `free` take the fast path.
+    #[inline(always)]
+    pub(crate) fn fast(self) -> bool {
+        self as u8 >= Mode::FastHandler as u8
+    }
 }
 
-/// From now on `mode` serves ([`READY`] or [`LIBC`]): called once, by the
-/// constructor, after its last write to the setup (`Release`).
-pub(crate) fn set_mode(mode: u8) {
-    MODE.store(mode, Ordering::Release);
+/// Which allocator serves now, as [`Mode`]'s byte: written only by
+/// [`set_mode`], so it always holds a mode; read as one by `call_raw::mode`
+/// (and by `call_raw::in_call::fast_mode`'s one compare).
+pub(crate) static MODE: AtomicU8 = AtomicU8::new(Mode::Boot as u8);
+
+/// From now on `mode` serves: called once, by the constructor, after its
+/// last write to the setup (`Release`).
+pub(crate) fn set_mode(mode: Mode) {
+    MODE.store(mode as u8, Ordering::Release);
 }
 
 /// The handler's functions, copied from its struct.
@@ -114,11 +142,11 @@ pub(crate) struct Libc {
     pub(crate) mallinfo2: Option<unsafe extern "C" fn() -> libc::mallinfo2>,
 }
 
-/// What the constructor sets up, read-only once `MODE` leaves `BOOT`.
+/// What the constructor sets up, read-only once `MODE` leaves `Mode::Boot`.
 pub(crate) struct Setup {
-    /// The handler, valid when `MODE` is `READY`.
+    /// The handler, valid when the plugin serves ([`Mode::plugin_serves`]).
     pub(crate) plugin: Option<Plugin>,
-    /// libc's functions, valid when `MODE` is `LIBC`.
+    /// libc's functions, valid when `MODE` is `Mode::Libc`.
     pub(crate) libc: Libc,
     /// The handler's name and version, NUL-padded.
     pub(crate) name: [u8; 128],

@@ -1,91 +1,72 @@
 //! A handler made of a library's plain C functions (an allocator manifest,
 //! `*.memplug.toml`): `memplug run` names the library and each function in
-//! the environment (`MEMPLUG_RUN_LIBRARY`, `MEMPLUG_RUN_SYM_<ROLE>`); here
-//! they are found with `dlsym` and reached through trampolines that take the
-//! handler ABI's `ctx` (a pointer to the table of functions). A manifest
-//! that names a usable-size function serves headerless, and when it is
-//! thread-safe its `malloc` and `free` are called directly on the fast
-//! path ([`plain`]), with no trampoline.
+//! the environment (`MEMPLUG_RUN_LIBRARY`, and one variable per role,
+//! [`Role::run_variable`]); here they are found with `dlsym`, read into the
+//! call core's [`SymbolTable`] and reached through its trampolines (shared
+//! with the host, `memplug_callcore::symbols_raw`). A manifest that names a
+//! usable-size function serves headerless, and when it is thread-safe its
+//! `malloc` and `free` are called directly on the fast path ([`plain`]),
+//! with no trampoline.
 
 use crate::env_raw::{env, flag};
 use crate::setup::Plugin;
 use core::cell::UnsafeCell;
-use core::ffi::{CStr, c_char, c_void};
+use core::ffi::{c_char, c_void};
 use memplug_abi::run as var;
+use memplug_callcore::symbols_raw::{CCalloc, CFree, CMalloc, CUsableSize};
+use memplug_callcore::{Role, SymbolTable};
 
-/// `void *malloc(size_t)`.
-type CMalloc = unsafe extern "C" fn(usize) -> *mut c_void;
-/// `void *calloc(size_t, size_t)`.
-type CCalloc = unsafe extern "C" fn(usize, usize) -> *mut c_void;
-/// `void *realloc(void *, size_t)`.
-type CRealloc = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
-/// `void free(void *)`.
-type CFree = unsafe extern "C" fn(*mut c_void);
-/// `void sized_free(void *, size_t)`.
-type CSizedFree = unsafe extern "C" fn(*mut c_void, usize);
-/// `void *aligned_alloc(size_t align, size_t size)`.
-type CAligned = unsafe extern "C" fn(usize, usize) -> *mut c_void;
-/// `size_t usable_size(void *)`.
-type CUsable = unsafe extern "C" fn(*const c_void) -> usize;
-
-/// The library's functions.
+/// The functions the fast path calls directly: a manifest's own, or the
+/// plain functions over a handler's (`plugin_raw`).
 #[derive(Clone, Copy)]
-pub(crate) struct Table {
+pub(crate) struct Plain {
     /// `malloc`.
     pub(crate) malloc: CMalloc,
-    /// `calloc`, if named.
+    /// `calloc`, if there is one.
     pub(crate) calloc: Option<CCalloc>,
-    /// `realloc`, if named.
-    realloc: Option<CRealloc>,
     /// `free`.
     pub(crate) free: CFree,
-    /// The sized free, if named.
-    sized_free: Option<CSizedFree>,
-    /// `aligned_alloc`, if named.
-    aligned: Option<CAligned>,
     /// The usable-size function, if named.
-    usable: Option<CUsable>,
+    usable: Option<CUsableSize>,
 }
 
-/// The table, written once by the constructor.
-struct Slot(UnsafeCell<Option<Table>>);
+/// A value written once by the constructor.
+struct Slot<T>(UnsafeCell<Option<T>>);
 
-// SAFETY: written once, single-threaded, before the handler is published.
-unsafe impl Sync for Slot {}
+// SAFETY: written once, single-threaded, before the handler is published;
+// read-only afterwards.
+unsafe impl<T> Sync for Slot<T> {}
 
-static TABLE: Slot = Slot(UnsafeCell::new(None));
+/// The manifest's table, the trampolines' `ctx`.
+static TABLE: Slot<SymbolTable> = Slot(UnsafeCell::new(None));
 
-/// The table behind `ctx`.
+/// The fast path's functions.
+static PLAIN: Slot<Plain> = Slot(UnsafeCell::new(None));
+
+/// The fast path's functions, once the mode says a manifest (or a handler
+/// served through plain functions) serves fast.
 ///
 /// # Safety
-/// `ctx` is `TABLE`'s address, filled by [`load`].
-unsafe fn table<'a>(ctx: *mut c_void) -> &'a Table {
-    // SAFETY: the caller's promise; `load` filled it before publishing.
-    unsafe { (*ctx.cast::<Option<Table>>()).as_ref().unwrap_unchecked() }
-}
-
-/// The table, once the mode says a manifest serves (`FAST_C`).
-///
-/// # Safety
-/// [`load`] has filled the table (the mode left `BOOT` after it did).
+/// [`load`] or [`install_fast`] has filled them (the mode left `Mode::Boot`
+/// after it did).
 #[inline(always)]
-pub(crate) unsafe fn plain() -> &'static Table {
+pub(crate) unsafe fn plain() -> &'static Plain {
     // SAFETY: the caller's promise; written once, read-only afterwards.
-    unsafe { (*TABLE.0.get()).as_ref().unwrap_unchecked() }
+    unsafe { (*PLAIN.0.get()).as_ref().unwrap_unchecked() }
 }
 
 /// Make the fast path call `malloc`, `free` and, when the handler has one,
 /// `calloc` (a handler with `ctx`, served fast through plain functions):
-/// fills the table when no manifest did.
+/// fills the fast path's functions when no manifest did.
 ///
 /// # Safety
 /// Called once, single-threaded (from the constructor), before the mode
-/// that reads the table is set.
+/// that reads them is set.
 pub(crate) unsafe fn install_fast(malloc: CMalloc, free: CFree, calloc: Option<CCalloc>) {
-    // SAFETY: the caller's promise; nothing reads TABLE yet.
-    let t = unsafe { &mut *TABLE.0.get() };
-    if t.is_none() {
-        *t = Some(Table { malloc, calloc, realloc: None, free, sized_free: None, aligned: None, usable: None });
+    // SAFETY: the caller's promise; nothing reads PLAIN yet.
+    let p = unsafe { &mut *PLAIN.0.get() };
+    if p.is_none() {
+        *p = Some(Plain { malloc, calloc, free, usable: None });
     }
 }
 
@@ -96,63 +77,27 @@ pub(crate) unsafe fn install_fast(malloc: CMalloc, free: CFree, calloc: Option<C
 #[inline(always)]
 pub(crate) unsafe fn plain_usable(p: *const c_void) -> usize {
     // SAFETY: the caller's promise.
-    unsafe { plain().usable.map_or(0, |u| u(p)) }
+    unsafe { plain().usable.map_or(0, |u| u(p.cast_mut())) }
 }
 
-unsafe extern "C" fn t_malloc(ctx: *mut c_void, size: usize) -> *mut c_void {
-    // SAFETY: ctx is TABLE (see `load`); the library's malloc.
-    unsafe { (table(ctx).malloc)(size) }
-}
-
-unsafe extern "C" fn t_calloc(ctx: *mut c_void, n: usize, size: usize) -> *mut c_void {
-    // SAFETY: as above; set only when the library has calloc.
-    unsafe { table(ctx).calloc.map_or(core::ptr::null_mut(), |c| c(n, size)) }
-}
-
-unsafe extern "C" fn t_realloc(ctx: *mut c_void, p: *mut c_void, _old: usize, new: usize) -> *mut c_void {
-    // SAFETY: as above; set only when the library has realloc.
-    unsafe { table(ctx).realloc.map_or(core::ptr::null_mut(), |r| r(p, new)) }
-}
-
-unsafe extern "C" fn t_free(ctx: *mut c_void, p: *mut c_void, size: usize) {
-    // SAFETY: as above; a block of this library, with its size.
-    unsafe {
-        let t = table(ctx);
-        match t.sized_free {
-            Some(f) => f(p, size),
-            None => (t.free)(p),
-        }
-    }
-}
-
-unsafe extern "C" fn t_free_plain(ctx: *mut c_void, p: *mut c_void, _size: usize) {
-    // SAFETY: as above; a headerless block of this library (no size known).
-    unsafe { (table(ctx).free)(p) }
-}
-
-/// C11's `aligned_alloc` wants a size that is a multiple of the alignment
-/// (mimalloc's returns NULL otherwise): the size is rounded up to one.
-unsafe extern "C" fn t_aligned(ctx: *mut c_void, align: usize, size: usize) -> *mut c_void {
-    let Some(size) = size.checked_next_multiple_of(align.max(1)) else { return core::ptr::null_mut() };
-    // SAFETY: as above; set only when the library has aligned_alloc.
-    unsafe { table(ctx).aligned.map_or(core::ptr::null_mut(), |a| a(align, size)) }
-}
-
-unsafe extern "C" fn t_usable(ctx: *mut c_void, p: *const c_void) -> usize {
-    // SAFETY: as above; set only when the library has a usable-size function.
-    unsafe { table(ctx).usable.map_or(0, |u| u(p)) }
-}
-
-/// The function named by environment variable `var` in `handle`; `Ok(None)`
-/// when the variable is unset, `Err(var)` when the symbol is missing.
-fn named(handle: *mut c_void, var: &'static CStr) -> Result<Option<*mut c_void>, &'static str> {
-    let name = env(var);
+/// The function named for `role` in `handle`; `Ok(None)` when its variable
+/// is unset, `Err` when the symbol is missing.
+fn named(handle: *mut c_void, role: Role) -> Result<Option<*mut c_void>, &'static str> {
+    let name = env(role.run_variable());
     if name.is_null() {
         return Ok(None);
     }
     // SAFETY: name is NUL-terminated (from getenv).
     let f = unsafe { libc::dlsym(handle, name) };
     if f.is_null() { Err("a function the manifest names is missing from its library") } else { Ok(Some(f)) }
+}
+
+/// Why a required role is unnamed.
+fn unnamed(role: Role) -> &'static str {
+    match role {
+        Role::Malloc => "the manifest names no malloc",
+        _ => "the manifest names no free",
+    }
 }
 
 /// Open `MEMPLUG_RUN_LIBRARY` and build a handler of its functions.
@@ -165,38 +110,33 @@ pub(crate) unsafe fn load(library: *const c_char) -> Result<Plugin, &'static str
     if handle.is_null() {
         return Err("dlopen of the manifest's library failed");
     }
-    let malloc = named(handle, var::SYM_MALLOC)?.ok_or("the manifest names no malloc")?;
-    let free = named(handle, var::SYM_FREE)?.ok_or("the manifest names no free")?;
-    let (calloc, realloc) = (named(handle, var::SYM_CALLOC)?, named(handle, var::SYM_REALLOC)?);
-    let sized_free = named(handle, var::SYM_SIZED_FREE)?;
-    let (aligned, usable) = (named(handle, var::SYM_ALIGNED_ALLOC)?, named(handle, var::SYM_USABLE_SIZE)?);
     // SAFETY: each address is the library's function with the signature of
     // its role (the manifest says so, and the check in the worker called
-    // it): the transmutes only give the addresses their types.
-    let t = unsafe {
-        Table {
-            malloc: core::mem::transmute::<*mut c_void, CMalloc>(malloc),
-            calloc: calloc.map(|f| core::mem::transmute::<*mut c_void, CCalloc>(f)),
-            realloc: realloc.map(|f| core::mem::transmute::<*mut c_void, CRealloc>(f)),
-            free: core::mem::transmute::<*mut c_void, CFree>(free),
-            sized_free: sized_free.map(|f| core::mem::transmute::<*mut c_void, CSizedFree>(f)),
-            aligned: aligned.map(|f| core::mem::transmute::<*mut c_void, CAligned>(f)),
-            usable: usable.map(|f| core::mem::transmute::<*mut c_void, CUsable>(f)),
-        }
+    // it); the library is never closed.
+    let table = unsafe { SymbolTable::read(|role| named(handle, role), unnamed) }?.with_whole_aligned_sizes();
+    let free = table.free.ok_or(unnamed(Role::Free))?;
+    // SAFETY: single-threaded (the caller's promise); nothing reads TABLE
+    // or PLAIN yet.
+    let ctx: *mut SymbolTable = unsafe { (*TABLE.0.get()).insert(table) };
+    // SAFETY: as above.
+    unsafe {
+        *PLAIN.0.get() = Some(Plain { malloc: table.malloc, calloc: table.calloc, free, usable: table.usable_size })
     };
-    // SAFETY: single-threaded (the caller's promise); nothing reads TABLE yet.
-    unsafe { *TABLE.0.get() = Some(t) };
+    let t = table.trampolines();
     Ok(Plugin {
-        ctx: TABLE.0.get().cast(),
-        malloc: t_malloc,
-        calloc: t.calloc.map(|_| t_calloc as memplug_abi::CallocFn),
-        realloc: t.realloc.map(|_| t_realloc as memplug_abi::ReallocFn),
-        free: if t.usable.is_some() { t_free_plain } else { t_free },
+        ctx: ctx.cast(),
+        malloc: t.malloc,
+        calloc: table.calloc.map(|_| t.calloc),
+        realloc: table.realloc.map(|_| t.realloc),
+        free: match (table.usable_size, t.free_sizeless) {
+            (Some(_), Some(sizeless)) => sizeless,
+            _ => t.free,
+        },
         stats: None,
         foreign_free: None,
-        aligned_alloc: t.aligned.map(|_| t_aligned as memplug_abi::AlignedAllocFn),
-        usable_size: t.usable.map(|_| t_usable as memplug_abi::UsableSizeFn),
-        headerless: t.usable.is_some(),
+        aligned_alloc: t.aligned_alloc,
+        usable_size: t.usable_size,
+        headerless: table.usable_size.is_some(),
         knows_foreign: false,
         thread_safe: flag(var::THREAD_SAFE),
         end_align: 0,

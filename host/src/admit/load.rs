@@ -30,7 +30,7 @@ use crate::heap::functions::{FunctionSpec, Functions};
 use crate::heap::handler::Prepared;
 use crate::heap::info::{HandlerInfo, LayoutCheck, Source};
 use crate::heap::raw::functions::ContextTable;
-use crate::heap::raw::symbols::SymbolTable;
+use crate::heap::raw::symbols as symbol_table;
 use std::path::Path;
 
 /// Open, call, copy and validate a candidate whose file passed its checks
@@ -85,7 +85,7 @@ pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust:
         stage::enter(stage::OPEN, &spec.library);
         library::open_by_name(&spec.library)?
     };
-    let table = SymbolTable::find(lib, &spec.symbols, alignment)
+    let table = symbol_table::find(lib, &spec.symbols, alignment)
         .map_err(|m| Refusal::MissingAllocatorSymbol { symbol: m.symbol, role: m.role.key() })?;
     let mut defaulted: Vec<&'static str> =
         [Role::Calloc, Role::Realloc].into_iter().filter(|&r| spec.symbols.get(r).is_none()).map(Role::key).collect();
@@ -106,7 +106,7 @@ pub(crate) fn prepare_symbols(spec: &SymbolSpec, manifest: Option<&Path>, trust:
     };
     let info = HandlerInfo::from_functions(name, version, spec.flags(), alignment, defaulted, source);
     tracing::debug!(name = %info.name, library = %spec.library, "found allocator symbols");
-    let (vtable, ctx) = table.into_vtable();
+    let (vtable, ctx) = symbol_table::into_vtable(table);
     Ok(Prepared { vtable, info, ctx: Some(ctx) })
 }
 
@@ -140,7 +140,7 @@ pub(crate) unsafe fn prepare_functions(spec: &FunctionSpec) -> Result<Prepared, 
     let (name, version, alignment) = check_identity(&spec.name, spec.version.as_deref(), spec.alignment)?;
     let (vtable, ctx) = match spec.functions {
         // SAFETY: the caller's contract.
-        Functions::C(f) => unsafe { SymbolTable::from_functions(&f, alignment) }.into_vtable(),
+        Functions::C(f) => symbol_table::into_vtable(unsafe { symbol_table::from_functions(&f, alignment) }),
         // SAFETY: the caller's contract.
         Functions::Context(f) => unsafe { ContextTable::new(f) }.into_vtable(),
     };

@@ -10,8 +10,8 @@
 use super::{DIRECT, FINISHING, Global, HANDLER, LOADING, LOCKED, SYSTEM, TAINTED, UNSET};
 use crate::heap::handler::Handler;
 use crate::heap::raw::bootstrap;
-use crate::heap::raw::vtable::PlainCalls;
 use allocator_api2::alloc::Allocator;
+use memplug_callcore::PlainCalls;
 use std::alloc::{GlobalAlloc, Layout};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::Ordering;

@@ -52,7 +52,7 @@ pub fn builtin() -> Handler {
             Vec::new(),
             Source::Builtin,
         );
-        Handler::install(Prepared { vtable: crate::heap::raw::builtin::vtable(), info, ctx: None })
+        Handler::install(Prepared { vtable: memplug_callcore::builtin_raw::vtable(), info, ctx: None })
     })
 }
 

@@ -38,11 +38,11 @@ use crate::heap::error::{AllocError, InstanceError, LockError};
 use crate::heap::guarded::would_block;
 use crate::heap::info::HandlerInfo;
 use crate::heap::raw::ctx_owner::CtxOwner;
-pub use crate::heap::raw::direct::DirectCalls;
 use crate::heap::raw::raw_handler::RawHandler;
 use crate::heap::raw::raw_handler::Refused;
 use crate::heap::raw::raw_handler::{CreateError, InstanceOwner};
-use crate::heap::raw::vtable::VTable;
+pub use memplug_callcore::DirectCalls;
+use memplug_callcore::VTable;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ptr::NonNull;
@@ -256,7 +256,7 @@ impl Handler {
     /// The plugin's `malloc`, `calloc`, `realloc` and `free`, for the
     /// global allocator's hot paths: `Some` exactly when
     /// [`direct_calls`](Handler::direct_calls) is.
-    pub(crate) fn plain_calls(&self) -> Option<crate::heap::raw::vtable::PlainCalls> {
+    pub(crate) fn plain_calls(&self) -> Option<memplug_callcore::PlainCalls> {
         self.raw().plain_calls()
     }
 

@@ -10,8 +10,8 @@
 //! the system allocator ([`system`]); a free or realloc goes by address —
 //! inside the pool it is guard's, outside it the system's.
 
+use crate::findings::Op;
 use crate::raw::system;
-use crate::report::Op;
 use crate::state::{Guard, Resized};
 use memplug_abi::fork::ForkLock;
 use memplug_abi::{Allocator, FLAG_THREAD_SAFE, MemplugStats, export_handler};

@@ -84,7 +84,7 @@
 //!    accesses, bad frees, leaks);
 //! 7. `signal_raw` (private) — the `SIGSEGV` handler, the instances it
 //!    asks, the destructor that lists the blocks live at exit;
-//! 8. `report` (private) — the other messages;
+//! 8. `findings` (private) — the other messages;
 //! 9. [`state`] — the allocator;
 //! 10. `export_raw` (private) — the plugin entry and the routing by address.
 //!
@@ -103,7 +103,7 @@ mod tables;
 mod errors;
 #[allow(unsafe_code)]
 mod signal_raw;
-mod report;
+mod findings;
 pub mod state;
 #[allow(unsafe_code)]
 mod export_raw;

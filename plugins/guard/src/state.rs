@@ -17,13 +17,13 @@
 //! When a mapping fails for want of mappings (ENOMEM), the quarantine is
 //! emptied and the mapping tried once more; if it fails again at
 //! `vm.max_map_count`, that is said once on standard error and the
-//! allocation returns 0 (see `report::map_limit`).
+//! allocation returns 0 (see `findings::map_limit`).
 
 use crate::config::GuardConfig;
 use crate::errors::{Shared, Verdict};
+use crate::findings::{Finding, Op, report};
 use crate::layout::{Plan, damaged_canaries, fill_canaries};
 use crate::raw::pages::{Region, page_size};
-use crate::report::{Finding, Op, report};
 use crate::sample::Sampler;
 pub(crate) use crate::tables::Block;
 use crate::tables::{Origin, Quarantined, Tables};
@@ -168,11 +168,7 @@ impl Guard {
         let ptr = block.at.ptr;
         let mut t = self.tables();
         t.live.insert(ptr, block);
-        let s = &mut t.stats;
-        s.total_allocations += 1;
-        s.live_count += 1;
-        s.live_bytes += size as u64;
-        s.peak_bytes = s.peak_bytes.max(s.live_bytes);
+        t.stats.allocated(size);
         ptr
     }
 
@@ -227,7 +223,7 @@ impl Guard {
                     let t = self.tables();
                     let blocks = t.live.len() + t.quarantine.len();
                     drop(t);
-                    crate::report::map_limit(blocks, self.is_sampling());
+                    crate::findings::map_limit(blocks, self.is_sampling());
                 }
                 None
             }
@@ -292,8 +288,7 @@ impl Guard {
         new.region.window_mut()[to..to + keep].copy_from_slice(&old.contents()[..keep]);
         let new_ptr = new.at.ptr;
         let mut t = self.tables();
-        t.stats.live_bytes = t.stats.live_bytes - old.at.size as u64 + new.at.size as u64;
-        t.stats.peak_bytes = t.stats.peak_bytes.max(t.stats.live_bytes);
+        t.stats.resized(old.at.size, new.at.size);
         t.live.insert(new_ptr, new);
         drop(t);
         self.retire(Op::Realloc, old);
@@ -304,8 +299,7 @@ impl Guard {
     /// count it out, check it and quarantine it.
     pub(crate) fn moved_out(&self, op: Op, block: Block) {
         let mut t = self.tables();
-        t.stats.live_count -= 1;
-        t.stats.live_bytes -= block.at.size as u64;
+        t.stats.freed(block.at.size);
         drop(t);
         self.retire(op, block);
     }

@@ -46,12 +46,12 @@ mod errors;
 mod process_raw;
 
 use errors::Verdict;
+use memplug_abi::counters::AtomicCounters;
 use memplug_abi::fork::ForkLock;
 use memplug_abi::{Allocator, FLAG_KNOWS_FOREIGN, FLAG_THREAD_SAFE, MemplugStats, export_handler};
 use registry::{Live, Registry};
 use ring::Freed;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Bytes in front of every block: the tag and the size, 16 to keep blocks
 /// 16-byte aligned like malloc's.
@@ -65,12 +65,8 @@ pub struct Tracking {
     stack_depth: usize,
     /// Whether a bad free lets the program go on (`recover=1`).
     recover: bool,
-    live_bytes: AtomicU64,
-    peak_bytes: AtomicU64,
-    total_allocations: AtomicU64,
-    live_count: AtomicU64,
-    bad_frees: AtomicU64,
-    size_mismatches: AtomicU64,
+    /// The statistics.
+    counters: AtomicCounters,
     /// The live blocks (and the last freed ones).
     live: Arc<Registry>,
 }
@@ -94,17 +90,7 @@ impl Tracking {
         memplug_stacks::capture::init();
         let live = Arc::new(Registry::new(stack_depth));
         process_raw::register(&live);
-        Tracking {
-            stack_depth,
-            recover,
-            live_bytes: AtomicU64::new(0),
-            peak_bytes: AtomicU64::new(0),
-            total_allocations: AtomicU64::new(0),
-            live_count: AtomicU64::new(0),
-            bad_frees: AtomicU64::new(0),
-            size_mismatches: AtomicU64::new(0),
-            live,
-        }
+        Tracking { stack_depth, recover, counters: AtomicCounters::new(), live }
     }
 
     /// Read an options string: `stack_depth=N` (0 to 128), `recover=0|1`.
@@ -131,25 +117,11 @@ impl Tracking {
         match errors::bad_free(&self.live, self.stack_depth, self.recover, ptr, true) {
             Verdict::NotOurs => false,
             Verdict::GoOn => {
-                self.bad_frees.fetch_add(1, Relaxed);
+                self.counters.bad_free();
                 true
             }
             Verdict::Abort => std::process::abort(),
         }
-    }
-
-    fn track_alloc(&self, size: usize) {
-        let live = self.live_bytes.fetch_add(size as u64, Relaxed) + size as u64;
-        if live > self.peak_bytes.load(Relaxed) {
-            self.peak_bytes.fetch_max(live, Relaxed);
-        }
-        self.total_allocations.fetch_add(1, Relaxed);
-        self.live_count.fetch_add(1, Relaxed);
-    }
-
-    fn track_free(&self, size: usize) {
-        self.live_bytes.fetch_sub(size as u64, Relaxed);
-        self.live_count.fetch_sub(1, Relaxed);
     }
 
     /// Tag a fresh base block of `PREFIX + size` bytes and register it;
@@ -181,7 +153,7 @@ impl Tracking {
     /// What `take` says of `ptr` once the set has answered `block`.
     fn checked(&self, what: &str, ptr: *mut u8, size: usize, block: Option<Live>) -> Option<(*mut u8, usize, Live)> {
         let Some(block) = block else {
-            self.bad_frees.fetch_add(1, Relaxed);
+            self.counters.bad_free();
             match errors::bad_free(&self.live, self.stack_depth, self.recover, ptr as usize, false) {
                 Verdict::Abort => std::process::abort(),
                 Verdict::GoOn | Verdict::NotOurs => {}
@@ -197,7 +169,7 @@ impl Tracking {
         };
         debug_assert_eq!(tag, TAG, "a registered block carries the tag");
         if recorded != size {
-            self.size_mismatches.fetch_add(1, Relaxed);
+            self.counters.size_mismatch();
             eprintln!(
                 "memplug tracking: {what} of {ptr:p} with size {size}, but it was allocated with {recorded} bytes"
             );
@@ -254,7 +226,7 @@ impl Allocator for Tracking {
         if base.is_null() {
             return base;
         }
-        self.track_alloc(size);
+        self.counters.allocated(size);
         // SAFETY: `base` holds `total >= PREFIX` bytes, malloc-aligned (16).
         unsafe { self.finish(base, size) }
     }
@@ -271,7 +243,7 @@ impl Allocator for Tracking {
         if base.is_null() {
             return base;
         }
-        self.track_alloc(size);
+        self.counters.allocated(size);
         // SAFETY: as in `malloc`.
         unsafe { self.finish(base, size) }
     }
@@ -296,9 +268,7 @@ impl Allocator for Tracking {
             return keep();
         }
         self.forgotten(ptr as usize, block, user);
-        self.track_free(recorded);
-        self.track_alloc(new_size);
-        self.total_allocations.fetch_sub(1, Relaxed); // a resize is not a new allocation
+        self.counters.resized(recorded, new_size);
         // SAFETY: `nbase` holds `total >= PREFIX` bytes, malloc-aligned.
         unsafe { self.finish(nbase, new_size) }
     }
@@ -319,7 +289,7 @@ impl Allocator for Tracking {
                 (base as *mut u64).write(FREED);
                 libc::free(base as *mut libc::c_void);
             }
-            self.track_free(recorded);
+            self.counters.freed(recorded);
             if let Some(slot) = slot {
                 slot.fill(&Freed { ptr: addr, size: block.size, user, made: block.made, free_thread }, stack);
             }
@@ -344,15 +314,7 @@ impl Allocator for Tracking {
     }
 
     fn stats(&self) -> Option<MemplugStats> {
-        Some(MemplugStats {
-            struct_size: 0,
-            live_bytes: self.live_bytes.load(Relaxed),
-            peak_bytes: self.peak_bytes.load(Relaxed),
-            total_allocations: self.total_allocations.load(Relaxed),
-            live_count: self.live_count.load(Relaxed),
-            bad_frees: self.bad_frees.load(Relaxed),
-            size_mismatches: self.size_mismatches.load(Relaxed),
-        })
+        Some(self.counters.snapshot())
     }
 }
 

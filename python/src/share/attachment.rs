@@ -7,7 +7,7 @@
 //! `memplug.numpy.attach`'s native half.
 
 use super::attach_raw;
-use super::handle::{block_dict, block_from};
+use super::block_dict::{block_dict, block_from};
 use crate::errors;
 use memplug::{Buffer, SharedBlock};
 use pyo3::prelude::*;

@@ -2,7 +2,7 @@
 //! bridge made for it (or for the array it views), as a handle
 //! (`memplug.numpy.share`'s native half, [`share_array`]).
 
-use super::handle::block_dict;
+use super::block_dict::block_dict;
 use crate::errors;
 use crate::numpy::array_raw::{self, DataOwner};
 use pyo3::prelude::*;

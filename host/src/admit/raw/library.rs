@@ -9,11 +9,11 @@
 
 use crate::admit::error::Refusal;
 use crate::admit::validate::{self, Prefix, ValidatedHeader};
-use crate::heap::raw::vtable::VTable;
 use abi_stable::type_layout::TypeLayout;
 use libloading::os::unix::{Library, RTLD_LOCAL, RTLD_NOW};
 use memplug_abi::layout::{FORMAT_ABI_STABLE_0_11, LAYOUT_SUFFIX, LayoutFn};
 use memplug_abi::{EntryFn, MemplugHandler, PREFIX_LEN, STATS_SUFFIX, StatsFn};
+use memplug_callcore::VTable;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 

@@ -6,10 +6,10 @@
 //! so that `inspect` can show what a refused plugin declared. The rules live
 //! in `rules.rs`. Pure Rust over bytes: no FFI, and no input makes it panic.
 
-pub use crate::heap::raw::vtable::FunctionAddrs;
 use memplug_abi::{
     MemplugHandler, NAME_CAP, PREFIX_LEN, SIZE_V1_0, SIZE_V1_1, SIZE_V1_2, SIZE_V1_3, VERSION_CAP, required_size,
 };
+pub use memplug_callcore::FunctionAddrs;
 use serde::{Deserialize, Serialize};
 use std::mem::offset_of;
 

@@ -22,21 +22,8 @@ pub(super) fn manifest_env(cmd: &mut Command, spec: &SymbolSpec) {
         .env(name(var::THREAD_SAFE), switch(spec.thread_safe));
     for role in Role::ALL {
         if let Some(symbol) = spec.symbols.get(role) {
-            cmd.env(name(symbol_var(role)), symbol);
+            cmd.env(name(role.run_variable()), symbol);
         }
-    }
-}
-
-/// The variable that names the function of `role` to the interposer.
-fn symbol_var(role: Role) -> &'static CStr {
-    match role {
-        Role::Malloc => var::SYM_MALLOC,
-        Role::Calloc => var::SYM_CALLOC,
-        Role::Realloc => var::SYM_REALLOC,
-        Role::Free => var::SYM_FREE,
-        Role::SizedFree => var::SYM_SIZED_FREE,
-        Role::AlignedAlloc => var::SYM_ALIGNED_ALLOC,
-        Role::UsableSize => var::SYM_USABLE_SIZE,
     }
 }
 

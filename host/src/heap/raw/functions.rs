@@ -9,9 +9,9 @@
 //! user's `ctx`.
 
 use super::ctx_owner::CtxOwner;
-use super::vtable::VTable;
 use crate::heap::functions::ContextFunctions;
 use core::ffi::c_void;
+use memplug_callcore::VTable;
 
 /// The user's functions and context.
 pub(crate) struct ContextTable(ContextFunctions);

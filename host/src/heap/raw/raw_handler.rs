@@ -17,7 +17,7 @@
 //! handler core, per-call or batched, ends up there (but the direct hot path
 //! of the per-call API). `Held` also serves alignments above the handler's own:
 //! through the plugin's `aligned_alloc`, or host over-allocation
-//! (`aligned.rs`).
+//! (`memplug_callcore::aligned_raw`).
 //!
 //! A `Held` that holds a lock frees the handler's pending frees
 //! (`pending.rs`) when it takes the lock and again when it releases it, and
@@ -99,14 +99,14 @@
 //! under the lock taken by the no-wait rule). The sizeless free and realloc
 //! follow the rules of the ordinary ones (the per-call API).
 
-use super::aligned::{align_within, block_start, over_allocation};
 use super::barrier;
 use super::life::Life;
 use super::pending::{Deferred, HandlerLock, PendingBlock};
 use super::relock::ReentrantGuard;
-use super::vtable::{CreateFailure, DirectCalls, PlainCalls, VTable, served};
 use crate::heap::error::AllocError;
 use memplug_abi::{MemplugLocation, MemplugStats};
+use memplug_callcore::aligned_raw::{align_within, block_start, over_allocation};
+use memplug_callcore::{CreateFailure, DirectCalls, PlainCalls, VTable, served};
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::ptr::NonNull;
@@ -394,7 +394,7 @@ impl<'a> Held<'a> {
 
     /// Allocate `size` bytes aligned to `alignment` (a power of two): a
     /// plain block when the handler's own alignment suffices, else the
-    /// plugin's `aligned_alloc`, else host over-allocation (`aligned.rs`).
+    /// plugin's `aligned_alloc`, else host over-allocation (`memplug_callcore::aligned_raw`).
     pub(crate) fn alloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, AllocError> {
         if !alignment.is_power_of_two() {
             return Err(AllocError::BadAlignment { handler: self.raw.name, alignment });

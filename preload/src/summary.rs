@@ -3,9 +3,10 @@
 //! plugin's own statistics. Written by the destructor (or `_exit`) of the
 //! process that owns it (`exports_raw`); this module holds no unsafe code.
 
+use crate::call_raw::mode;
 use crate::env_raw::{pid, write_c};
 use crate::plugin_raw::plugin_stats;
-use crate::setup::{Setup, mode, plugin_serves};
+use crate::setup::Setup;
 use crate::stats;
 use crate::text::Text;
 use core::fmt::Write;
@@ -13,10 +14,10 @@ use core::fmt::Write;
 /// The report: the handler, how it served, the counts, the plugin's own
 /// statistics.
 pub(crate) fn write(out: &mut Text, setup: &Setup) -> core::fmt::Result {
-    let served = if plugin_serves(mode()) { "plugin" } else { "libc" };
+    let served = if mode().plugin_serves() { "plugin" } else { "libc" };
     writeln!(out, "pid {}", pid())?;
     writeln!(out, "served_by {served}")?;
-    writeln!(out, "headerless {}", u8::from(served == "plugin" && mode() >= crate::setup::BARE))?;
+    writeln!(out, "headerless {}", u8::from(served == "plugin" && mode().headerless()))?;
     writeln!(out, "handler {}", c(&setup.name))?;
     writeln!(out, "version {}", c(&setup.version))?;
     out.write_str("plugin ")?;

@@ -4,11 +4,14 @@
 //! least one word past the block's start, and the word just before it holds
 //! the block's start, so that the block can be found again to free it.
 
-use std::ptr::NonNull;
+#![allow(unsafe_code)]
+
+use core::ptr::NonNull;
 
 /// The bytes to allocate to carve a `size`-byte block aligned to
 /// `alignment` out of it, with room for the original pointer in front.
-pub(crate) fn over_allocation(size: usize, alignment: usize) -> Option<usize> {
+#[inline]
+pub fn over_allocation(size: usize, alignment: usize) -> Option<usize> {
     size.checked_add(alignment)?.checked_add(size_of::<usize>())
 }
 
@@ -18,7 +21,8 @@ pub(crate) fn over_allocation(size: usize, alignment: usize) -> Option<usize> {
 /// # Safety
 /// `raw` is valid for writes of `over_allocation(size, alignment)` bytes for
 /// the `size` the caller will use, and `alignment` is a power of two.
-pub(crate) unsafe fn align_within(raw: NonNull<u8>, alignment: usize) -> NonNull<u8> {
+#[inline]
+pub unsafe fn align_within(raw: NonNull<u8>, alignment: usize) -> NonNull<u8> {
     let addr = raw.as_ptr() as usize;
     let aligned = (addr + size_of::<usize>() + alignment - 1) & !(alignment - 1);
     let offset = aligned - addr;
@@ -36,7 +40,8 @@ pub(crate) unsafe fn align_within(raw: NonNull<u8>, alignment: usize) -> NonNull
 ///
 /// # Safety
 /// `aligned` was returned by [`align_within`] and its block is live.
-pub(crate) unsafe fn block_start(aligned: NonNull<u8>) -> NonNull<u8> {
+#[inline]
+pub unsafe fn block_start(aligned: NonNull<u8>) -> NonNull<u8> {
     // SAFETY: `align_within` stored the (non-null) block start in the word
     // just before `aligned`, inside the live block.
     unsafe {

@@ -1,7 +1,9 @@
 //! The built-in handler: libc's `malloc`/`calloc`/`realloc`/`free`. It is
 //! the process default until another one is set.
 
-use super::vtable::VTable;
+#![allow(unsafe_code)]
+
+use crate::vtable_raw::VTable;
 use core::ffi::c_void;
 
 unsafe extern "C" fn builtin_malloc(_ctx: *mut c_void, size: usize) -> *mut c_void {
@@ -33,12 +35,12 @@ unsafe extern "C" fn builtin_usable_size(_ctx: *mut c_void, ptr: *const c_void) 
 /// The built-in handler's vtable (thread-safe; no `ctx`). Its `free` and
 /// `realloc` ignore the size (`FLAG_SIZELESS_FREE`), and it answers usable
 /// sizes with libc's `malloc_usable_size`.
-pub(crate) fn vtable() -> VTable {
+pub fn vtable() -> VTable {
     // SAFETY: each function implements its ABI role with libc's allocator,
     // which is thread-safe and ignores `ctx`; `malloc_usable_size` answers
     // for libc's live blocks.
     unsafe {
-        VTable::from_fns(std::ptr::null_mut(), builtin_malloc, builtin_calloc, builtin_realloc, builtin_free, None)
+        VTable::from_fns(core::ptr::null_mut(), builtin_malloc, builtin_calloc, builtin_realloc, builtin_free, None)
             .with_usable_size(Some(builtin_usable_size))
     }
 }

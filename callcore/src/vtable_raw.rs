@@ -2,21 +2,23 @@
 //!
 //! [`VTable`] is plain data: the plugin's function pointers as the ABI types
 //! them. Every call is an `unsafe fn` whose `# Safety` section says what the
-//! caller must guarantee; the only caller is `raw_handler.rs`, which keeps those
-//! guarantees for every handler (its lock, its counts, non-zero sizes).
-//! The calls copied out for hot paths are in `direct.rs`.
-//! [`FunctionAddrs`] is the vtable as the validator reads it out of a
-//! plugin's header: addresses, before they are made into function
-//! pointers.
+//! caller must guarantee; the callers — the host's handler core, the
+//! interposer's calls into its plugin — keep those guarantees for every
+//! handler (its lock, its counts, non-zero sizes). The calls copied out for
+//! hot paths are in `direct_raw`.
+//! [`FunctionAddrs`] is the vtable as a header holds it (the host's
+//! validator reads it out of a plugin's bytes, the interposer out of the
+//! live header): addresses, before they are made into function pointers.
 
-pub(crate) use super::direct::{DirectCalls, PlainCalls};
+#![allow(unsafe_code)]
+
+use crate::direct_raw::{DirectCalls, PlainCalls};
 use core::ffi::{CStr, c_void};
+use core::ptr::NonNull;
 use memplug_abi::{
     AlignedAllocFn, CallocFn, CreateFn, DestroyFn, FreeFn, LocateFn, MallocFn, MemplugInstance, MemplugLocation,
     MemplugStats, ReallocFn, ResolveFn, StatsFn, UsableSizeFn,
 };
-use serde::{Deserialize, Serialize};
-use std::ptr::NonNull;
 
 /// The size a plugin is asked for when `size` bytes are requested: 0 is
 /// served as 1, so that every request gets a unique, freeable, non-null
@@ -24,14 +26,15 @@ use std::ptr::NonNull;
 /// place the host's zero-size rule is written: every call into a plugin's
 /// block functions passes its sizes through it.
 #[inline(always)]
-pub(crate) const fn served(size: usize) -> usize {
+pub const fn served(size: usize) -> usize {
     if size == 0 { 1 } else { size }
 }
 
 /// The addresses of a handler's functions, as read. The four ABI 1.0 ones
-/// are non-zero after [`validate`](crate::validate::validate) succeeded; the optional
-/// 1.1, 1.2 and 1.3 ones are 0 when absent.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// are non-zero in a valid header (the host's validator refuses any other);
+/// the optional 1.1, 1.2 and 1.3 ones are 0 when absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct FunctionAddrs {
     /// `malloc`.
     pub malloc: usize,
@@ -50,23 +53,25 @@ pub struct FunctionAddrs {
     /// `stats` (1.1, optional).
     pub stats: usize,
     /// `locate` (1.2, optional).
-    #[serde(default)]
+    #[cfg_attr(feature = "serde", serde(default))]
     pub locate: usize,
     /// `resolve` (1.2, optional).
-    #[serde(default)]
+    #[cfg_attr(feature = "serde", serde(default))]
     pub resolve: usize,
     /// `usable_size` (1.3, optional).
-    #[serde(default)]
+    #[cfg_attr(feature = "serde", serde(default))]
     pub usable_size: usize,
 }
 
 impl FunctionAddrs {
     /// The required (ABI 1.0) functions by name, in ABI order.
+    #[inline]
     pub fn fields(&self) -> [(&'static str, usize); 4] {
         [("malloc", self.malloc), ("calloc", self.calloc), ("realloc", self.realloc), ("free", self.free)]
     }
 
     /// The optional (ABI 1.1, 1.2 and 1.3) functions by name, in ABI order.
+    #[inline]
     pub fn optional_fields(&self) -> [(&'static str, usize); 7] {
         [
             ("aligned_alloc", self.aligned_alloc),
@@ -82,7 +87,7 @@ impl FunctionAddrs {
 
 /// Why [`VTable::create`] made no instance, as the plugin said it.
 #[derive(Debug)]
-pub(crate) enum CreateFailure {
+pub enum CreateFailure {
     /// The plugin has no `create` function.
     NoCreate,
     /// `create` returned this non-zero status; its message (a NUL-terminated
@@ -95,7 +100,7 @@ pub(crate) enum CreateFailure {
 /// A handler's functions and `ctx`; the four required functions non-null.
 #[derive(Clone, Copy)]
 #[repr(C)]
-pub(crate) struct VTable {
+pub struct VTable {
     ctx: *mut c_void,
     malloc: MallocFn,
     calloc: CallocFn,
@@ -112,8 +117,9 @@ pub(crate) struct VTable {
 
 // SAFETY: the vtable is immutable plain data (function pointers and an opaque
 // `ctx` value). Sharing it lets other threads *call* the plugin only through
-// `raw_handler.rs`, which serialises every call into a plugin that is not
-// thread-safe with its lock.
+// its `unsafe` calls, whose contract is that the caller serialises every
+// call into a plugin that is not thread-safe (the host's handler core and
+// the interposer do, with their locks).
 unsafe impl Send for VTable {}
 // SAFETY: as above.
 unsafe impl Sync for VTable {}
@@ -127,7 +133,8 @@ impl VTable {
     /// in `memplug.h`): `malloc(ctx, size)` returns a block of `size` bytes or
     /// NULL, `free(ctx, ptr, size)` releases a block it made, and so on; and
     /// `ctx` stays valid for the rest of the process.
-    pub(crate) unsafe fn from_fns(
+    #[inline]
+    pub unsafe fn from_fns(
         ctx: *mut c_void,
         malloc: MallocFn,
         calloc: CallocFn,
@@ -157,7 +164,8 @@ impl VTable {
     /// `usable_size(ctx, ptr)` answers the usable size of a live block of
     /// this vtable's handler (the contract in `memplug.h`) and stays
     /// callable for the rest of the process.
-    pub(crate) unsafe fn with_usable_size(self, usable_size: Option<UsableSizeFn>) -> VTable {
+    #[inline]
+    pub unsafe fn with_usable_size(self, usable_size: Option<UsableSizeFn>) -> VTable {
         VTable { usable_size, ..self }
     }
 
@@ -170,7 +178,8 @@ impl VTable {
     /// addresses are non-zero; optional ones are 0 when absent); so every
     /// non-zero address is a function with its ABI signature (the plugin's
     /// side of the contract in `memplug.h`).
-    pub(crate) unsafe fn from_header(functions: &FunctionAddrs, ctx: usize, stats: Option<StatsFn>) -> VTable {
+    #[inline]
+    pub unsafe fn from_header(functions: &FunctionAddrs, ctx: usize, stats: Option<StatsFn>) -> VTable {
         let f = functions;
         // Function pointers, `Option`s of them and usize have the same size here.
         // SAFETY: by the caller's guarantee each non-zero address is a function of
@@ -179,61 +188,69 @@ impl VTable {
         unsafe {
             VTable {
                 ctx: ctx as *mut c_void,
-                malloc: std::mem::transmute::<usize, MallocFn>(f.malloc),
-                calloc: std::mem::transmute::<usize, CallocFn>(f.calloc),
-                realloc: std::mem::transmute::<usize, ReallocFn>(f.realloc),
-                free: std::mem::transmute::<usize, FreeFn>(f.free),
-                aligned_alloc: std::mem::transmute::<usize, Option<AlignedAllocFn>>(f.aligned_alloc),
-                create: std::mem::transmute::<usize, Option<CreateFn>>(f.create),
-                destroy: std::mem::transmute::<usize, Option<DestroyFn>>(f.destroy),
-                stats: std::mem::transmute::<usize, Option<StatsFn>>(f.stats).or(stats),
-                locate: std::mem::transmute::<usize, Option<LocateFn>>(f.locate),
-                resolve: std::mem::transmute::<usize, Option<ResolveFn>>(f.resolve),
-                usable_size: std::mem::transmute::<usize, Option<UsableSizeFn>>(f.usable_size),
+                malloc: core::mem::transmute::<usize, MallocFn>(f.malloc),
+                calloc: core::mem::transmute::<usize, CallocFn>(f.calloc),
+                realloc: core::mem::transmute::<usize, ReallocFn>(f.realloc),
+                free: core::mem::transmute::<usize, FreeFn>(f.free),
+                aligned_alloc: core::mem::transmute::<usize, Option<AlignedAllocFn>>(f.aligned_alloc),
+                create: core::mem::transmute::<usize, Option<CreateFn>>(f.create),
+                destroy: core::mem::transmute::<usize, Option<DestroyFn>>(f.destroy),
+                stats: core::mem::transmute::<usize, Option<StatsFn>>(f.stats).or(stats),
+                locate: core::mem::transmute::<usize, Option<LocateFn>>(f.locate),
+                resolve: core::mem::transmute::<usize, Option<ResolveFn>>(f.resolve),
+                usable_size: core::mem::transmute::<usize, Option<UsableSizeFn>>(f.usable_size),
             }
         }
     }
 
     /// The `malloc` and `free` calls alone, to be made without this vtable
     /// (see [`DirectCalls`]).
-    pub(crate) fn direct_calls(&self) -> DirectCalls {
+    #[inline]
+    pub fn direct_calls(&self) -> DirectCalls {
         DirectCalls { ctx: self.ctx, malloc: self.malloc, free: self.free }
     }
 
     /// The four block calls alone, to be made without this vtable (see
     /// [`PlainCalls`]).
-    pub(crate) fn plain_calls(&self) -> PlainCalls {
+    #[inline]
+    pub fn plain_calls(&self) -> PlainCalls {
         PlainCalls { ctx: self.ctx, malloc: self.malloc, calloc: self.calloc, realloc: self.realloc, free: self.free }
     }
 
     /// The same functions with another `ctx` (an instance's, from `create`).
-    pub(crate) fn with_ctx(&self, ctx: *mut c_void) -> VTable {
+    #[inline]
+    pub fn with_ctx(&self, ctx: *mut c_void) -> VTable {
         VTable { ctx, ..*self }
     }
 
     /// Whether the plugin has its own aligned allocation.
-    pub(crate) fn has_aligned_alloc(&self) -> bool {
+    #[inline]
+    pub fn has_aligned_alloc(&self) -> bool {
         self.aligned_alloc.is_some()
     }
 
     /// Whether the plugin makes instances (`create`).
-    pub(crate) fn has_create(&self) -> bool {
+    #[inline]
+    pub fn has_create(&self) -> bool {
         self.create.is_some()
     }
 
     /// Whether the handler reports statistics.
-    pub(crate) fn has_stats(&self) -> bool {
+    #[inline]
+    pub fn has_stats(&self) -> bool {
         self.stats.is_some()
     }
 
     /// Whether the plugin can share blocks with other processes: it has
     /// both `locate` and `resolve` (ABI 1.2).
-    pub(crate) fn is_shareable(&self) -> bool {
+    #[inline]
+    pub fn is_shareable(&self) -> bool {
         self.locate.is_some() && self.resolve.is_some()
     }
 
     /// Whether the plugin answers usable sizes (ABI 1.3 `usable_size`).
-    pub(crate) fn has_usable_size(&self) -> bool {
+    #[inline]
+    pub fn has_usable_size(&self) -> bool {
         self.usable_size.is_some()
     }
 }
@@ -247,7 +264,7 @@ impl VTable {
     /// # Safety
     /// The call is serialised; `size > 0`.
     #[inline(always)]
-    pub(crate) unsafe fn malloc(&self, size: usize) -> *mut u8 {
+    pub unsafe fn malloc(&self, size: usize) -> *mut u8 {
         // SAFETY: `malloc` is this handler's ABI function and `ctx` its own;
         // the caller serialises the call and passes a non-zero size.
         unsafe { (self.malloc)(self.ctx, size) as *mut u8 }
@@ -259,7 +276,7 @@ impl VTable {
     /// The call is serialised; `nelem * elsize` does not overflow and is
     /// non-zero.
     #[inline(always)]
-    pub(crate) unsafe fn calloc(&self, nelem: usize, elsize: usize) -> *mut u8 {
+    pub unsafe fn calloc(&self, nelem: usize, elsize: usize) -> *mut u8 {
         // SAFETY: as in `malloc`, with the caller's product guarantee.
         unsafe { (self.calloc)(self.ctx, nelem, elsize) as *mut u8 }
     }
@@ -271,7 +288,7 @@ impl VTable {
     /// `old_size > 0` bytes (or `old_size` is 0 and the handler declared
     /// `FLAG_SIZELESS_FREE`); `new_size > 0`.
     #[inline(always)]
-    pub(crate) unsafe fn realloc(&self, ptr: *mut u8, old_size: usize, new_size: usize) -> *mut u8 {
+    pub unsafe fn realloc(&self, ptr: *mut u8, old_size: usize, new_size: usize) -> *mut u8 {
         // SAFETY: the caller guarantees the block, the sizes and serialisation.
         unsafe { (self.realloc)(self.ctx, ptr as *mut c_void, old_size, new_size) as *mut u8 }
     }
@@ -283,7 +300,7 @@ impl VTable {
     /// `size > 0` bytes (or `size` is 0 and the handler declared
     /// `FLAG_SIZELESS_FREE`) and is not used again.
     #[inline(always)]
-    pub(crate) unsafe fn free(&self, ptr: *mut u8, size: usize) {
+    pub unsafe fn free(&self, ptr: *mut u8, size: usize) {
         // SAFETY: the caller guarantees the block, its size and serialisation.
         unsafe { (self.free)(self.ctx, ptr as *mut c_void, size) }
     }
@@ -293,12 +310,12 @@ impl VTable {
     /// # Safety
     /// The call is serialised; `alignment` is a power of two; `size > 0`.
     #[inline]
-    pub(crate) unsafe fn aligned_alloc(&self, alignment: usize, size: usize) -> *mut u8 {
+    pub unsafe fn aligned_alloc(&self, alignment: usize, size: usize) -> *mut u8 {
         match self.aligned_alloc {
             // SAFETY: `f` is this handler's ABI `aligned_alloc` and `ctx` its own;
             // the caller guarantees the arguments and serialisation.
             Some(f) => unsafe { f(self.ctx, alignment, size) as *mut u8 },
-            None => std::ptr::null_mut(),
+            None => core::ptr::null_mut(),
         }
     }
 
@@ -307,7 +324,8 @@ impl VTable {
     ///
     /// # Safety
     /// The call is serialised.
-    pub(crate) unsafe fn stats(&self) -> Option<MemplugStats> {
+    #[inline]
+    pub unsafe fn stats(&self) -> Option<MemplugStats> {
         let f = self.stats?;
         let mut out = MemplugStats { struct_size: size_of::<MemplugStats>() as u64, ..Default::default() };
         // SAFETY: `f` is the handler's statistics function (ABI signature),
@@ -324,7 +342,8 @@ impl VTable {
     ///
     /// # Safety
     /// The call is serialised.
-    pub(crate) unsafe fn create(
+    #[inline]
+    pub unsafe fn create(
         &self,
         options: &CStr,
         alignment: usize,
@@ -333,7 +352,7 @@ impl VTable {
         let Some(create) = self.create else { return Err(CreateFailure::NoCreate) };
         let mut out = MemplugInstance {
             struct_size: size_of::<MemplugInstance>() as u64,
-            ctx: std::ptr::null_mut(),
+            ctx: core::ptr::null_mut(),
             alignment: alignment as u64,
             error: [0; memplug_abi::ERROR_CAP],
         };
@@ -358,7 +377,8 @@ impl VTable {
     /// # Safety
     /// The call is serialised. (`ptr` may be any address: the ABI forbids
     /// `locate` to dereference it.)
-    pub(crate) unsafe fn locate(&self, ptr: *const u8, size: usize) -> Result<MemplugLocation, i32> {
+    #[inline]
+    pub unsafe fn locate(&self, ptr: *const u8, size: usize) -> Result<MemplugLocation, i32> {
         let Some(locate) = self.locate else { return Err(memplug_abi::SHARE_FOREIGN) };
         let mut out = MemplugLocation::new();
         // SAFETY: `locate` is this plugin's ABI function and `ctx` its own;
@@ -376,9 +396,10 @@ impl VTable {
     ///
     /// # Safety
     /// The call is serialised.
-    pub(crate) unsafe fn resolve(&self, location: &MemplugLocation) -> Result<NonNull<u8>, i32> {
+    #[inline]
+    pub unsafe fn resolve(&self, location: &MemplugLocation) -> Result<NonNull<u8>, i32> {
         let Some(resolve) = self.resolve else { return Err(memplug_abi::SHARE_FOREIGN) };
-        let mut out: *mut c_void = std::ptr::null_mut();
+        let mut out: *mut c_void = core::ptr::null_mut();
         // SAFETY: `resolve` is this plugin's ABI function and `ctx` its own;
         // `location` is a whole, readable record and `out` a writable slot;
         // the caller serialises the call.
@@ -395,7 +416,8 @@ impl VTable {
     /// The call is serialised; `ptr` is a live block of this handler, or the
     /// handler declared `FLAG_KNOWS_FOREIGN` (its `usable_size` then answers
     /// 0 for any other pointer without reading through it).
-    pub(crate) unsafe fn usable_size(&self, ptr: *const u8) -> Option<usize> {
+    #[inline]
+    pub unsafe fn usable_size(&self, ptr: *const u8) -> Option<usize> {
         let f = self.usable_size?;
         // SAFETY: `f` is this plugin's ABI `usable_size` and `ctx` its own;
         // the caller guarantees the pointer and serialisation.
@@ -407,7 +429,8 @@ impl VTable {
     /// # Safety
     /// The call is serialised; this vtable's `ctx` came from `create`, all
     /// its blocks are freed, and it is destroyed once.
-    pub(crate) unsafe fn destroy(&self) {
+    #[inline]
+    pub unsafe fn destroy(&self) {
         if let Some(destroy) = self.destroy {
             // SAFETY: per the contract: a live instance ctx from `create`,
             // with no blocks left, destroyed exactly once, serialised.
