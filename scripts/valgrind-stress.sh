@@ -34,6 +34,8 @@ echo "== valgrind ($(valgrind --version)), ${MEMPLUG_STRESS_OPS} operations per 
 start=$SECONDS
 # --fair-sched: valgrind serialises threads; give each its turn so that
 # threads waiting on a handler's lock do not starve the one holding it.
+# tests/valgrind.supp: libunwind's checks of an address (guard and tracking
+# record allocation stacks) and the worker's prctl, which memcheck misreads.
 valgrind --error-exitcode=1 --fair-sched=yes --track-origins=yes --num-callers=30 \
-    "$exe" --test-threads=1
+    --suppressions=tests/valgrind.supp "$exe" --test-threads=1
 echo "== valgrind-stress: no errors ($((SECONDS - start)) s)"

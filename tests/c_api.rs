@@ -433,7 +433,7 @@ fn the_loading_rules_hold_in_c_and_cpp_and_a_refusal_leaks_nothing() {
     let cpp = s.build(&support::root().join("capi/tests/cpp/rules_test.cpp"), "rules_test_cpp", false, &[]);
     codes("the C++ rules test", &s.run_with(&[], &cpp, &extra));
     if valgrind() {
-        let supp = format!("--suppressions={}", support::root().join("capi/tests/valgrind.supp").display());
+        let supp = format!("--suppressions={}", support::root().join("tests/valgrind.supp").display());
         let grind =
             ["valgrind", "--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite", "-q", &supp];
         codes("the C rules test under valgrind", &s.run_with(&grind, &c, &extra));
@@ -537,7 +537,7 @@ fn the_c_and_cpp_programs_run_clean_under_valgrind() {
         return;
     }
     let s = Setup::new();
-    let supp = format!("--suppressions={}", support::root().join("capi/tests/valgrind.supp").display());
+    let supp = format!("--suppressions={}", support::root().join("tests/valgrind.supp").display());
     let grind =
         ["valgrind", "--error-exitcode=1", "--leak-check=full", "--errors-for-leak-kinds=definite", "-q", &supp];
     let c = s.build(&c_test(), "host_test", false, &[]);
