@@ -50,6 +50,9 @@ else
 
     step "python: NumPy's own tests, the interpreter under memplug run --handler guard:sample=1000 (no heap error)"
     start=$SECONDS
+    # target/debug/memplug finds the bundled plugins beside it, where `cargo
+    # build` puts them (`cargo test` leaves them in target/debug/deps).
+    cargo build --workspace --quiet
     "$venv/bin/python" scripts/numpy-suite.py --workdir target/numpy-suite-guard --runs interposed \
         --baseline target/numpy-suite/default.xml --memplug target/debug/memplug --run-handler guard:sample=1000
     echo "   NumPy suite under guard:sample=1000 took $((SECONDS - start)) s"
