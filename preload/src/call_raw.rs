@@ -168,7 +168,7 @@ pub(crate) mod in_call {
     /// Whether a fast mode serves.
     #[inline(always)]
     pub(crate) fn fast_mode() -> bool {
-        mode().fast()
+        super::mode().fast()
     }
 
     /// Set this thread's flag; `None` when it was set already.

@@ -235,6 +235,16 @@ unsafe fn capture_raw(out: *mut usize, cap: usize) -> usize {
 /// # Safety
 /// `ucontext` is the third argument of an `SA_SIGINFO` handler.
 pub unsafe fn fault_ip(ucontext: *const c_void) -> usize {
+    #[cfg(target_arch = "x86_64")]
     // SAFETY: the caller's promise: a ucontext_t as the kernel laid it out.
-    unsafe { (*ucontext.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_RIP as usize] as usize }
+    let ip = unsafe { (*ucontext.cast::<libc::ucontext_t>()).uc_mcontext.gregs[libc::REG_RIP as usize] as usize };
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: as above; on aarch64 the program counter is `pc`.
+    let ip = unsafe { (*ucontext.cast::<libc::ucontext_t>()).uc_mcontext.pc as usize };
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let ip = {
+        let _ = ucontext;
+        0 // not known here: the report starts at the handler's caller
+    };
+    ip
 }
