@@ -1,23 +1,23 @@
 #!/usr/bin/env bash
 # The crates a user depends on, packaged as crates.io would take them:
-# `cargo publish --dry-run` of memplug-abi and memplug together (cargo
-# packages both, builds memplug against the packaged memplug-abi, and stops
-# before uploading). The plugins, the interposer, libmemplug and the test
+# `cargo publish --dry-run` of memplug-abi, memplug-callcore, memplug-stacks
+# and memplug together (cargo packages them, builds each against the
+# packaged others, and stops before uploading). The plugins, the interposer, libmemplug and the test
 # fixtures are `publish = false`. Fails on the first error.
 #
 #   scripts/publish-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== publish-check: cargo publish --dry-run -p memplug-abi -p memplug-stacks -p memplug ($(date +%T))"
+echo "== publish-check: cargo publish --dry-run -p memplug-abi -p memplug-callcore -p memplug-stacks -p memplug ($(date +%T))"
 start=$SECONDS
 # --allow-dirty: CI's clone is clean, a developer's tree may not be; what is
 # packaged is each manifest's `include` list either way.
-cargo publish --dry-run --allow-dirty --quiet -p memplug-abi -p memplug-stacks -p memplug
-for crate in memplug-abi memplug-stacks memplug; do
+cargo publish --dry-run --allow-dirty --quiet -p memplug-abi -p memplug-callcore -p memplug-stacks -p memplug
+for crate in memplug-abi memplug-callcore memplug-stacks memplug; do
     listing=$(cargo package --list --allow-dirty -p "$crate")
     for f in LICENSE-MIT LICENSE-APACHE README.md; do
         grep -qx "$f" <<<"$listing" || { echo "publish-check: FAILED: the $crate crate does not carry $f" >&2; exit 1; }
     done
 done
-echo "   the three crates package, build from their packages and carry their licence texts and README ($((SECONDS - start)) s)"
+echo "   the four crates package, build from their packages and carry their licence texts and README ($((SECONDS - start)) s)"
