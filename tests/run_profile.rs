@@ -63,6 +63,9 @@ fn read(path: &Path) -> Profile {
 
 #[test]
 fn a_profile_weighs_allocations_by_function_and_each_process_has_its_own() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
+        return;
+    }
     let (dir, out, path) = profiled("system");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{out:?}");
@@ -111,6 +114,9 @@ fn a_profile_weighs_allocations_by_function_and_each_process_has_its_own() {
 /// functions) as on `system`.
 #[test]
 fn the_header_path_and_a_manifest_are_profiled_alike() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
+        return;
+    }
     let ldconfig = Command::new("ldconfig").arg("-p").output().expect("ldconfig");
     assert!(
         String::from_utf8_lossy(&ldconfig.stdout).contains("libmimalloc.so.2"),
@@ -132,6 +138,9 @@ fn the_header_path_and_a_manifest_are_profiled_alike() {
 /// and what it held when it died.
 #[test]
 fn a_program_that_dies_leaves_its_profile() {
+    if support::under_asan(support::INTERPOSER_UNDER_ASAN) {
+        return;
+    }
     let (_dir, out, path) = profiled_with("system", &["die"]);
     assert_eq!(out.status.code(), Some(134), "killed by SIGABRT: {out:?}");
     let p = read(&path);
