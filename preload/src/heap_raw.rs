@@ -68,7 +68,7 @@ fn alloc_plain(size: usize, align: usize, zero: bool) -> *mut c_void {
     let mode = mode();
     if align == HEADER && !zero {
         let fast = match mode.fast() {
-            true => bare::direct_malloc(size),
+            true => bare::direct_malloc_unsampled(size),
             false => None,
         };
         if let Some(p) = fast {

@@ -99,9 +99,10 @@ pub(crate) unsafe fn init() -> Option<c_int> {
             s.plugin = Some(p);
             // SAFETY: the three handlers are plain functions that stay valid.
             unsafe { libc::pthread_atfork(Some(before_fork), Some(after_fork_parent), Some(after_fork_child)) };
-            // The fast path counts and samples nothing: a run that counts
-            // or profiles takes `Mode::Headerless`.
-            let fast = p.thread_safe && s.report.is_null() && !profiling;
+            // The fast path counts nothing: a run that counts takes
+            // `Mode::Headerless`. It samples through wrappers put in its
+            // table when the run profiles.
+            let fast = p.thread_safe && s.report.is_null();
             let mode = match (p.headerless, fast, manifest) {
                 (false, _, _) => Mode::Header,
                 (true, false, _) => Mode::Headerless,
@@ -114,6 +115,12 @@ pub(crate) unsafe fn init() -> Option<c_int> {
                 let calloc = p.calloc.map(|_| handler_as_c_calloc as unsafe extern "C" fn(usize, usize) -> *mut c_void);
                 // SAFETY: as above.
                 unsafe { crate::symbols_raw::install_fast(handler_as_c_malloc, handler_as_c_free, calloc) };
+            }
+            if mode.fast() && profiling {
+                // SAFETY: once, single-threaded, after the table was filled
+                // (by the manifest's load, or just above), before the mode
+                // is set.
+                unsafe { crate::sample_raw::wrap_fast_path() };
             }
             if mode.fast() {
                 // The fast path asks the table's gate and the region's

@@ -6,9 +6,10 @@
 //! with probability `1 - exp(-n / rate)`, which the command undoes when it
 //! weighs the samples. The path of an unsampled allocation is one subtract
 //! and one branch on a thread-local word; without `--profile` it is the
-//! same, the count set so far out that it never reaches zero, and the
-//! headerless fast path (`bare_raw`) is not taken while profiling, so it
-//! is untouched when no profile is asked for.
+//! same, the count set so far out that it never reaches zero. The
+//! headerless fast path (`bare_raw`) samples through wrappers put in its
+//! table of functions only when a profile is asked for, so without one it
+//! is untouched.
 //!
 //! A sampled allocation's stack is captured (`memplug_stacks::capture`,
 //! allocation-free, this library's own frames dropped), and a sample
@@ -119,6 +120,22 @@ mod left {
 /// zero. Gives `p` back.
 #[inline(always)]
 pub(crate) fn allocated(p: *mut c_void, size: usize) -> *mut c_void {
+    count(p, size, Within::Outside)
+}
+
+/// Whether the caller has marked this thread as inside a plugin call.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Within {
+    /// It has not: the work is done marked (and not at all when this
+    /// thread is inside a call already).
+    Outside,
+    /// It has (the fast path's wrappers run inside its call).
+    Inside,
+}
+
+/// [`allocated`], called from outside or inside a plugin call.
+#[inline(always)]
+fn count(p: *mut c_void, size: usize, within: Within) -> *mut c_void {
     let w = left::word();
     // SAFETY: this thread's own word, valid for its whole life; a signal
     // handler that runs between the read and the write loses only its own
@@ -127,7 +144,7 @@ pub(crate) fn allocated(p: *mut c_void, size: usize) -> *mut c_void {
     // SAFETY: as above.
     unsafe { w.write(left) };
     if left < 0 {
-        sample(p, size, left);
+        sample(p, size, left, within);
     }
     p
 }
@@ -138,7 +155,7 @@ pub(crate) fn allocated(p: *mut c_void, size: usize) -> *mut c_void {
 #[inline(always)]
 pub(crate) fn freeing(p: *mut c_void) {
     if MAYBE[filter_slot(p as usize)].load(Ordering::Relaxed) != 0 {
-        freed(p);
+        freed(p, Within::Outside);
     }
 }
 
@@ -146,8 +163,8 @@ pub(crate) fn freeing(p: *mut c_void) {
 /// block, record its free.
 #[cold]
 #[inline(never)]
-fn freed(p: *mut c_void) {
-    let Some(off) = in_call::try_enter() else { return };
+fn freed(p: *mut c_void, within: Within) {
+    let Some(off) = enter(within) else { return };
     if let Some(allocated) = remove(p as usize) {
         let freed = EVENTS.fetch_add(1, Ordering::Relaxed) + 1;
         let rate = RATE.load(Ordering::Relaxed);
@@ -157,7 +174,7 @@ fn freed(p: *mut c_void) {
             write(r);
         }
     }
-    in_call::leave(off);
+    leave(off, within);
 }
 
 /// The count went below zero: sample the block (when profiling, it was
@@ -165,7 +182,7 @@ fn freed(p: *mut c_void) {
 /// gap.
 #[cold]
 #[inline(never)]
-fn sample(p: *mut c_void, size: usize, left: i64) {
+fn sample(p: *mut c_void, size: usize, left: i64, within: Within) {
     let w = left::word();
     if !ON.load(Ordering::Acquire) {
         // Not profiling: the count is set out of reach (but before the
@@ -192,7 +209,7 @@ fn sample(p: *mut c_void, size: usize, left: i64) {
     if p.is_null() || size == 0 {
         return;
     }
-    let Some(off) = in_call::try_enter() else { return };
+    let Some(off) = enter(within) else { return };
     let stack = capture::capture(DEFAULT_DEPTH);
     let allocated = EVENTS.fetch_add(1, Ordering::Relaxed) + 1;
     let rate = RATE.load(Ordering::Relaxed);
@@ -212,7 +229,68 @@ fn sample(p: *mut c_void, size: usize, left: i64) {
     } else {
         DROPPED.fetch_add(1, Ordering::Relaxed);
     }
-    in_call::leave(off);
+    leave(off, within);
+}
+
+/// Mark this thread as inside a plugin call for the sampling's work (so
+/// that what the unwinder allocates goes to the bootstrap heap, unsampled),
+/// unless the caller has: `Some` to go on (the flag's offset, for
+/// [`leave`]); `None` when this thread is inside a call the caller did not
+/// make (the request is the plugin's own, or a signal handler's that
+/// interrupted one), which is not sampled.
+#[inline(always)]
+fn enter(within: Within) -> Option<usize> {
+    match within {
+        Within::Outside => in_call::try_enter(),
+        Within::Inside => Some(0),
+    }
+}
+
+/// Undo [`enter`].
+#[inline(always)]
+fn leave(off: usize, within: Within) {
+    if within == Within::Outside {
+        in_call::leave(off);
+    }
+}
+
+/// The fast path's `malloc` under `--profile`: the function it replaced,
+/// then the count (this thread is inside the fast path's call).
+unsafe extern "C" fn sampled_malloc(size: usize) -> *mut c_void {
+    // SAFETY: installed by `wrap_fast` only after the table was filled.
+    let p = unsafe { (crate::symbols_raw::unsampled().malloc)(size) };
+    count(p, size, Within::Inside)
+}
+
+/// The fast path's `calloc` under `--profile` (installed only when there
+/// is one): as [`sampled_malloc`]. The caller checked that `n * size` does
+/// not overflow.
+unsafe extern "C" fn sampled_calloc(n: usize, size: usize) -> *mut c_void {
+    // SAFETY: as in `sampled_malloc`; installed only over a `calloc`.
+    let p = unsafe { crate::symbols_raw::unsampled().calloc.unwrap_unchecked()(n, size) };
+    count(p, n.wrapping_mul(size), Within::Inside)
+}
+
+/// The fast path's `free` under `--profile`: a sampled block's free
+/// recorded, then the function it replaced.
+unsafe extern "C" fn sampled_free(p: *mut c_void) {
+    if !p.is_null() && MAYBE[filter_slot(p as usize)].load(Ordering::Relaxed) != 0 {
+        freed(p, Within::Inside);
+    }
+    // SAFETY: as in `sampled_malloc`; a pointer the program holds.
+    unsafe { (crate::symbols_raw::unsampled().free)(p) }
+}
+
+/// `--profile` on the fast path: its functions wrapped in the sampling's
+/// (when the run profiles, so that a run that does not keeps the fast path
+/// exactly as it is).
+///
+/// # Safety
+/// Called once, single-threaded (from the constructor), after the fast
+/// path's table was filled and before the fast mode is set.
+pub(crate) unsafe fn wrap_fast_path() {
+    // SAFETY: the caller's promise.
+    unsafe { crate::symbols_raw::wrap_fast(sampled_malloc, sampled_free, sampled_calloc) };
 }
 
 /// A gap drawn from the exponential distribution of mean the rate, in

@@ -43,6 +43,10 @@ static TABLE: Slot<SymbolTable> = Slot(UnsafeCell::new(None));
 /// The fast path's functions.
 static PLAIN: Slot<Plain> = Slot(UnsafeCell::new(None));
 
+/// Under `--profile`, the fast path's functions before `sample_raw`'s
+/// wrapped them (what its wrappers call); empty otherwise.
+static UNSAMPLED: Slot<Plain> = Slot(UnsafeCell::new(None));
+
 /// The fast path's functions, once the mode says a manifest (or a handler
 /// served through plain functions) serves fast.
 ///
@@ -67,6 +71,40 @@ pub(crate) unsafe fn install_fast(malloc: CMalloc, free: CFree, calloc: Option<C
     let p = unsafe { &mut *PLAIN.0.get() };
     if p.is_none() {
         *p = Some(Plain { malloc, calloc, free, usable: None });
+    }
+}
+
+/// The fast path's functions as they serve without sampling: the ones
+/// `--profile`'s wrappers call, and what a path that samples by itself
+/// (`heap_raw::alloc`) calls, so that no allocation is counted twice.
+///
+/// # Safety
+/// As [`plain`].
+#[inline(always)]
+pub(crate) unsafe fn unsampled() -> &'static Plain {
+    // SAFETY: written once, single-threaded, before the fast mode was set
+    // (and so before this is called); read-only afterwards.
+    match unsafe { &*UNSAMPLED.0.get() } {
+        Some(p) => p,
+        // SAFETY: the caller's promise.
+        None => unsafe { plain() },
+    }
+}
+
+/// `--profile` on the fast path: make it call `malloc`, `free` and (when
+/// there is one) `calloc` — `sample_raw`'s wrappers, which call the
+/// functions they replace ([`unsampled`]) and sample.
+///
+/// # Safety
+/// Called once, single-threaded (from the constructor), after [`load`] or
+/// [`install_fast`] filled the table and before the mode that reads it is
+/// set.
+pub(crate) unsafe fn wrap_fast(malloc: CMalloc, free: CFree, calloc: CCalloc) {
+    // SAFETY: the caller's promise; nothing reads either table yet.
+    let (p, u) = unsafe { (&mut *PLAIN.0.get(), &mut *UNSAMPLED.0.get()) };
+    if let Some(inner) = *p {
+        *u = Some(inner);
+        *p = Some(Plain { malloc, calloc: inner.calloc.map(|_| calloc), free, usable: inner.usable });
     }
 }
 
