@@ -5,8 +5,8 @@
 //! count below zero is sampled — so an allocation of `n` bytes is sampled
 //! with probability `1 - exp(-n / rate)`, which the command undoes when it
 //! weighs the samples. The path of an unsampled allocation is one subtract
-//! and one branch on a thread-local word; without `--profile` it is the
-//! same, the count set so far out that it never reaches zero. The
+//! and one branch on a thread-local word; without `--profile`, one load
+//! and one branch on whether the process samples. The
 //! headerless fast path (`bare_raw`) samples through wrappers put in its
 //! table of functions only when a profile is asked for, so without one it
 //! is untouched.
@@ -16,9 +16,9 @@
 //! record — size, rate, event number, stack — is appended to the profile
 //! file at once, so that a program that dies leaves its samples behind.
 //! The block then enters a small table keyed by address (only sampled
-//! blocks do; a filter of counters in front of it lets every other `free`
-//! pass with one load), and its `free` appends a record of the same event
-//! with the free's. Nothing here allocates through the plugin or re-enters
+//! blocks do; a filter of counters, summed up in a 2 KiB bitmap, lets
+//! every other `free` pass with one load), and its `free` appends a record
+//! of the same event with the free's. Nothing here allocates through the plugin or re-enters
 //! the interposer: the work is done with the thread marked as inside a
 //! plugin call, so any allocation the unwinder makes goes to the
 //! bootstrap heap, unsampled. Every call is safe in a signal handler.
@@ -40,7 +40,8 @@ pub(crate) const DEFAULT_RATE: u64 = 512 << 10;
 const SLOTS: usize = 1 << 16;
 /// Slots a key may occupy, from its hash on.
 const WINDOW: usize = 16;
-/// Counters of the filter (a power of two).
+/// Counters of the filter, and bits of its summary (a power of two, a
+/// multiple of 64).
 const FILTER: usize = 1 << 14;
 
 /// Whether this process samples.
@@ -61,7 +62,10 @@ static KEYS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
 static EVENT_OF: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
 /// How many sampled blocks hash to each counter (saturating: a counter at
 /// 255 stays there).
-static MAYBE: [AtomicU8; FILTER] = [const { AtomicU8::new(0) }; FILTER];
+static COUNTS: [AtomicU8; FILTER] = [const { AtomicU8::new(0) }; FILTER];
+/// One bit per counter, set while it is not 0: what a `free` reads (2 KiB,
+/// which stays in the cache, where the counters' 16 KiB would not).
+static MAYBE: [AtomicU64; FILTER / 64] = [const { AtomicU64::new(0) }; FILTER / 64];
 
 /// The bytes this thread may still allocate before its next sample (it
 /// samples when the count goes below zero): 8 bytes of static TLS, as the
@@ -117,9 +121,12 @@ mod left {
 
 /// After the allocation of `size` bytes at `p` (NULL: none): take the bytes
 /// off this thread's count, and sample the block when the count goes below
-/// zero. Gives `p` back.
+/// zero. Gives `p` back. Without `--profile`, one load and one branch.
 #[inline(always)]
 pub(crate) fn allocated(p: *mut c_void, size: usize) -> *mut c_void {
+    if !ON.load(Ordering::Relaxed) {
+        return p;
+    }
     count(p, size, Within::Outside)
 }
 
@@ -151,10 +158,11 @@ fn count(p: *mut c_void, size: usize, within: Within) -> *mut c_void {
 
 /// Before the free of `p` (off the fast path): if it may be a sampled
 /// block (one load of the filter rules out nearly every block that is
-/// not), record its free when it is one.
+/// not), record its free when it is one. Without `--profile`, one load and
+/// one branch.
 #[inline(always)]
 pub(crate) fn freeing(p: *mut c_void) {
-    if MAYBE[filter_slot(p as usize)].load(Ordering::Relaxed) != 0 {
+    if ON.load(Ordering::Relaxed) && maybe(p) {
         freed(p, Within::Outside);
     }
 }
@@ -274,7 +282,7 @@ unsafe extern "C" fn sampled_calloc(n: usize, size: usize) -> *mut c_void {
 /// The fast path's `free` under `--profile`: a sampled block's free
 /// recorded, then the function it replaced.
 unsafe extern "C" fn sampled_free(p: *mut c_void) {
-    if !p.is_null() && MAYBE[filter_slot(p as usize)].load(Ordering::Relaxed) != 0 {
+    if !p.is_null() && maybe(p) {
         freed(p, Within::Inside);
     }
     // SAFETY: as in `sampled_malloc`; a pointer the program holds.
@@ -308,8 +316,40 @@ fn gap() -> i64 {
 }
 
 /// The filter's counter of address `a`.
+#[inline(always)]
 fn filter_slot(a: usize) -> usize {
     ((a >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) & (FILTER - 1)
+}
+
+/// Whether `p` may be a sampled block: its counter's bit (one load, one
+/// test). A block's bit is set before its allocation returns, so before
+/// the program can free it.
+#[inline(always)]
+fn maybe(p: *mut c_void) -> bool {
+    let i = filter_slot(p as usize);
+    MAYBE[i / 64].load(Ordering::Relaxed) & (1 << (i % 64)) != 0
+}
+
+/// Add one to the counter of `a` (its bit set when it leaves 0).
+fn filter_add(a: usize) {
+    let i = filter_slot(a);
+    if COUNTS[i].fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_add(1)) == Ok(0) {
+        MAYBE[i / 64].fetch_or(1 << (i % 64), Ordering::SeqCst);
+    }
+}
+
+/// Take one from the counter of `a` (a saturated counter stays): its bit
+/// cleared when it reaches 0 — and set again if another block took the
+/// counter from 0 meanwhile, whose bit-setting this clearing may have
+/// overtaken.
+fn filter_remove(a: usize) {
+    let i = filter_slot(a);
+    if COUNTS[i].fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n != u8::MAX).then(|| n - 1)) == Ok(1) {
+        MAYBE[i / 64].fetch_and(!(1 << (i % 64)), Ordering::SeqCst);
+        if COUNTS[i].load(Ordering::SeqCst) != 0 {
+            MAYBE[i / 64].fetch_or(1 << (i % 64), Ordering::SeqCst);
+        }
+    }
 }
 
 /// The first table slot of address `a`'s window.
@@ -324,8 +364,7 @@ fn insert(a: usize, event: u64) -> bool {
         let s = (home(a) + i) & (SLOTS - 1);
         if KEYS[s].compare_exchange(0, a, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
             EVENT_OF[s].store(event, Ordering::Release);
-            let c = &MAYBE[filter_slot(a)];
-            let _ = c.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| n.checked_add(1));
+            filter_add(a);
             return true;
         }
     }
@@ -342,8 +381,7 @@ fn remove(a: usize) -> Option<u64> {
         }
         let event = EVENT_OF[s].load(Ordering::Acquire);
         KEYS[s].compare_exchange(a, 0, Ordering::AcqRel, Ordering::Relaxed).ok()?;
-        let c = &MAYBE[filter_slot(a)];
-        let _ = c.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |n| (n != u8::MAX).then(|| n - 1));
+        filter_remove(a);
         return Some(event);
     }
     None
