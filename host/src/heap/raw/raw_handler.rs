@@ -416,25 +416,12 @@ impl<'a> Held<'a> {
         Ok(unsafe { align_within(block, alignment) })
     }
 
-    /// Free a block made by [`alloc_aligned`](Held::alloc_aligned).
-    ///
-    /// # Safety
-    /// `ptr` was returned by `alloc_aligned(size, alignment)` of this handler
-    /// (or `realloc_aligned` to `size` with `alignment`) and is not used
-    /// again.
-    pub(crate) unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
-        // SAFETY: the caller's contract.
-        let block = unsafe { self.raw.plain_block(ptr, size, alignment) };
-        // SAFETY: the plain block the plugin made, of that size.
-        unsafe { self.free(block.ptr, block.size) }
-    }
-
     /// Resize a block made by [`alloc_aligned`](Held::alloc_aligned),
     /// keeping its alignment and `min(old, new)` bytes. On error the old
     /// block is untouched.
     ///
     /// # Safety
-    /// As for [`free_aligned`](Held::free_aligned) with `old`; on success the
+    /// As for [`free_aligned`](FreeAligned::free_aligned) with `old`; on success the
     /// old pointer is not used again.
     pub(crate) unsafe fn realloc_aligned(
         &self,
@@ -454,6 +441,55 @@ impl<'a> Held<'a> {
         // SAFETY: the caller's contract for the old block.
         unsafe { self.free_aligned(ptr, old, alignment) };
         Ok(q)
+    }
+}
+
+/// The free of an aligned block, written once for both cores that free:
+/// [`Held`] (under the lock) and [`RawHandler`] (the per-call path, with its
+/// rule for waiting), each through its own plain `free`.
+pub(crate) trait FreeAligned {
+    /// The handler core the block belongs to.
+    fn core(&self) -> &RawHandler;
+
+    /// Free a plain block (`Held::free` or `RawHandler::free`).
+    ///
+    /// # Safety
+    /// As for [`Held::free`].
+    unsafe fn free_plain(&self, ptr: NonNull<u8>, size: usize);
+
+    /// Free a block made by [`alloc_aligned`](Held::alloc_aligned).
+    ///
+    /// # Safety
+    /// `ptr` was returned by `alloc_aligned(size, alignment)` of this handler
+    /// (or `realloc_aligned` to `size` with `alignment`) and is not used
+    /// again.
+    unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
+        // SAFETY: the caller's contract.
+        let block = unsafe { self.core().plain_block(ptr, size, alignment) };
+        // SAFETY: the plain block the plugin made, of that size.
+        unsafe { self.free_plain(block.ptr, block.size) }
+    }
+}
+
+impl FreeAligned for Held<'_> {
+    fn core(&self) -> &RawHandler {
+        self.raw
+    }
+
+    unsafe fn free_plain(&self, ptr: NonNull<u8>, size: usize) {
+        // SAFETY: forwarded: the caller's contract.
+        unsafe { self.free(ptr, size) }
+    }
+}
+
+impl FreeAligned for RawHandler {
+    fn core(&self) -> &RawHandler {
+        self
+    }
+
+    unsafe fn free_plain(&self, ptr: NonNull<u8>, size: usize) {
+        // SAFETY: forwarded: the caller's contract.
+        unsafe { self.free(ptr, size) }
     }
 }
 
@@ -724,18 +760,6 @@ impl RawHandler {
     /// Allocate with an alignment; see [`Held::alloc_aligned`](Held::alloc_aligned).
     pub(crate) fn alloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, AllocError> {
         self.lock().alloc_aligned(size, alignment)
-    }
-
-    /// Free an aligned block; see [`Held::free_aligned`](Held::free_aligned).
-    ///
-    /// # Safety
-    /// As for [`Held::free_aligned`](Held::free_aligned).
-    pub(crate) unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
-        // SAFETY: the caller's contract.
-        let block = unsafe { self.plain_block(ptr, size, alignment) };
-        // SAFETY: the plain block the plugin made, with its size; the
-        // ordinary free (and its rule for waiting) applies to it.
-        unsafe { self.free(block.ptr, block.size) }
     }
 
     /// Resize an aligned block; see [`Held::realloc_aligned`](Held::realloc_aligned).
