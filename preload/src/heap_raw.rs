@@ -21,8 +21,8 @@ use core::ffi::c_void;
 /// The largest alignment served: the header keeps the offset in 32 bits.
 const MAX_ALIGN: usize = 1 << 31;
 
-/// `malloc(size)`: the fast path of a thread-safe headerless handler, else
-/// [`alloc`]. NULL always with `errno = ENOMEM`: a manifest's C `malloc`
+/// `malloc(size)`: the fast path of a thread-safe headerless handler (its
+/// one test), else [`alloc_slow`]. NULL always with `errno = ENOMEM`: a manifest's C `malloc`
 /// (mimalloc's `mi_malloc`, say) need not set it, so a NULL from the fast
 /// path sets it here, off the success path.
 #[inline(always)]
@@ -33,12 +33,12 @@ pub(crate) fn malloc(size: usize) -> *mut c_void {
     {
         return if p.is_null() { nomem() } else { p };
     }
-    alloc(size, 0, false)
+    alloc_slow(size, 0, false)
 }
 
 /// `calloc`'s `total` zeroed bytes (`n * size`, checked by the caller):
 /// the fast path of a thread-safe headerless handler with a `calloc`, else
-/// [`alloc`]. NULL with `errno = ENOMEM`, as [`malloc`].
+/// [`alloc_slow`]. NULL with `errno = ENOMEM`, as [`malloc`].
 #[inline(always)]
 pub(crate) fn calloc(total: usize) -> *mut c_void {
     if in_call::fast_mode()
@@ -46,17 +46,28 @@ pub(crate) fn calloc(total: usize) -> *mut c_void {
     {
         return if p.is_null() { nomem() } else { p };
     }
-    alloc(total, 0, true)
+    alloc_slow(total, 0, true)
 }
 
 /// A block of `size` bytes aligned to `align` (a power of two; at most 16
-/// means the default), zeroed if `zero`; sampled for `--profile`.
+/// means the default), zeroed if `zero`: a plain one is [`malloc`]'s (and
+/// its fast path), any other [`alloc_slow`]'s.
 #[inline(never)]
 pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
+    if align <= HEADER && !zero {
+        return malloc(size);
+    }
+    alloc_slow(size, align, zero)
+}
+
+/// [`alloc`] off the fast path (tried already, or not for this request);
+/// sampled for `--profile`.
+#[inline(never)]
+fn alloc_slow(size: usize, align: usize, zero: bool) -> *mut c_void {
     sample::allocated(alloc_plain(size, align, zero), size)
 }
 
-/// [`alloc`], not sampled.
+/// [`alloc_slow`], not sampled.
 fn alloc_plain(size: usize, align: usize, zero: bool) -> *mut c_void {
     let align = align.max(HEADER);
     if align > MAX_ALIGN {
@@ -66,15 +77,6 @@ fn alloc_plain(size: usize, align: usize, zero: bool) -> *mut c_void {
         stats::ALIGNED.add(1);
     }
     let mode = mode();
-    if align == HEADER && !zero {
-        let fast = match mode.fast() {
-            true => bare::direct_malloc(size),
-            false => None,
-        };
-        if let Some(p) = fast {
-            return if p.is_null() { nomem() } else { p };
-        }
-    }
     if mode == Mode::Header && align == HEADER && !zero {
         return header_malloc(size);
     }
@@ -229,15 +231,32 @@ pub(crate) fn free(p: *mut c_void) {
     // The table's gate is open only in the fast modes, while no block
     // recorded by address is live. The fast path's free takes NULL; the
     // region is never at 0.
-    if boot::fast_free_allowed(p) && bare::direct_free(p) {
-        return;
+    if boot::fast_free_allowed(p) {
+        if bare::direct_free(p) {
+            return;
+        }
+        // Inside a plugin call: the fast path cannot serve.
+        return free_slow(p);
     }
-    free_slow(p);
+    free_gate_shut(p);
 }
 
-/// Release `p` off the fast path.
+/// Release `p`, which the fast path could not (this thread is inside a
+/// plugin call).
 #[inline(never)]
 fn free_slow(p: *mut c_void) {
+    if p.is_null() {
+        return;
+    }
+    sample::freeing(p);
+    free_general(p, mode());
+}
+
+/// Release `p`, for which [`free`] found the table's gate shut (a block
+/// recorded by address is live, or not a fast mode): the fast path, not
+/// tried yet, serves it in a fast mode if the table cannot hold it.
+#[inline(never)]
+fn free_gate_shut(p: *mut c_void) {
     if p.is_null() {
         return;
     }
@@ -246,6 +265,12 @@ fn free_slow(p: *mut c_void) {
     if mode.fast() && boot::ODD.quiet(p as usize) && !boot::contains(p.cast()) && bare::direct_free(p) {
         return;
     }
+    free_general(p, mode);
+}
+
+/// Release `p` (not NULL, sampled) off the fast path.
+#[inline(always)]
+fn free_general(p: *mut c_void, mode: Mode) {
     if boot::contains(p.cast()) {
         match boot::release_in_region(p) {
             true => stats::BOOT_FREES.add(1),
