@@ -21,10 +21,9 @@ use core::ffi::c_void;
 /// The largest alignment served: the header keeps the offset in 32 bits.
 const MAX_ALIGN: usize = 1 << 31;
 
-/// `malloc(size)`: the fast path of a thread-safe headerless handler (its
-/// one test), else [`alloc_slow`]. NULL always with `errno = ENOMEM`: a manifest's C `malloc`
-/// (mimalloc's `mi_malloc`, say) need not set it, so a NULL from the fast
-/// path sets it here, off the success path.
+/// `malloc(size)`: the fast path of a thread-safe headerless handler, else
+/// [`alloc_slow`]. NULL always with `errno = ENOMEM`: a manifest's C `malloc`
+/// (mimalloc's, say) need not set it, so it is set here, off the fast path.
 #[inline(always)]
 pub(crate) fn malloc(size: usize) -> *mut c_void {
     // The fast modes are the highest: one compare of the mode.
@@ -50,18 +49,13 @@ pub(crate) fn calloc(total: usize) -> *mut c_void {
 }
 
 /// A block of `size` bytes aligned to `align` (a power of two; at most 16
-/// means the default), zeroed if `zero`: a plain one is [`malloc`]'s (and
-/// its fast path), any other [`alloc_slow`]'s.
+/// means the default), zeroed if `zero`: a plain one is [`malloc`]'s.
 #[inline(never)]
 pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
-    if align <= HEADER && !zero {
-        return malloc(size);
-    }
-    alloc_slow(size, align, zero)
+    if align <= HEADER && !zero { malloc(size) } else { alloc_slow(size, align, zero) }
 }
 
-/// [`alloc`] off the fast path (tried already, or not for this request);
-/// sampled for `--profile`.
+/// [`alloc`] off the fast path (tried, or not for it); sampled for `--profile`.
 #[inline(never)]
 fn alloc_slow(size: usize, align: usize, zero: bool) -> *mut c_void {
     sample::allocated(alloc_plain(size, align, zero), size)
@@ -236,41 +230,25 @@ pub(crate) fn free(p: *mut c_void) {
             return;
         }
         // Inside a plugin call: the fast path cannot serve.
-        return free_slow(p);
+        return free_slow::<false>(p);
     }
-    free_gate_shut(p);
+    free_slow::<true>(p);
 }
 
-/// Release `p`, which the fast path could not (this thread is inside a
-/// plugin call).
+/// Release `p` off the fast path; `GATE_SHUT`: [`free`] found the table's
+/// gate shut (a block recorded by address is live, or not a fast mode), so
+/// the fast path, not tried yet, serves `p` in a fast mode if the table
+/// cannot hold it (else this thread is inside a plugin call).
 #[inline(never)]
-fn free_slow(p: *mut c_void) {
-    if p.is_null() {
-        return;
-    }
-    sample::freeing(p);
-    free_general(p, mode());
-}
-
-/// Release `p`, for which [`free`] found the table's gate shut (a block
-/// recorded by address is live, or not a fast mode): the fast path, not
-/// tried yet, serves it in a fast mode if the table cannot hold it.
-#[inline(never)]
-fn free_gate_shut(p: *mut c_void) {
+fn free_slow<const GATE_SHUT: bool>(p: *mut c_void) {
     if p.is_null() {
         return;
     }
     sample::freeing(p);
     let mode = mode();
-    if mode.fast() && boot::ODD.quiet(p as usize) && !boot::contains(p.cast()) && bare::direct_free(p) {
+    if GATE_SHUT && mode.fast() && boot::ODD.quiet(p as usize) && !boot::contains(p.cast()) && bare::direct_free(p) {
         return;
     }
-    free_general(p, mode);
-}
-
-/// Release `p` (not NULL, sampled) off the fast path.
-#[inline(always)]
-fn free_general(p: *mut c_void, mode: Mode) {
     if boot::contains(p.cast()) {
         match boot::release_in_region(p) {
             true => stats::BOOT_FREES.add(1),
