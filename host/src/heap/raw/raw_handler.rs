@@ -415,41 +415,18 @@ impl<'a> Held<'a> {
         // bytes, and `alignment` is a power of two.
         Ok(unsafe { align_within(block, alignment) })
     }
-
-    /// Resize a block made by [`alloc_aligned`](Held::alloc_aligned),
-    /// keeping its alignment and `min(old, new)` bytes. On error the old
-    /// block is untouched.
-    ///
-    /// # Safety
-    /// As for [`free_aligned`](FreeAligned::free_aligned) with `old`; on success the
-    /// old pointer is not used again.
-    pub(crate) unsafe fn realloc_aligned(
-        &self,
-        ptr: NonNull<u8>,
-        old: usize,
-        new: usize,
-        alignment: usize,
-    ) -> Result<NonNull<u8>, AllocError> {
-        if alignment <= self.raw.alignment {
-            // SAFETY: forwarded: a plain block of this handler.
-            return unsafe { self.realloc(ptr, old, new) };
-        }
-        let q = self.alloc_aligned(new, alignment)?;
-        // SAFETY: both blocks are live and distinct, and hold at least
-        // `min(old, new)` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(ptr.as_ptr(), q.as_ptr(), old.min(new)) };
-        // SAFETY: the caller's contract for the old block.
-        unsafe { self.free_aligned(ptr, old, alignment) };
-        Ok(q)
-    }
 }
 
-/// The free of an aligned block, written once for both cores that free:
-/// [`Held`] (under the lock) and [`RawHandler`] (the per-call path, with its
-/// rule for waiting), each through its own plain `free`.
-pub(crate) trait FreeAligned {
+/// The free and the resize of an aligned block, written once for both
+/// cores: [`Held`] (under the lock) and [`RawHandler`] (the per-call path:
+/// its plain `free` with its rule for waiting, a resize under one hold of
+/// the lock).
+pub(crate) trait AlignedBlocks {
     /// The handler core the block belongs to.
     fn core(&self) -> &RawHandler;
+
+    /// `f` with the lock held (this `Held`, or a hold taken for it).
+    fn with_held<R>(&self, f: impl FnOnce(&Held<'_>) -> R) -> R;
 
     /// Free a plain block (`Held::free` or `RawHandler::free`).
     ///
@@ -469,11 +446,44 @@ pub(crate) trait FreeAligned {
         // SAFETY: the plain block the plugin made, of that size.
         unsafe { self.free_plain(block.ptr, block.size) }
     }
+
+    /// Resize a block made by [`alloc_aligned`](Held::alloc_aligned),
+    /// keeping its alignment and `min(old, new)` bytes. On error the old
+    /// block is untouched.
+    ///
+    /// # Safety
+    /// As for [`free_aligned`](AlignedBlocks::free_aligned) with `old`; on
+    /// success the old pointer is not used again.
+    unsafe fn realloc_aligned(
+        &self,
+        ptr: NonNull<u8>,
+        old: usize,
+        new: usize,
+        alignment: usize,
+    ) -> Result<NonNull<u8>, AllocError> {
+        self.with_held(|held| {
+            if alignment <= held.raw.alignment {
+                // SAFETY: forwarded: a plain block of this handler.
+                return unsafe { held.realloc(ptr, old, new) };
+            }
+            let q = held.alloc_aligned(new, alignment)?;
+            // SAFETY: both blocks are live and distinct, and hold at least
+            // `min(old, new)` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(ptr.as_ptr(), q.as_ptr(), old.min(new)) };
+            // SAFETY: the caller's contract for the old block.
+            unsafe { held.free_aligned(ptr, old, alignment) };
+            Ok(q)
+        })
+    }
 }
 
-impl FreeAligned for Held<'_> {
+impl AlignedBlocks for Held<'_> {
     fn core(&self) -> &RawHandler {
         self.raw
+    }
+
+    fn with_held<R>(&self, f: impl FnOnce(&Held<'_>) -> R) -> R {
+        f(self)
     }
 
     unsafe fn free_plain(&self, ptr: NonNull<u8>, size: usize) {
@@ -482,9 +492,13 @@ impl FreeAligned for Held<'_> {
     }
 }
 
-impl FreeAligned for RawHandler {
+impl AlignedBlocks for RawHandler {
     fn core(&self) -> &RawHandler {
         self
+    }
+
+    fn with_held<R>(&self, f: impl FnOnce(&Held<'_>) -> R) -> R {
+        f(&self.lock())
     }
 
     unsafe fn free_plain(&self, ptr: NonNull<u8>, size: usize) {
@@ -760,21 +774,6 @@ impl RawHandler {
     /// Allocate with an alignment; see [`Held::alloc_aligned`](Held::alloc_aligned).
     pub(crate) fn alloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, AllocError> {
         self.lock().alloc_aligned(size, alignment)
-    }
-
-    /// Resize an aligned block; see [`Held::realloc_aligned`](Held::realloc_aligned).
-    ///
-    /// # Safety
-    /// As for [`Held::realloc_aligned`](Held::realloc_aligned).
-    pub(crate) unsafe fn realloc_aligned(
-        &self,
-        ptr: NonNull<u8>,
-        old: usize,
-        new: usize,
-        alignment: usize,
-    ) -> Result<NonNull<u8>, AllocError> {
-        // SAFETY: forwarded: the caller's contract.
-        unsafe { self.lock().realloc_aligned(ptr, old, new, alignment) }
     }
 
     /// The plugin's statistics, if it reports them (`Ok(None)` if it does
