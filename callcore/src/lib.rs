@@ -14,7 +14,8 @@
 //! first); there are no circles.
 //! 0. [`role`] — the roles a plain C function plays in an allocator made
 //!    of them; [`direct_raw`] — a thread-safe handler's block calls copied
-//!    out of its vtable for hot paths;
+//!    out of its vtable for hot paths; [`fork_raw`] — the fork lock: the
+//!    set of locks held across a `fork`, taken all or none;
 //! 1. [`vtable_raw`] — a handler's functions and `ctx`, the calls through
 //!    them, the zero-size rule ([`served`]), and the addresses a header
 //!    holds;
@@ -34,12 +35,14 @@
 
 pub mod role;
 pub mod direct_raw;
+pub mod fork_raw;
 pub mod vtable_raw;
 pub mod builtin_raw;
 pub mod aligned_raw;
 pub mod symbols_raw;
 
 pub use direct_raw::{DirectCalls, PlainCalls};
+pub use fork_raw::{ForkNode, ForkSet, ForkSetStatic, PthreadLock};
 pub use role::Role;
 pub use symbols_raw::{SymbolTable, Trampolines};
 pub use vtable_raw::{CreateFailure, FunctionAddrs, VTable, served};

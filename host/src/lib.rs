@@ -11,8 +11,9 @@
 //!    file names carried whole between processes; imports nothing;
 //! 1. `heap` (private) — a handler and every call into it: [`Handler`],
 //!    [`lock`], [`current`], [`Buffer`], [`share`], over its unsafe core
-//!    (the handler's lock and counts, the fork lock) and the call core it
-//!    shares with the interposer (`memplug-callcore`: vtable, trampolines);
+//!    (the handler's lock and counts) and the call core it
+//!    shares with the interposer (`memplug-callcore`: vtable, trampolines,
+//!    the fork lock);
 //! 2. `admit` (private) — from a file to a handler ready to install:
 //!    [`dirs`], [`discover`], [`precheck`], [`validate`], [`symbols`],
 //!    [`load`], [`policy`], over the library-opening code;

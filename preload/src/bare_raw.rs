@@ -40,7 +40,7 @@ use crate::call_raw::{call, in_call};
 use crate::plugin_raw::setup;
 use crate::setup::{Mode, Plugin};
 use crate::stats;
-use crate::symbols_raw::{plain, plain_usable, unsampled};
+use crate::symbols_raw::{plain, plain_usable};
 use core::ffi::c_void;
 
 /// Set `errno`.
@@ -94,17 +94,6 @@ pub(crate) fn direct_malloc(size: usize) -> Option<*mut c_void> {
     in_call::leave(off);
     // A C library's malloc sets errno itself (POSIX); the plain function
     // over a handler's sets it (plugin_raw).
-    Some(p)
-}
-
-/// [`direct_malloc`] through the functions `--profile` has not wrapped,
-/// for a path that samples by itself (`heap_raw::alloc`).
-#[inline(always)]
-pub(crate) fn direct_malloc_unsampled(size: usize) -> Option<*mut c_void> {
-    let off = in_call::try_enter()?;
-    // SAFETY: as in `direct_malloc`.
-    let p = unsafe { (unsampled().malloc)(size) };
-    in_call::leave(off);
     Some(p)
 }
 

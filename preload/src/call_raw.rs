@@ -5,8 +5,8 @@
 //! not thread-safe (taken and released around `fork()`).
 
 use crate::setup::{MODE, Mode, Plugin};
-use core::cell::UnsafeCell;
 use core::sync::atomic::Ordering;
+use memplug_callcore::{ForkNode, ForkSet, PthreadLock};
 
 /// Which allocator serves now: [`MODE`]'s byte as the mode it is, with no
 /// conversion (one load; each question asked of it one compare).
@@ -19,13 +19,15 @@ pub(crate) fn mode() -> Mode {
 }
 
 /// The lock for handlers that are not thread-safe: a pthread mutex, which
-/// allocates nothing.
-struct Lock(UnsafeCell<libc::pthread_mutex_t>);
+/// allocates nothing, held across every `fork` by the call core's fork lock
+/// (the host's, shared).
+static LOCK: PthreadLock = PthreadLock::new();
 
-// SAFETY: a pthread mutex is made to be shared between threads.
-unsafe impl Sync for Lock {}
+/// [`LOCK`]'s place in [`FORK`].
+static NODE: ForkNode = ForkNode::new(&LOCK);
 
-static LOCK: Lock = Lock(UnsafeCell::new(libc::PTHREAD_MUTEX_INITIALIZER));
+/// The locks held across a `fork`: [`LOCK`] alone.
+static FORK: ForkSet = ForkSet::with(&NODE);
 
 /// Whether this thread is inside a plugin call (its re-entrant requests go
 /// to the bootstrap heap instead of recursing): one byte of thread-local
@@ -202,11 +204,10 @@ pub(crate) fn call<R>(p: &Plugin, f: impl FnOnce(&Plugin) -> R) -> Option<R> {
     let r = if p.thread_safe {
         f(p)
     } else {
-        // SAFETY: LOCK is a valid, initialised mutex for the whole process.
-        unsafe { libc::pthread_mutex_lock(LOCK.0.get()) };
+        LOCK.lock();
         let r = f(p);
         // SAFETY: this thread locked it just above.
-        unsafe { libc::pthread_mutex_unlock(LOCK.0.get()) };
+        unsafe { LOCK.unlock() };
         r
     };
     // SAFETY: as above.
@@ -214,20 +215,18 @@ pub(crate) fn call<R>(p: &Plugin, f: impl FnOnce(&Plugin) -> R) -> Option<R> {
     Some(r)
 }
 
-/// `fork()` prepare: hold the lock, so no thread is inside the plugin.
+/// `fork()` prepare: hold the lock, so no thread is inside the plugin (the
+/// call core's [`ForkSet::prepare`], registered once: slot 0).
 pub(crate) extern "C" fn before_fork() {
-    // SAFETY: LOCK is a valid mutex.
-    unsafe { libc::pthread_mutex_lock(LOCK.0.get()) };
+    FORK.prepare(0);
 }
 
 /// `fork()` in the parent: release it.
 pub(crate) extern "C" fn after_fork_parent() {
-    // SAFETY: `before_fork` locked it in this thread.
-    unsafe { libc::pthread_mutex_unlock(LOCK.0.get()) };
+    FORK.release(0);
 }
 
-/// `fork()` in the child: a fresh, unlocked mutex (the child has one thread).
+/// `fork()` in the child: release it (the forking thread held it).
 pub(crate) extern "C" fn after_fork_child() {
-    // SAFETY: the child is single-threaded here; nobody else uses LOCK.
-    unsafe { LOCK.0.get().write(libc::PTHREAD_MUTEX_INITIALIZER) };
+    FORK.release(0);
 }

@@ -22,9 +22,8 @@ use core::ffi::c_void;
 const MAX_ALIGN: usize = 1 << 31;
 
 /// `malloc(size)`: the fast path of a thread-safe headerless handler, else
-/// [`alloc`]. NULL always with `errno = ENOMEM`: a manifest's C `malloc`
-/// (mimalloc's `mi_malloc`, say) need not set it, so a NULL from the fast
-/// path sets it here, off the success path.
+/// [`alloc_slow`]. NULL always with `errno = ENOMEM`: a manifest's C `malloc`
+/// (mimalloc's, say) need not set it, so it is set here, off the fast path.
 #[inline(always)]
 pub(crate) fn malloc(size: usize) -> *mut c_void {
     // The fast modes are the highest: one compare of the mode.
@@ -33,12 +32,12 @@ pub(crate) fn malloc(size: usize) -> *mut c_void {
     {
         return if p.is_null() { nomem() } else { p };
     }
-    alloc(size, 0, false)
+    alloc_slow(size, 0, false)
 }
 
 /// `calloc`'s `total` zeroed bytes (`n * size`, checked by the caller):
 /// the fast path of a thread-safe headerless handler with a `calloc`, else
-/// [`alloc`]. NULL with `errno = ENOMEM`, as [`malloc`].
+/// [`alloc_slow`]. NULL with `errno = ENOMEM`, as [`malloc`].
 #[inline(always)]
 pub(crate) fn calloc(total: usize) -> *mut c_void {
     if in_call::fast_mode()
@@ -46,17 +45,23 @@ pub(crate) fn calloc(total: usize) -> *mut c_void {
     {
         return if p.is_null() { nomem() } else { p };
     }
-    alloc(total, 0, true)
+    alloc_slow(total, 0, true)
 }
 
 /// A block of `size` bytes aligned to `align` (a power of two; at most 16
-/// means the default), zeroed if `zero`; sampled for `--profile`.
+/// means the default), zeroed if `zero`: a plain one is [`malloc`]'s.
 #[inline(never)]
 pub(crate) fn alloc(size: usize, align: usize, zero: bool) -> *mut c_void {
+    if align <= HEADER && !zero { malloc(size) } else { alloc_slow(size, align, zero) }
+}
+
+/// [`alloc`] off the fast path (tried, or not for it); sampled for `--profile`.
+#[inline(never)]
+fn alloc_slow(size: usize, align: usize, zero: bool) -> *mut c_void {
     sample::allocated(alloc_plain(size, align, zero), size)
 }
 
-/// [`alloc`], not sampled.
+/// [`alloc_slow`], not sampled.
 fn alloc_plain(size: usize, align: usize, zero: bool) -> *mut c_void {
     let align = align.max(HEADER);
     if align > MAX_ALIGN {
@@ -66,15 +71,6 @@ fn alloc_plain(size: usize, align: usize, zero: bool) -> *mut c_void {
         stats::ALIGNED.add(1);
     }
     let mode = mode();
-    if align == HEADER && !zero {
-        let fast = match mode.fast() {
-            true => bare::direct_malloc_unsampled(size),
-            false => None,
-        };
-        if let Some(p) = fast {
-            return if p.is_null() { nomem() } else { p };
-        }
-    }
     if mode == Mode::Header && align == HEADER && !zero {
         return header_malloc(size);
     }
@@ -229,21 +225,28 @@ pub(crate) fn free(p: *mut c_void) {
     // The table's gate is open only in the fast modes, while no block
     // recorded by address is live. The fast path's free takes NULL; the
     // region is never at 0.
-    if boot::fast_free_allowed(p) && bare::direct_free(p) {
-        return;
+    if boot::fast_free_allowed(p) {
+        if bare::direct_free(p) {
+            return;
+        }
+        // Inside a plugin call: the fast path cannot serve.
+        return free_slow::<false>(p);
     }
-    free_slow(p);
+    free_slow::<true>(p);
 }
 
-/// Release `p` off the fast path.
+/// Release `p` off the fast path; `GATE_SHUT`: [`free`] found the table's
+/// gate shut (a block recorded by address is live, or not a fast mode), so
+/// the fast path, not tried yet, serves `p` in a fast mode if the table
+/// cannot hold it (else this thread is inside a plugin call).
 #[inline(never)]
-fn free_slow(p: *mut c_void) {
+fn free_slow<const GATE_SHUT: bool>(p: *mut c_void) {
     if p.is_null() {
         return;
     }
     sample::freeing(p);
     let mode = mode();
-    if mode.fast() && boot::ODD.quiet(p as usize) && !boot::contains(p.cast()) && bare::direct_free(p) {
+    if GATE_SHUT && mode.fast() && boot::ODD.quiet(p as usize) && !boot::contains(p.cast()) && bare::direct_free(p) {
         return;
     }
     if boot::contains(p.cast()) {

@@ -75,8 +75,7 @@ pub(crate) unsafe fn install_fast(malloc: CMalloc, free: CFree, calloc: Option<C
 }
 
 /// The fast path's functions as they serve without sampling: the ones
-/// `--profile`'s wrappers call, and what a path that samples by itself
-/// (`heap_raw::alloc`) calls, so that no allocation is counted twice.
+/// `--profile`'s wrappers call.
 ///
 /// # Safety
 /// As [`plain`].

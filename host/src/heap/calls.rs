@@ -119,6 +119,7 @@ macro_rules! block_calls {
             /// not used again.
             #[allow(unsafe_code)]
             pub unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
+                use $crate::heap::raw::raw_handler::AlignedBlocks as _;
                 let $this = self;
                 // SAFETY: the caller's contract, which is the core's.
                 unsafe { $core.free_aligned(ptr, size, alignment) }
@@ -139,6 +140,7 @@ macro_rules! block_calls {
                 new_size: usize,
                 alignment: usize,
             ) -> Result<NonNull<u8>, AllocError> {
+                use $crate::heap::raw::raw_handler::AlignedBlocks as _;
                 let $this = self;
                 // SAFETY: the caller's contract, which is the core's.
                 unsafe { $core.realloc_aligned(ptr, old_size, new_size, alignment) }

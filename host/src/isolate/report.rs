@@ -184,11 +184,7 @@ impl Report {
         let failed = reason.is_some();
         let message = checks.as_ref().map(failed_summary).unwrap_or_default();
         Report {
-            path: candidate.path.clone(),
-            symbol: candidate.symbol.clone(),
-            status: if failed { Status::Rejected } else { Status::Ok },
             reason: reason.map(String::from),
-            message,
             name: Some(info.name.clone()),
             version: Some(info.version.to_string()),
             abi: Some(info.abi()),
@@ -213,11 +209,7 @@ impl Report {
                 layout: info.layout.code().to_string(),
             }),
             checks,
-            stage: None,
-            signal: None,
-            call: None,
-            cached: false,
-            starved: false,
+            ..Report::empty(candidate, if failed { Status::Rejected } else { Status::Ok }, message)
         }
     }
 
@@ -233,20 +225,32 @@ impl Report {
         checks: Option<Checks>,
     ) -> Report {
         Report {
+            reason: Some(code.to_string()),
+            name,
+            options,
+            checks,
+            ..Report::empty(candidate, Status::Rejected, message)
+        }
+    }
+
+    /// A report of `candidate` that says `status` and `message` alone: no
+    /// handler, no checks, no failure's stage; what each constructor fills.
+    fn empty(candidate: &Candidate, status: Status, message: String) -> Report {
+        Report {
             path: candidate.path.clone(),
             symbol: candidate.symbol.clone(),
-            status: Status::Rejected,
-            reason: Some(code.to_string()),
+            status,
+            reason: None,
             message,
-            name,
+            name: None,
             version: None,
             abi: None,
             deprecated: false,
             flags: Vec::new(),
             thread_safe: None,
-            options,
+            options: None,
             loaded: None,
-            checks,
+            checks: None,
             stage: None,
             signal: None,
             call: None,

@@ -21,8 +21,8 @@
 //!    destruction;
 //! 2. `relock` — the reentrant, fork-safe lock; `pending` — a handler's
 //!    lock with its queue of pending frees (frees that could not wait for
-//!    the lock); `atfork` — the `pthread_atfork` handlers that hold every
-//!    such lock (and `Global`'s) around a fork;
+//!    the lock); `atfork` — the host's use of the call core's fork lock,
+//!    which holds every such lock (and `Global`'s) around a fork;
 //! 3. `ctx_owner` — the table behind a trampolines' vtable, owned until its
 //!    handler is installed (freed if it never is); `functions` —
 //!    trampolines for functions given by address that take a context

@@ -415,6 +415,24 @@ impl<'a> Held<'a> {
         // bytes, and `alignment` is a power of two.
         Ok(unsafe { align_within(block, alignment) })
     }
+}
+
+/// The free and the resize of an aligned block, written once for both
+/// cores: [`Held`] (under the lock) and [`RawHandler`] (the per-call path:
+/// its plain `free` with its rule for waiting, a resize under one hold of
+/// the lock).
+pub(crate) trait AlignedBlocks {
+    /// The handler core the block belongs to.
+    fn core(&self) -> &RawHandler;
+
+    /// `f` with the lock held (this `Held`, or a hold taken for it).
+    fn with_held<R>(&self, f: impl FnOnce(&Held<'_>) -> R) -> R;
+
+    /// Free a plain block (`Held::free` or `RawHandler::free`).
+    ///
+    /// # Safety
+    /// As for [`Held::free`].
+    unsafe fn free_plain(&self, ptr: NonNull<u8>, size: usize);
 
     /// Free a block made by [`alloc_aligned`](Held::alloc_aligned).
     ///
@@ -422,11 +440,11 @@ impl<'a> Held<'a> {
     /// `ptr` was returned by `alloc_aligned(size, alignment)` of this handler
     /// (or `realloc_aligned` to `size` with `alignment`) and is not used
     /// again.
-    pub(crate) unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
+    unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
         // SAFETY: the caller's contract.
-        let block = unsafe { self.raw.plain_block(ptr, size, alignment) };
+        let block = unsafe { self.core().plain_block(ptr, size, alignment) };
         // SAFETY: the plain block the plugin made, of that size.
-        unsafe { self.free(block.ptr, block.size) }
+        unsafe { self.free_plain(block.ptr, block.size) }
     }
 
     /// Resize a block made by [`alloc_aligned`](Held::alloc_aligned),
@@ -434,26 +452,58 @@ impl<'a> Held<'a> {
     /// block is untouched.
     ///
     /// # Safety
-    /// As for [`free_aligned`](Held::free_aligned) with `old`; on success the
-    /// old pointer is not used again.
-    pub(crate) unsafe fn realloc_aligned(
+    /// As for [`free_aligned`](AlignedBlocks::free_aligned) with `old`; on
+    /// success the old pointer is not used again.
+    unsafe fn realloc_aligned(
         &self,
         ptr: NonNull<u8>,
         old: usize,
         new: usize,
         alignment: usize,
     ) -> Result<NonNull<u8>, AllocError> {
-        if alignment <= self.raw.alignment {
-            // SAFETY: forwarded: a plain block of this handler.
-            return unsafe { self.realloc(ptr, old, new) };
-        }
-        let q = self.alloc_aligned(new, alignment)?;
-        // SAFETY: both blocks are live and distinct, and hold at least
-        // `min(old, new)` bytes.
-        unsafe { std::ptr::copy_nonoverlapping(ptr.as_ptr(), q.as_ptr(), old.min(new)) };
-        // SAFETY: the caller's contract for the old block.
-        unsafe { self.free_aligned(ptr, old, alignment) };
-        Ok(q)
+        self.with_held(|held| {
+            if alignment <= held.raw.alignment {
+                // SAFETY: forwarded: a plain block of this handler.
+                return unsafe { held.realloc(ptr, old, new) };
+            }
+            let q = held.alloc_aligned(new, alignment)?;
+            // SAFETY: both blocks are live and distinct, and hold at least
+            // `min(old, new)` bytes.
+            unsafe { std::ptr::copy_nonoverlapping(ptr.as_ptr(), q.as_ptr(), old.min(new)) };
+            // SAFETY: the caller's contract for the old block.
+            unsafe { held.free_aligned(ptr, old, alignment) };
+            Ok(q)
+        })
+    }
+}
+
+impl AlignedBlocks for Held<'_> {
+    fn core(&self) -> &RawHandler {
+        self.raw
+    }
+
+    fn with_held<R>(&self, f: impl FnOnce(&Held<'_>) -> R) -> R {
+        f(self)
+    }
+
+    unsafe fn free_plain(&self, ptr: NonNull<u8>, size: usize) {
+        // SAFETY: forwarded: the caller's contract.
+        unsafe { self.free(ptr, size) }
+    }
+}
+
+impl AlignedBlocks for RawHandler {
+    fn core(&self) -> &RawHandler {
+        self
+    }
+
+    fn with_held<R>(&self, f: impl FnOnce(&Held<'_>) -> R) -> R {
+        f(&self.lock())
+    }
+
+    unsafe fn free_plain(&self, ptr: NonNull<u8>, size: usize) {
+        // SAFETY: forwarded: the caller's contract.
+        unsafe { self.free(ptr, size) }
     }
 }
 
@@ -724,33 +774,6 @@ impl RawHandler {
     /// Allocate with an alignment; see [`Held::alloc_aligned`](Held::alloc_aligned).
     pub(crate) fn alloc_aligned(&self, size: usize, alignment: usize) -> Result<NonNull<u8>, AllocError> {
         self.lock().alloc_aligned(size, alignment)
-    }
-
-    /// Free an aligned block; see [`Held::free_aligned`](Held::free_aligned).
-    ///
-    /// # Safety
-    /// As for [`Held::free_aligned`](Held::free_aligned).
-    pub(crate) unsafe fn free_aligned(&self, ptr: NonNull<u8>, size: usize, alignment: usize) {
-        // SAFETY: the caller's contract.
-        let block = unsafe { self.plain_block(ptr, size, alignment) };
-        // SAFETY: the plain block the plugin made, with its size; the
-        // ordinary free (and its rule for waiting) applies to it.
-        unsafe { self.free(block.ptr, block.size) }
-    }
-
-    /// Resize an aligned block; see [`Held::realloc_aligned`](Held::realloc_aligned).
-    ///
-    /// # Safety
-    /// As for [`Held::realloc_aligned`](Held::realloc_aligned).
-    pub(crate) unsafe fn realloc_aligned(
-        &self,
-        ptr: NonNull<u8>,
-        old: usize,
-        new: usize,
-        alignment: usize,
-    ) -> Result<NonNull<u8>, AllocError> {
-        // SAFETY: forwarded: the caller's contract.
-        unsafe { self.lock().realloc_aligned(ptr, old, new, alignment) }
     }
 
     /// The plugin's statistics, if it reports them (`Ok(None)` if it does
