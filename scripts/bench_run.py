@@ -370,6 +370,8 @@ def main() -> None:
     ap.add_argument("--guard", action="store_true", help="only the guard tables (against memcheck; sampling)")
     ap.add_argument("--stacks", action="store_true",
                     help="only the stack tables: guard:sample=1000 with allocation stacks; tracking vs heaptrack on cc1")
+    ap.add_argument("--guard-sampling", action="store_true",
+                    help="with --stacks: only the guard:sample=1000 table, not tracking vs heaptrack")
     ap.add_argument("--profile", action="store_true",
                     help="only the heap profile table: memplug run --profile at the default rate on system")
     ap.add_argument("--sequential", action="store_true", help="run the variants one after another, never paired")
@@ -427,7 +429,8 @@ def main() -> None:
             return
         cc1_lines = a.cc1_lines or (lines if a.quick else 15_000)
         if a.stacks:
-            stack_tables(run, compile_big, gcc, Path(tmp), env, max(1, a.rounds // 3), lines, cc1_lines)
+            stack_tables(run, compile_big, gcc, Path(tmp), env, max(1, a.rounds // 3), lines, cc1_lines,
+                         a.guard_sampling)
             return
         if a.profile:
             profile_table(run, compile_big, Path(tmp), env, a.rounds, lines)
@@ -499,11 +502,11 @@ def profile_table(run: list[str], compile_big: list[str], tmp: Path, env: dict[s
 
 
 def stack_tables(run: list[str], compile_big: list[str], gcc: str, tmp: Path, env: dict[str, str],
-                 rounds: int, lines: int, cc1_lines: int) -> None:
-    """guard:sample=1000 with allocation stacks on the large compile; and
-    tracking recording a stack for every block next to heaptrack, on cc1
-    run directly on the preprocessed generated file of `cc1_lines` lines
-    (heaptrack follows no child)."""
+                 rounds: int, lines: int, cc1_lines: int, guard_only: bool = False) -> None:
+    """guard:sample=1000 with allocation stacks on the large compile; and,
+    unless `guard_only`, tracking recording a stack for every block next to
+    heaptrack, on cc1 run directly on the preprocessed generated file of
+    `cc1_lines` lines (heaptrack follows no child)."""
     size = f"{lines:_}".replace("_", " ")
     table(
         f"guard sampling one allocation in 1000, with allocation stacks: gcc -O2 -c, a generated C file of {size} lines",
@@ -517,6 +520,8 @@ def stack_tables(run: list[str], compile_big: list[str], gcc: str, tmp: Path, en
         rounds,
         "memplug run --handler guard:sample=1000 (stacks of 32 frames) within 1.10 of the compile alone (CPU time)",
     )
+    if guard_only:
+        return
     cc1 = subprocess.run([gcc, "-print-prog-name=cc1"], capture_output=True, text=True).stdout.strip()
     heaptrack = shutil.which("heaptrack")
     if not cc1 or not Path(cc1).exists():
