@@ -36,8 +36,9 @@
 //!    imports nothing;
 //! 1. `boot_lists` — the bootstrap heap's lock-free free lists (atomics
 //!    only); `addr_table` — a lock-free table of live blocks recognised by
-//!    address (atomics only); `block_raw` — the sealed header before each
-//!    block;
+//!    address (atomics only); `sampled_blocks` — `--profile`'s table of
+//!    sampled blocks and the filter a `free` reads (atomics only);
+//!    `block_raw` — the sealed header before each block;
 //! 2. `boot_raw` — the bootstrap heap's memory: a static region, and `mmap`
 //!    for large blocks (recorded in the address table);
 //! 3. `stats` — the counts of the report, kept with relaxed atomics;
@@ -76,8 +77,9 @@
 //! # Unsafe code
 //! The crate denies `unsafe` code; the modules whose names end in `_raw`
 //! allow it (in lib.rs, on their `mod` lines), and every `unsafe` block in
-//! them argues why it holds in a `// SAFETY:` comment. `text`, `boot_class`,
-//! `boot_lists`, `addr_table`, `stats`, `setup`, `cxx`, `summary` and `glibc` have none. An
+//! them argues why it holds in a `// SAFETY:` comment. `text`,
+//! `boot_class`, `boot_lists`, `addr_table`, `sampled_blocks`, `stats`,
+//! `setup`, `cxx`, `summary` and `glibc` have none. An
 //! interposed allocator is unsafe code at its edges by nature: reading the
 //! environment and writing into it in place, opening a library and giving
 //! its addresses types, calling a plugin's functions, and reading the
@@ -99,6 +101,7 @@ mod boot_class;
 mod cxx_raw;
 mod boot_lists;
 mod addr_table;
+mod sampled_blocks;
 #[allow(unsafe_code)]
 mod block_raw;
 #[allow(unsafe_code)]

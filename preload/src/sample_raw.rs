@@ -27,8 +27,9 @@
 //! written when the process starts and again when it exits.
 
 use crate::call_raw::in_call;
+use crate::sampled_blocks::{insert, maybe, remove};
 use core::ffi::{CStr, c_void};
-use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use memplug_abi::run as var;
 use memplug_stacks::capture::{self, DEFAULT_DEPTH};
 use memplug_stacks::format::{self, NOT_FREED, SampleOut};
@@ -36,14 +37,6 @@ use memplug_stacks::{emit, raw::sys};
 
 /// The default mean gap between samples, in bytes.
 pub(crate) const DEFAULT_RATE: u64 = 512 << 10;
-/// Slots of the table of sampled blocks (a power of two).
-const SLOTS: usize = 1 << 16;
-/// Slots a key may occupy, from its hash on.
-const WINDOW: usize = 16;
-/// Counters of the filter, and bits of its summary (a power of two, a
-/// multiple of 64).
-const FILTER: usize = 1 << 14;
-
 /// Whether this process samples.
 static ON: AtomicBool = AtomicBool::new(false);
 /// The mean gap, in bytes.
@@ -57,16 +50,6 @@ static DROPPED: AtomicU64 = AtomicU64::new(0);
 /// The profile file, open to append (-1: not open), and its identity.
 static FD: AtomicI32 = AtomicI32::new(-1);
 static FILE_ID: [AtomicU64; 2] = [const { AtomicU64::new(0) }; 2];
-/// The sampled blocks: addresses and their allocation's event number.
-static KEYS: [AtomicUsize; SLOTS] = [const { AtomicUsize::new(0) }; SLOTS];
-static EVENT_OF: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
-/// How many sampled blocks hash to each counter (saturating: a counter at
-/// 255 stays there).
-static COUNTS: [AtomicU8; FILTER] = [const { AtomicU8::new(0) }; FILTER];
-/// One bit per counter, set while it is not 0: what a `free` reads (2 KiB,
-/// which stays in the cache, where the counters' 16 KiB would not).
-static MAYBE: [AtomicU64; FILTER / 64] = [const { AtomicU64::new(0) }; FILTER / 64];
-
 /// The bytes this thread may still allocate before its next sample (it
 /// samples when the count goes below zero): 8 bytes of static TLS, as the
 /// in-call flag (`call_raw`).
@@ -313,78 +296,6 @@ fn gap() -> i64 {
     let u = ((z >> 11) as f64 + 1.0) / (1u64 << 53) as f64;
     let g = -u.ln() * RATE.load(Ordering::Relaxed) as f64;
     (g as i64).clamp(1, i64::MAX / 2)
-}
-
-/// The filter's counter of address `a`.
-#[inline(always)]
-fn filter_slot(a: usize) -> usize {
-    ((a >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) & (FILTER - 1)
-}
-
-/// Whether `p` may be a sampled block: its counter's bit (one load, one
-/// test). A block's bit is set before its allocation returns, so before
-/// the program can free it.
-#[inline(always)]
-fn maybe(p: *mut c_void) -> bool {
-    let i = filter_slot(p as usize);
-    MAYBE[i / 64].load(Ordering::Relaxed) & (1 << (i % 64)) != 0
-}
-
-/// Add one to the counter of `a` (its bit set when it leaves 0).
-fn filter_add(a: usize) {
-    let i = filter_slot(a);
-    if COUNTS[i].fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_add(1)) == Ok(0) {
-        MAYBE[i / 64].fetch_or(1 << (i % 64), Ordering::SeqCst);
-    }
-}
-
-/// Take one from the counter of `a` (a saturated counter stays): its bit
-/// cleared when it reaches 0 — and set again if another block took the
-/// counter from 0 meanwhile, whose bit-setting this clearing may have
-/// overtaken.
-fn filter_remove(a: usize) {
-    let i = filter_slot(a);
-    if COUNTS[i].fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| (n != u8::MAX).then(|| n - 1)) == Ok(1) {
-        MAYBE[i / 64].fetch_and(!(1 << (i % 64)), Ordering::SeqCst);
-        if COUNTS[i].load(Ordering::SeqCst) != 0 {
-            MAYBE[i / 64].fetch_or(1 << (i % 64), Ordering::SeqCst);
-        }
-    }
-}
-
-/// The first table slot of address `a`'s window.
-fn home(a: usize) -> usize {
-    ((a >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 24) & (SLOTS - 1)
-}
-
-/// Record the sampled block `a` (allocated at `event`); `false` when its
-/// window is full.
-fn insert(a: usize, event: u64) -> bool {
-    for i in 0..WINDOW {
-        let s = (home(a) + i) & (SLOTS - 1);
-        if KEYS[s].compare_exchange(0, a, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
-            EVENT_OF[s].store(event, Ordering::Release);
-            filter_add(a);
-            return true;
-        }
-    }
-    false
-}
-
-/// Remove the sampled block `a`: its allocation's event number, if it was
-/// one.
-fn remove(a: usize) -> Option<u64> {
-    for i in 0..WINDOW {
-        let s = (home(a) + i) & (SLOTS - 1);
-        if KEYS[s].load(Ordering::Acquire) != a {
-            continue;
-        }
-        let event = EVENT_OF[s].load(Ordering::Acquire);
-        KEYS[s].compare_exchange(a, 0, Ordering::AcqRel, Ordering::Relaxed).ok()?;
-        filter_remove(a);
-        return Some(event);
-    }
-    None
 }
 
 /// The profile file's path, if `memplug run` asked for a profile.
