@@ -43,7 +43,8 @@
 //!    for large blocks (recorded in the address table);
 //! 3. `stats` — the counts of the report, kept with relaxed atomics;
 //! 4. `setup` — what the constructor sets up, as plain data: the mode
-//!    (which allocator serves), the handler's functions, libc's;
+//!    (which allocator serves), the handler's functions, libc's, and
+//!    whether the handler puts block ends against a guard page;
 //! 5. `env_raw` — what `memplug run` put in the environment (its names are
 //!    `memplug_abi::run`'s), read without allocating: which process writes
 //!    the report, `--no-children`, whether the plugin file is unchanged;
@@ -56,8 +57,8 @@
 //!    trampolines;
 //!    `sample_raw` — `--profile`'s sampling: a per-thread count of bytes
 //!    down to the next sample, the sampled block's stack and a record of
-//!    it in the profile file, the table that follows sampled blocks to
-//!    their free;
+//!    it in the process's spool (`memplug_stacks::raw::spool`), the table
+//!    that follows sampled blocks to their free;
 //! 7. `plugin_raw` — the constructor's work (load the handler, or fall back
 //!    to libc; choose the headerless or the header path), the one setup;
 //!    `bare_raw` — the headerless path, and its fast `malloc` and `free`;

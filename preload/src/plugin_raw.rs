@@ -7,7 +7,7 @@
 pub(crate) use crate::call_raw::call;
 use crate::call_raw::{after_fork_child, after_fork_parent, before_fork};
 use crate::env_raw::{claim_report, env, flag, remove_from_preload, same_file, write_c};
-use crate::setup::{ForeignFreeFn, Libc, Mode, Plugin, Setup, set_mode};
+use crate::setup::{ForeignFreeFn, Libc, Mode, Plugin, Setup, guards_block_ends, set_mode};
 use crate::text::Text;
 use core::cell::UnsafeCell;
 use core::ffi::{CStr, c_char, c_int, c_void};
@@ -110,16 +110,27 @@ pub(crate) unsafe fn init() -> Option<c_int> {
                 (true, true, true) => Mode::FastManifest,
             };
             if mode == Mode::FastHandler {
+                // The handler's functions, sampling inside them when the
+                // run profiles (one call less than a wrapper around them).
+                let (malloc, calloc, free) = match profiling {
+                    false => (
+                        handler_as_c_malloc::<false> as _,
+                        handler_as_c_calloc::<false> as _,
+                        handler_as_c_free::<false> as _,
+                    ),
+                    true => (
+                        handler_as_c_malloc::<true> as _,
+                        handler_as_c_calloc::<true> as _,
+                        handler_as_c_free::<true> as _,
+                    ),
+                };
                 // SAFETY: once, single-threaded (the caller's promise), before
                 // the mode is set.
-                let calloc = p.calloc.map(|_| handler_as_c_calloc as unsafe extern "C" fn(usize, usize) -> *mut c_void);
-                // SAFETY: as above.
-                unsafe { crate::symbols_raw::install_fast(handler_as_c_malloc, handler_as_c_free, calloc) };
+                unsafe { crate::symbols_raw::install_fast(malloc, free, p.calloc.map(|_| calloc)) };
             }
-            if mode.fast() && profiling {
-                // SAFETY: once, single-threaded, after the table was filled
-                // (by the manifest's load, or just above), before the mode
-                // is set.
+            if mode == Mode::FastManifest && profiling {
+                // SAFETY: once, single-threaded, after the manifest's load
+                // filled the table, before the mode is set.
                 unsafe { crate::sample_raw::wrap_fast_path() };
             }
             if mode.fast() {
@@ -160,7 +171,7 @@ pub(crate) unsafe fn init() -> Option<c_int> {
 /// The handler's `malloc` as a plain function, for the fast path (mode
 /// `Mode::FastHandler`: set only once `SETUP.plugin` is filled); NULL with `errno =
 /// ENOMEM` on failure, as a C library's `malloc`.
-unsafe extern "C" fn handler_as_c_malloc(size: usize) -> *mut c_void {
+unsafe extern "C" fn handler_as_c_malloc<const SAMPLED: bool>(size: usize) -> *mut c_void {
     // SAFETY: `Mode::FastHandler` is set after the plugin is; never written again.
     let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
     // SAFETY: the handler's malloc with its ctx; never asked for 0 bytes.
@@ -169,14 +180,14 @@ unsafe extern "C" fn handler_as_c_malloc(size: usize) -> *mut c_void {
         // SAFETY: this thread's errno.
         unsafe { *libc::__errno_location() = libc::ENOMEM };
     }
-    got
+    if SAMPLED { crate::sample_raw::counted(got, size) } else { got }
 }
 
 /// The handler's `calloc` as a plain function, for the fast path (installed
 /// only when the handler has one): `n * size` zeroed bytes, at least 1;
 /// NULL with `errno = ENOMEM` on failure. The caller has checked that
 /// `n * size` does not overflow.
-unsafe extern "C" fn handler_as_c_calloc(n: usize, size: usize) -> *mut c_void {
+unsafe extern "C" fn handler_as_c_calloc<const SAMPLED: bool>(n: usize, size: usize) -> *mut c_void {
     // SAFETY: as in `handler_as_c_malloc`.
     let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
     // SAFETY: installed only for a handler with calloc; its ctx; never 0
@@ -186,14 +197,17 @@ unsafe extern "C" fn handler_as_c_calloc(n: usize, size: usize) -> *mut c_void {
         // SAFETY: this thread's errno.
         unsafe { *libc::__errno_location() = libc::ENOMEM };
     }
-    got
+    if SAMPLED { crate::sample_raw::counted(got, n.wrapping_mul(size)) } else { got }
 }
 
 /// The handler's `free` as a plain function, for the fast path: it needs
 /// no size (the handler is headerless); NULL is not passed on.
-unsafe extern "C" fn handler_as_c_free(ptr: *mut c_void) {
+unsafe extern "C" fn handler_as_c_free<const SAMPLED: bool>(ptr: *mut c_void) {
     if ptr.is_null() {
         return;
+    }
+    if SAMPLED {
+        crate::sample_raw::uncounted(ptr);
     }
     // SAFETY: as in `handler_as_c_malloc`.
     let p = unsafe { setup().plugin.as_ref().unwrap_unchecked() };
@@ -415,17 +429,6 @@ unsafe fn load(s: &mut Setup) -> Result<Plugin, ()> {
         plugin.headerless = false;
     }
     Ok(plugin)
-}
-
-/// Whether the handler named `name` (NUL-padded), made with `options`,
-/// puts the end of each block against a guard page: memplug's `guard`,
-/// unless `side=start`. (Allocates nothing: this library is the allocator.)
-fn guards_block_ends(name: &[u8], options: &[u8]) -> bool {
-    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    let start_side = options
-        .split(|&b| b == b',')
-        .any(|item| item.iter().copied().filter(|b| !b.is_ascii_whitespace()).eq(b"side=start".iter().copied()));
-    &name[..end] == b"guard" && !start_side
 }
 
 /// The plugin's own statistics, if it keeps them.

@@ -7,14 +7,18 @@
 //! weighs the samples. The path of an unsampled allocation is one subtract
 //! and one branch on a thread-local word; without `--profile`, one load
 //! and one branch on whether the process samples. The
-//! headerless fast path (`bare_raw`) samples through wrappers put in its
-//! table of functions only when a profile is asked for, so without one it
-//! is untouched.
+//! headerless fast path (`bare_raw`) samples only when a profile is asked
+//! for, so without one it is untouched: a handler's functions as it calls
+//! them are then the sampling versions ([`counted`], [`uncounted`] inside
+//! them), a manifest's are wrapped.
 //!
 //! A sampled allocation's stack is captured (`memplug_stacks::capture`,
 //! allocation-free, this library's own frames dropped), and a sample
-//! record — size, rate, event number, stack — is appended to the profile
-//! file at once, so that a program that dies leaves its samples behind.
+//! record — size, rate, event number, stack — is appended at once, so that
+//! a program that dies leaves its samples behind: to this process image's
+//! spool beside the profile file (a shared mapping of a file, no system
+//! call per record; a forked child shares it), or to the profile file
+//! itself when there is no room in one.
 //! The block then enters a small table keyed by address (only sampled
 //! blocks do; a filter of counters, summed up in a 2 KiB bitmap, lets
 //! every other `free` pass with one load), and its `free` appends a record
@@ -33,7 +37,7 @@ use core::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use memplug_abi::run as var;
 use memplug_stacks::capture::{self, DEFAULT_DEPTH};
 use memplug_stacks::format::{self, NOT_FREED, SampleOut};
-use memplug_stacks::{emit, raw::sys};
+use memplug_stacks::{emit, raw::spool, raw::sys};
 
 /// The default mean gap between samples, in bytes.
 pub(crate) const DEFAULT_RATE: u64 = 512 << 10;
@@ -245,12 +249,28 @@ fn leave(off: usize, within: Within) {
     }
 }
 
-/// The fast path's `malloc` under `--profile`: the function it replaced,
-/// then the count (this thread is inside the fast path's call).
+/// Under `--profile`, on the fast path (this thread inside its call):
+/// after the allocation of `size` bytes at `p`, as [`allocated`].
+#[inline(always)]
+pub(crate) fn counted(p: *mut c_void, size: usize) -> *mut c_void {
+    count(p, size, Within::Inside)
+}
+
+/// Under `--profile`, on the fast path (this thread inside its call):
+/// before the free of `p` (not NULL), as [`freeing`].
+#[inline(always)]
+pub(crate) fn uncounted(p: *mut c_void) {
+    if maybe(p) {
+        freed(p, Within::Inside);
+    }
+}
+
+/// The fast path's `malloc` under `--profile`, for a manifest's functions:
+/// the function it replaced, then the count.
 unsafe extern "C" fn sampled_malloc(size: usize) -> *mut c_void {
     // SAFETY: installed by `wrap_fast` only after the table was filled.
     let p = unsafe { (crate::symbols_raw::unsampled().malloc)(size) };
-    count(p, size, Within::Inside)
+    counted(p, size)
 }
 
 /// The fast path's `calloc` under `--profile` (installed only when there
@@ -259,14 +279,14 @@ unsafe extern "C" fn sampled_malloc(size: usize) -> *mut c_void {
 unsafe extern "C" fn sampled_calloc(n: usize, size: usize) -> *mut c_void {
     // SAFETY: as in `sampled_malloc`; installed only over a `calloc`.
     let p = unsafe { crate::symbols_raw::unsampled().calloc.unwrap_unchecked()(n, size) };
-    count(p, n.wrapping_mul(size), Within::Inside)
+    counted(p, n.wrapping_mul(size))
 }
 
 /// The fast path's `free` under `--profile`: a sampled block's free
 /// recorded, then the function it replaced.
 unsafe extern "C" fn sampled_free(p: *mut c_void) {
-    if !p.is_null() && maybe(p) {
-        freed(p, Within::Inside);
+    if !p.is_null() {
+        uncounted(p);
     }
     // SAFETY: as in `sampled_malloc`; a pointer the program holds.
     unsafe { (crate::symbols_raw::unsampled().free)(p) }
@@ -316,10 +336,14 @@ fn identity(fd: i32) -> Option<[u64; 2]> {
     Some([st.st_dev, st.st_ino])
 }
 
-/// Append record `r` to the profile file: through the descriptor opened at
-/// start, unless the program has closed it (or its number now names
-/// another file), when the file is opened again.
+/// Append record `r`: to this process's spool (no system call), or, when
+/// there is none or it is full, to the profile file — through the
+/// descriptor opened at start, unless the program has closed it (or its
+/// number now names another file), when the file is opened again.
 fn write(r: &[u8]) {
+    if spool::append(r) {
+        return;
+    }
     let fd = FD.load(Ordering::Acquire);
     let want = [FILE_ID[0].load(Ordering::Relaxed), FILE_ID[1].load(Ordering::Relaxed)];
     if fd >= 0 && identity(fd) == Some(want) {
@@ -350,9 +374,12 @@ fn open() -> Option<i32> {
 /// map; whether it did. Sampling starts with [`start`], once the plugin is
 /// loaded (its loading is the interposer's work, not the program's).
 pub(crate) fn init(own: usize) -> bool {
-    if path().is_none() || open().is_none() {
+    let Some(path) = path() else { return false };
+    if open().is_none() {
         return false;
     }
+    // Without a spool, every record is a `write` to the profile file.
+    spool::beside(path, emit::origin());
     let rate = sys::env(var::PROFILE_RATE)
         .and_then(|r| core::str::from_utf8(r).ok())
         .and_then(|r| r.parse::<u64>().ok())

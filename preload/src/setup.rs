@@ -186,3 +186,14 @@ impl Setup {
         why: Text::new(),
     };
 }
+
+/// Whether the handler named `name` (NUL-padded), made with `options`,
+/// puts the end of each block against a guard page: memplug's `guard`,
+/// unless `side=start`. (Allocates nothing: this library is the allocator.)
+pub(crate) fn guards_block_ends(name: &[u8], options: &[u8]) -> bool {
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    let start_side = options
+        .split(|&b| b == b',')
+        .any(|item| item.iter().copied().filter(|b| !b.is_ascii_whitespace()).eq(b"side=start".iter().copied()));
+    &name[..end] == b"guard" && !start_side
+}

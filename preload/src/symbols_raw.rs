@@ -78,16 +78,13 @@ pub(crate) unsafe fn install_fast(malloc: CMalloc, free: CFree, calloc: Option<C
 /// `--profile`'s wrappers call.
 ///
 /// # Safety
-/// As [`plain`].
+/// [`wrap_fast`] has filled them: called only from the wrappers it put in
+/// the fast path's table.
 #[inline(always)]
 pub(crate) unsafe fn unsampled() -> &'static Plain {
-    // SAFETY: written once, single-threaded, before the fast mode was set
-    // (and so before this is called); read-only afterwards.
-    match unsafe { &*UNSAMPLED.0.get() } {
-        Some(p) => p,
-        // SAFETY: the caller's promise.
-        None => unsafe { plain() },
-    }
+    // SAFETY: the caller's promise; written once, single-threaded, before
+    // the fast mode was set, and read-only afterwards.
+    unsafe { (*UNSAMPLED.0.get()).as_ref().unwrap_unchecked() }
 }
 
 /// `--profile` on the fast path: make it call `malloc`, `free` and (when

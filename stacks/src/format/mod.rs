@@ -32,10 +32,16 @@
 //! profile's sampled allocation, see [`SampleOut`]) is `bytes, rate,
 //! allocated, freed` (u64) and one stack, with the flag
 //! [`FLAG_INHERITED`].
+//!
+//! A heap profile's records go to a *spool* instead, a file each process
+//! fills through a shared mapping: the same records, each at a multiple of
+//! 8 bytes, after a header (see [`spooled`]).
 
 mod read;
+mod spool;
 
 pub use read::{FormatError, Records, records};
+pub use spool::{SPOOL_ALIGN, SPOOL_COMMITTED, SPOOL_HEADER, SPOOL_INFIX, SPOOL_MAGIC, SPOOL_USED, Spooled, spooled};
 
 /// The first four bytes of every record.
 pub const MAGIC: [u8; 4] = *b"MPST";

@@ -105,22 +105,30 @@ impl<'a> Iterator for Records<'a> {
 
 impl<'a> Records<'a> {
     fn read(&mut self, at: usize) -> Result<Record<'a>, FormatError> {
-        let rest = &self.bytes[at..];
-        let Some(mut h) = rest.get(..HEADER).map(Cursor) else { return Err(FormatError::Truncated { at }) };
-        let bad = FormatError::BadHeader { at };
-        if h.take(4) != Some(&MAGIC[..]) || h.u8() != Some(VERSION) {
-            return Err(bad);
-        }
-        let (kind, flags, len, pid, nonce) = (h.u8(), h.u16(), h.u32(), h.u32(), h.u64());
-        let (Some(kind), Some(flags), Some(len), Some(pid), Some(nonce)) = (kind, flags, len, pid, nonce) else {
-            return Err(bad);
-        };
-        let kind = Kind::from_u8(kind).ok_or(bad)?;
-        let Some(payload) = rest.get(HEADER..HEADER + len as usize) else { return Err(FormatError::Truncated { at }) };
-        self.at = at + HEADER + len as usize;
-        let origin = Origin { pid, nonce };
-        parse(kind, flags, origin, Cursor(payload)).ok_or(FormatError::BadPayload { at })
+        let (record, next) = record_at(self.bytes, at)?;
+        self.at = next;
+        Ok(record)
     }
+}
+
+/// The record that starts at byte `at` of `bytes`, and where the bytes
+/// after it start.
+pub(super) fn record_at(bytes: &[u8], at: usize) -> Result<(Record<'_>, usize), FormatError> {
+    let rest = bytes.get(at..).unwrap_or_default();
+    let Some(mut h) = rest.get(..HEADER).map(Cursor) else { return Err(FormatError::Truncated { at }) };
+    let bad = FormatError::BadHeader { at };
+    if h.take(4) != Some(&MAGIC[..]) || h.u8() != Some(VERSION) {
+        return Err(bad);
+    }
+    let (kind, flags, len, pid, nonce) = (h.u8(), h.u16(), h.u32(), h.u32(), h.u64());
+    let (Some(kind), Some(flags), Some(len), Some(pid), Some(nonce)) = (kind, flags, len, pid, nonce) else {
+        return Err(bad);
+    };
+    let kind = Kind::from_u8(kind).ok_or(bad)?;
+    let Some(payload) = rest.get(HEADER..HEADER + len as usize) else { return Err(FormatError::Truncated { at }) };
+    let origin = Origin { pid, nonce };
+    let record = parse(kind, flags, origin, Cursor(payload)).ok_or(FormatError::BadPayload { at })?;
+    Ok((record, at + HEADER + len as usize))
 }
 
 /// A payload of `kind`; `None` if it does not parse or has bytes left over.

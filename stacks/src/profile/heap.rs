@@ -67,30 +67,73 @@ pub struct ProcessSamples {
 }
 
 /// The processes of a trace, in the order they first wrote; and why
-/// reading stopped early, if it did (what came before is kept). A process
+/// reading stopped early, if it did (what came before is kept). See
+/// [`Reader`], which also reads the spools beside a trace.
+pub fn read(bytes: &[u8]) -> (Vec<ProcessSamples>, Option<FormatError>) {
+    let mut r = Reader::default();
+    let problem = r.trace(bytes);
+    (r.finish(), problem)
+}
+
+/// Reads a heap profile's records back, from a trace and from the spools
+/// its processes wrote beside it, into samples by process. A process
 /// writes each sampled allocation when it makes it (not freed), and, when
 /// it frees it, a record with the same allocation event, the free's event
-/// and no stack: the two are merged here.
-pub fn read(bytes: &[u8]) -> (Vec<ProcessSamples>, Option<FormatError>) {
-    let mut out: Vec<ProcessSamples> = Vec::new();
-    let mut at: HashMap<Origin, (usize, bool)> = HashMap::new();
-    let mut index: HashMap<(usize, u64), usize> = HashMap::new();
-    for r in format::records(bytes) {
-        let r = match r {
-            Ok(r) => r,
-            Err(e) => return (out, Some(e)),
-        };
+/// and no stack: the two are merged here, in whichever order they are read.
+/// A free whose allocation is never read is of a block the process
+/// inherited across `fork` (its parent's sample), and is dropped.
+#[derive(Debug, Default)]
+pub struct Reader {
+    out: Vec<ProcessSamples>,
+    /// Each process's index in `out`, and whether its last record was of a
+    /// module.
+    at: HashMap<Origin, (usize, bool)>,
+    /// Each sample's index in its process's samples, by allocation event.
+    index: HashMap<(usize, u64), usize>,
+    /// Frees read before their allocation.
+    early: HashMap<(usize, u64), u64>,
+}
+
+impl Reader {
+    /// Read the records of a trace; why reading stopped early, if it did
+    /// (what came before is kept).
+    pub fn trace(&mut self, bytes: &[u8]) -> Option<FormatError> {
+        for r in format::records(bytes) {
+            match r {
+                Ok(r) => self.record(r),
+                Err(e) => return Some(e),
+            }
+        }
+        None
+    }
+
+    /// Read the records of a spool: the bytes stepped over that were not
+    /// whole records (records cut short by a writer's death); `Err` when
+    /// the bytes are not a spool.
+    pub fn spool(&mut self, bytes: &[u8]) -> Result<usize, FormatError> {
+        let mut records = format::spooled(bytes)?;
+        records.by_ref().for_each(|r| self.record(r));
+        Ok(records.skipped())
+    }
+
+    /// The processes read, in the order they first wrote.
+    pub fn finish(self) -> Vec<ProcessSamples> {
+        self.out
+    }
+
+    fn record(&mut self, r: Record<'_>) {
         let origin = match r {
             Record::Module(o, _) | Record::Error(o, _) | Record::Note(o, _) => o,
             Record::Leak { origin, .. } | Record::Sample { origin, .. } => origin,
         };
         let is_module = matches!(r, Record::Module(..));
-        let (i, was_module) = *at.entry(origin).or_insert_with(|| {
+        let out = &mut self.out;
+        let (i, was_module) = *self.at.entry(origin).or_insert_with(|| {
             out.push(ProcessSamples { origin, modules: Vec::new(), samples: Vec::new(), notes: Vec::new() });
             (out.len() - 1, false)
         });
-        at.insert(origin, (i, is_module));
-        let p = &mut out[i];
+        self.at.insert(origin, (i, is_module));
+        let p = &mut self.out[i];
         match r {
             Record::Module(_, m) => {
                 if !was_module {
@@ -108,14 +151,14 @@ pub fn read(bytes: &[u8]) -> (Vec<ProcessSamples>, Option<FormatError>) {
             Record::Note(_, n) => p.notes.push(n.to_string()),
             Record::Sample { bytes, rate, allocated, freed, inherited, stack, .. } => {
                 let freed = (freed != NOT_FREED).then_some(freed);
-                // A later record of the same allocation says when it was
-                // freed; one of an allocation never recorded here (made
-                // before a `fork`) is not this process's.
-                match index.get(&(i, allocated)) {
+                match self.index.get(&(i, allocated)) {
                     Some(&at) => p.samples[at].freed = freed.or(p.samples[at].freed),
-                    None if stack.is_empty() && freed.is_some() => {}
+                    None if stack.is_empty() && freed.is_some() => {
+                        self.early.insert((i, allocated), freed.unwrap_or(NOT_FREED));
+                    }
                     None => {
-                        index.insert((i, allocated), p.samples.len());
+                        self.index.insert((i, allocated), p.samples.len());
+                        let freed = freed.or(self.early.remove(&(i, allocated)));
                         let stack = stack.iter().collect();
                         p.samples.push(Sample { bytes, rate, allocated, freed, inherited, stack });
                     }
@@ -124,7 +167,6 @@ pub fn read(bytes: &[u8]) -> (Vec<ProcessSamples>, Option<FormatError>) {
             Record::Error(..) | Record::Leak { .. } => {}
         }
     }
-    (out, None)
 }
 
 /// The probability that an allocation of `bytes` is sampled at a mean gap
@@ -346,6 +388,37 @@ mod tests {
 
     /// Sampling by bytes with exponential gaps, simulated: the estimate of
     /// each call site's bytes is unbiased, whatever the block sizes.
+    #[test]
+    fn a_free_read_before_its_allocation_still_completes_it() {
+        // A free written to the trace (its spool was full) and its
+        // allocation to the spool, which is read after the trace.
+        let mut buf = [0u8; 512];
+        let o = Origin { pid: 7, nonce: 1 };
+        let s = |allocated, freed, stack: &'static [usize]| format::SampleOut {
+            bytes: 32,
+            rate: 512,
+            allocated,
+            freed,
+            inherited: false,
+            stack,
+        };
+        let trace = format::sample(&mut buf, o, &s(1, 2, &[])).unwrap().to_vec();
+        let mut spool = vec![0u8; format::SPOOL_HEADER];
+        spool[..8].copy_from_slice(&format::SPOOL_MAGIC);
+        spool.extend_from_slice(format::sample(&mut buf, o, &s(1, NOT_FREED, &[0x1010])).unwrap());
+        spool.resize(spool.len().next_multiple_of(8), 0);
+        let used = spool.len() as u64;
+        spool[format::SPOOL_USED..format::SPOOL_USED + 8].copy_from_slice(&used.to_ne_bytes());
+        let mut r = Reader::default();
+        assert!(r.trace(&trace).is_none());
+        assert_eq!(r.spool(&spool), Ok(0));
+        let ps = r.finish();
+        assert_eq!(ps.len(), 1);
+        assert_eq!(ps[0].samples.len(), 1);
+        assert_eq!(ps[0].samples[0].freed, Some(2));
+        assert_eq!(ps[0].samples[0].stack, [0x1010]);
+    }
+
     #[test]
     fn estimates_of_simulated_sampling_are_unbiased() {
         let rate = 4096u64;

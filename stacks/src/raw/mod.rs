@@ -13,7 +13,8 @@
 //! 3. [`memo`] — each thread's recent stacks and their ids, and the
 //!    stacks' hash;
 //! 4. [`depot`] — stacks stored once each, by id, in memory mapped once;
-//!    [`scratch`] — the one buffer reports are encoded in.
+//!    [`scratch`] — the one buffer reports are encoded in;
+//!    [`spool`] — records appended through a shared mapping of a file.
 
 pub mod sys;
 pub mod unwind;
@@ -21,3 +22,4 @@ pub mod maps;
 pub mod memo;
 pub mod depot;
 pub mod scratch;
+pub mod spool;

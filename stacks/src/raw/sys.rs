@@ -20,10 +20,19 @@ extern "C" fn forked() {
     FORKS.fetch_add(1, core::sync::atomic::Ordering::Relaxed);
 }
 
-/// Keep cached thread ids right across `fork` (called once, by `init`).
+/// Whether forks are counted ([`watch_forks`] was called): only then is
+/// the process id cached.
+static WATCHING: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+/// This process's id, with the fork count it was read at (0: not read).
+static PID: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Keep cached thread and process ids right across `fork` (called once, by
+/// `init`).
 pub fn watch_forks() {
     // SAFETY: a plain function as the child's handler, none for the parent.
-    unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+    if unsafe { libc::pthread_atfork(None, None, Some(forked)) } == 0 {
+        WATCHING.store(true, core::sync::atomic::Ordering::Release);
+    }
 }
 
 /// The calling thread's kernel id (read once per thread, and again after a
@@ -40,10 +49,25 @@ pub fn thread_id() -> u32 {
     tid
 }
 
-/// This process's id.
+/// This process's id: read once, and again after a fork, once forks are
+/// counted ([`watch_forks`]; a heap profile's every record names its
+/// process, and `getpid` is a system call). A child made by a raw `clone`,
+/// which runs no fork handler, would go on naming its parent.
 pub fn process_id() -> u32 {
+    use core::sync::atomic::Ordering::{Acquire, Relaxed};
+    if !WATCHING.load(Acquire) {
+        // SAFETY: getpid has no preconditions.
+        return (unsafe { libc::getpid() }) as u32;
+    }
+    let forks = FORKS.load(Relaxed);
+    let cached = PID.load(Relaxed);
+    if cached != 0 && (cached >> 32) as u32 == forks {
+        return cached as u32;
+    }
     // SAFETY: getpid has no preconditions.
-    (unsafe { libc::getpid() }) as u32
+    let pid = (unsafe { libc::getpid() }) as u32;
+    PID.store(u64::from(forks) << 32 | u64::from(pid), Relaxed);
+    pid
 }
 
 /// The value of environment variable `name`, if set (the environment's own

@@ -1,5 +1,6 @@
 //! `memplug run --profile FILE`: the samples every process of the run
-//! appended to one raw file (see the interposer's `sample_raw`), read back
+//! appended to one raw file and to the spools beside it (see the
+//! interposer's `sample_raw`), read back
 //! after the program has ended (or died), weighed, symbolized and written
 //! as one pprof profile per process image — `FILE` for the program's own
 //! (the last image of the process `memplug run` started), `FILE.<pid>` for
@@ -42,13 +43,42 @@ fn with_suffix(path: &Path, suffix: &str) -> std::ffi::OsString {
     s
 }
 
-/// Read the raw samples at `raw` (then delete it) and write the profiles
+/// The spools the processes of the run wrote beside `raw`
+/// (`<raw>.spool.<pid>.<nonce>`), in name order.
+fn spools_of(raw: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (raw.parent(), raw.file_name()) else { return Vec::new() };
+    let mut prefix = name.to_owned();
+    prefix.push(memplug_stacks::format::SPOOL_INFIX);
+    let prefix = prefix.as_encoded_bytes();
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().as_encoded_bytes().starts_with(prefix))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found
+}
+
+/// Read the raw samples at `raw` and the spools beside it (then delete
+/// them) and write the profiles
 /// and flame graphs; `program` names the run in each. Problems are told on
 /// stderr; the program's status is not changed by them.
 pub(super) fn write(raw: &Path, out: &Path, top: u32, program: &str) {
     let bytes = std::fs::read(raw).unwrap_or_default();
     let _ = std::fs::remove_file(raw);
-    let (mut processes, problem) = heap::read(&bytes);
+    let mut reader = heap::Reader::default();
+    let problem = reader.trace(&bytes);
+    for spool in spools_of(raw) {
+        let bytes = std::fs::read(&spool).unwrap_or_default();
+        let _ = std::fs::remove_file(&spool);
+        match reader.spool(&bytes) {
+            Ok(0) => {}
+            Ok(n) => tracing::warn!("{n} bytes of the profile's samples were cut short (a process died writing them)"),
+            Err(e) => tracing::warn!("a spool of the profile's samples is not one ({e}); it is skipped"),
+        }
+    }
+    let mut processes = reader.finish();
     // A child forked without `exec` that died before it wrote its module
     // map has its parent's: a forked copy keeps the image's nonce.
     for i in 0..processes.len() {
