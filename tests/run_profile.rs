@@ -39,7 +39,11 @@ fn profiled_with(handler: &str, args: &[&str]) -> (tempfile::TempDir, std::proce
     let built = Command::new(support::cc()).args(["-O1", "-g", "-o"]).arg(&program).arg(&src).output().unwrap();
     assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
     let profile = dir.path().join("heap.pb.gz");
+    // The run's raw samples and the processes' spools go here.
+    let temp = dir.path().join("tmp");
+    std::fs::create_dir(&temp).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_memplug"))
+        .env("TMPDIR", &temp)
         .env("MEMPLUG_PLUGIN_PATH", dir.path())
         .env("MEMPLUG_SYSTEM_PLUGIN_PATH", dir.path())
         .env("MEMPLUG_PRELOAD", support::plugin("preload"))
@@ -89,6 +93,10 @@ fn a_profile_weighs_allocations_by_function_and_each_process_has_its_own() {
     assert!(p.total("inuse_space") < p.total("alloc_space") / 100, "{}", p.total("inuse_space"));
     assert!(p.total("peak_inuse_space") < p.total("alloc_space") / 100);
     assert!(p.total("peak_inuse_space") > 0, "something was in use at the peak");
+
+    // The raw samples and the spools are read, then removed.
+    let left: Vec<_> = std::fs::read_dir(dir.path().join("tmp")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(left.is_empty(), "nothing is left in the temporary directory: {left:?}");
 
     // The child: its own profile, FILE.<pid>.
     let children: Vec<PathBuf> = std::fs::read_dir(dir.path())
