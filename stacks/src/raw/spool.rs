@@ -16,6 +16,7 @@
 //! allocates nothing.
 
 use crate::format::{Origin, SPOOL_ALIGN, SPOOL_COMMITTED, SPOOL_HEADER, SPOOL_INFIX, SPOOL_MAGIC, SPOOL_USED};
+use crate::text::Buf;
 use core::ffi::CStr;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicU64, Ordering};
 
@@ -106,14 +107,10 @@ fn make() -> Option<*mut u8> {
     let mut trace = [0u8; PATH_MAX];
     let trace = TRACE.get(&mut trace);
     put(&trace[..trace.len().saturating_sub(1)]);
-    put(SPOOL_INFIX.as_bytes());
-    let mut digits_buf = [0u8; 20];
-    // SAFETY: getpid has no preconditions.
-    let pid = u64::from((unsafe { libc::getpid() }) as u32);
-    put(digits(pid, 10, &mut digits_buf));
-    put(b".");
-    put(digits(NONCE.load(Ordering::Relaxed), 16, &mut digits_buf));
-    put(b"\0");
+    let mut name = Buf::<48>::new();
+    let (pid, nonce) = (super::sys::process_id(), NONCE.load(Ordering::Relaxed));
+    let _ = core::fmt::Write::write_fmt(&mut name, format_args!("{SPOOL_INFIX}{pid}.{nonce:x}\0"));
+    put(name.bytes());
     let base = CStr::from_bytes_with_nul(&path[..len]).ok().and_then(create);
     if base.is_some() {
         PATH.set(&path[..len]);
@@ -121,19 +118,6 @@ fn make() -> Option<*mut u8> {
     BASE.store(base.unwrap_or(core::ptr::null_mut()), Ordering::Release);
     STATE.store(SETTLED, Ordering::Release);
     base
-}
-
-/// `v` in base `radix`, written at the end of `out`.
-fn digits(mut v: u64, radix: u64, out: &mut [u8; 20]) -> &[u8] {
-    let mut at = out.len();
-    loop {
-        at -= 1;
-        out[at] = b"0123456789abcdef"[(v % radix) as usize];
-        v /= radix;
-        if v == 0 {
-            return &out[at..];
-        }
-    }
 }
 
 /// Create the spool at `path` (which must not exist: it is created, never
